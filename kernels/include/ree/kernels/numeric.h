@@ -1,0 +1,168 @@
+// Storage types and exact conversions shared by host and device code (one arithmetic source).
+//
+// Every function here is pure integer/IEEE arithmetic, so the CPU and CUDA builds give the same
+// bits. Conversions to narrower types round to nearest, ties to even (RNE), keep subnormals, map
+// overflow to infinity and every NaN to the canonical quiet NaN of the target type with the sign
+// of the input (docs/repops-spec.md, section "Storage types").
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define REE_HD __host__ __device__ __forceinline__
+#else
+#define REE_HD inline
+#endif
+
+// The CUDA runtime's own declaration, repeated so that public headers need no CUDA include.
+typedef struct CUstream_st* cudaStream_t;
+
+namespace ree {
+
+enum class DType : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
+
+inline const char* dtypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "f32";
+    case DType::kBF16: return "bf16";
+    case DType::kF16: return "f16";
+  }
+  return "?";
+}
+
+inline int dtypeSize(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+
+// bfloat16 and IEEE binary16 storage: the raw 16 bits, no implicit arithmetic.
+struct bf16_t {
+  uint16_t bits;
+};
+struct f16_t {
+  uint16_t bits;
+};
+
+REE_HD uint32_t floatBits(float value) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(value);
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+#endif
+}
+
+REE_HD float bitsFloat(uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+#endif
+}
+
+REE_HD uint64_t doubleBits(double value) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint64_t>(__double_as_longlong(value));
+#else
+  uint64_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+#endif
+}
+
+REE_HD double bitsDouble(uint64_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double(static_cast<long long>(bits));
+#else
+  double value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+#endif
+}
+
+// ---- bf16 ----------------------------------------------------------------------------------------
+REE_HD float toFloat(bf16_t value) { return bitsFloat(static_cast<uint32_t>(value.bits) << 16); }
+
+REE_HD bf16_t toBF16(float value) {
+  uint32_t bits = floatBits(value);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) {  // NaN -> canonical quiet NaN, sign kept
+    return bf16_t{static_cast<uint16_t>(((bits >> 16) & 0x8000u) | 0x7fc0u)};
+  }
+  // RNE on the 16 dropped bits; a carry into the exponent gives the right result, including
+  // overflow to infinity.
+  uint32_t rounding_bias = 0x7fffu + ((bits >> 16) & 1u);
+  return bf16_t{static_cast<uint16_t>((bits + rounding_bias) >> 16)};
+}
+
+// ---- IEEE binary16 -------------------------------------------------------------------------------
+REE_HD float toFloat(f16_t value) {
+  uint32_t h = value.bits;
+  uint32_t sign = (h & 0x8000u) << 16;
+  uint32_t exponent = (h >> 10) & 0x1fu;
+  uint32_t mantissa = h & 0x3ffu;
+  if (exponent == 0x1fu) {  // inf or NaN; NaN payload kept in the top mantissa bits
+    return bitsFloat(sign | 0x7f800000u | (mantissa << 13));
+  }
+  if (exponent == 0) {
+    if (mantissa == 0) return bitsFloat(sign);
+    // Subnormal half: value = mantissa * 2^-24, exact in float.
+    int shift = 0;
+    while ((mantissa & 0x400u) == 0) {
+      mantissa <<= 1;
+      ++shift;
+    }
+    mantissa &= 0x3ffu;
+    return bitsFloat(sign | (static_cast<uint32_t>(127 - 15 + 1 - shift) << 23) | (mantissa << 13));
+  }
+  return bitsFloat(sign | ((exponent + (127 - 15)) << 23) | (mantissa << 13));
+}
+
+REE_HD f16_t toF16(float value) {
+  uint32_t bits = floatBits(value);
+  uint32_t sign = (bits >> 16) & 0x8000u;
+  uint32_t abs_bits = bits & 0x7fffffffu;
+  if (abs_bits > 0x7f800000u) return f16_t{static_cast<uint16_t>(sign | 0x7e00u)};  // NaN
+  if (abs_bits >= 0x477ff000u) {
+    // >= 65520 rounds to infinity (65504 is the largest finite half; 65520 is the midpoint).
+    return f16_t{static_cast<uint16_t>(sign | 0x7c00u)};
+  }
+  if (abs_bits < 0x38800000u) {
+    // Result is subnormal or zero: value / 2^-24 rounded to an integer with RNE.
+    if (abs_bits < 0x33000000u) return f16_t{static_cast<uint16_t>(sign)};  // < 2^-25: to zero
+    uint32_t exponent = abs_bits >> 23;
+    uint32_t mantissa = (abs_bits & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126u - exponent;  // 14..24 for exponents 102..112
+    uint32_t result = mantissa >> shift;
+    uint32_t remainder = mantissa & ((1u << shift) - 1u);
+    uint32_t halfway = 1u << (shift - 1u);
+    if (remainder > halfway || (remainder == halfway && (result & 1u))) ++result;
+    return f16_t{static_cast<uint16_t>(sign | result)};
+  }
+  // Normal: rebias the exponent, RNE on 13 dropped bits (carry may reach infinity correctly).
+  uint32_t rebased = abs_bits - ((127u - 15u) << 23);
+  uint32_t rounding_bias = 0xfffu + ((rebased >> 13) & 1u);
+  return f16_t{static_cast<uint16_t>(sign | ((rebased + rounding_bias) >> 13))};
+}
+
+// Generic load/store so kernels can be written once per storage type.
+REE_HD float loadFloat(float value) { return value; }
+REE_HD float loadFloat(bf16_t value) { return toFloat(value); }
+REE_HD float loadFloat(f16_t value) { return toFloat(value); }
+
+template <typename T>
+REE_HD T storeAs(float value);
+template <>
+REE_HD float storeAs<float>(float value) {
+  return value;
+}
+template <>
+REE_HD bf16_t storeAs<bf16_t>(float value) {
+  return toBF16(value);
+}
+template <>
+REE_HD f16_t storeAs<f16_t>(float value) {
+  return toF16(value);
+}
+
+}  // namespace ree

@@ -1,0 +1,67 @@
+// Shared helpers for REE tests: deterministic random inputs, bitwise comparison, GPU skipping.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ree/kernels/device.h"
+#include "ree/kernels/numeric.h"
+
+namespace ree::test {
+
+// Skips the current test (reported as skipped by ctest) when no CUDA device can run it.
+#define REE_SKIP_WITHOUT_GPU()                                                  \
+  do {                                                                          \
+    const char* ree_why_ = "";                                                  \
+    if (::ree::cudaDeviceCount(&ree_why_) == 0) {                               \
+      GTEST_SKIP() << "no CUDA device: " << ree_why_;                           \
+    }                                                                           \
+  } while (0)
+
+// 64-bit FNV-1a over raw bytes: a cheap fingerprint for bitwise comparisons and golden pins.
+inline uint64_t fnv1a(const void* data, size_t bytes, uint64_t hash = 1469598103934665603ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) {
+    hash ^= p[i];
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+template <typename T>
+uint64_t hashOf(const std::vector<T>& values) {
+  return fnv1a(values.data(), values.size() * sizeof(T));
+}
+
+// Index of the first element whose bits differ, or -1.
+template <typename T>
+long long firstBitDifference(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return static_cast<long long>(i);
+  }
+  return -1;
+}
+
+// Normal(0, scale) floats, rounded to the storage type T.
+template <typename T>
+std::vector<T> randomValues(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<T> out(n);
+  for (auto& v : out) v = storeAs<T>(dist(rng));
+  return out;
+}
+
+inline std::string hex64(uint64_t value) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(value));
+  return buf;
+}
+
+}  // namespace ree::test
