@@ -5,8 +5,13 @@ find_package(fmt REQUIRED)
 find_package(cxxopts REQUIRED)
 find_package(nlohmann_json REQUIRED)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# PCRE2 (tokenizer pre-tokenizer regexes). Found by path so no pkg-config is needed on GPU hosts.
+find_path(PCRE2_INCLUDE_DIR pcre2.h REQUIRED)
+find_library(PCRE2_LIBRARY pcre2-8 REQUIRED)
+add_library(ree_pcre2 INTERFACE)
+target_include_directories(ree_pcre2 SYSTEM INTERFACE ${PCRE2_INCLUDE_DIR})
+target_link_libraries(ree_pcre2 INTERFACE ${PCRE2_LIBRARY})
+target_compile_definitions(ree_pcre2 INTERFACE PCRE2_CODE_UNIT_WIDTH=8)
 
 # MPFR: the oracle of the correctly rounded math tests (test-only dependency).
 find_path(MPFR_INCLUDE_DIR mpfr.h)

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Run HERE (a Debian machine with apt): downloads the Debian packages that the GPU machines lack
+# (header/dev packages, GoogleTest, Google Benchmark, ...) as .deb files into <repo>/.deps/debs,
+# a git-ignored folder. Pass it to the device call with `carry: [".deps"]`; scripts/gpu/run.sh
+# unpacks it with `dpkg -x` into a private prefix (never into /).
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+dest="$repo/.deps/debs"
+PACKAGES=(
+  libcxxopts-dev libfmt-dev libfmt9 nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
+  libpcre2-dev libpcre2-8-0 libmpfr-dev libmpfr6 libgmp-dev libgmp10 libssl-dev libssl3
+)
+mkdir -p "$dest"
+cd "$dest"
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  ls "${pkg}"_*.deb >/dev/null 2>&1 || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  apt-get download "${missing[@]}" 2>/dev/null || { apt-get update -q && apt-get download "${missing[@]}"; }
+fi
+ls -1 "$dest"/*.deb | sed "s|$repo/||"
+du -sh "$dest"

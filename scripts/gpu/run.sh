@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Run ON A GPU MACHINE from the repository root (bundle with scripts/gpu/bundle-deps.sh first and
+# carry .deps). Unpacks the bundled Debian packages into a private prefix, builds REE with that
+# machine's CUDA, NCCL, Open MPI and LibTorch (the torch wheel of its python3), runs the GPU and
+# MPI tests (and the CPU tests, which are quick there), then the GPU benchmarks.
+#
+#   scripts/gpu/run.sh [--out DIR] [--tests REGEX] [--no-bench] [--bench REGEX] [--arch LIST]
+#
+# Logs go to --out, else $REE_GPU_OUT, else $OUT (the device tool's folder), else <repo>/out/gpu.
+set -uo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+out="${REE_GPU_OUT:-${OUT:-$repo/out/gpu}}"
+tests_regex=""
+bench_regex="."
+run_bench=1
+arch="90-real"
+while (($#)); do
+  case "$1" in
+    --out) out="$2"; shift 2 ;;
+    --tests) tests_regex="$2"; shift 2 ;;
+    --bench) bench_regex="$2"; shift 2 ;;
+    --no-bench) run_bench=0; shift ;;
+    --arch) arch="$2"; shift 2 ;;
+    *) echo "gpu/run.sh: unknown argument '$1' (see the header of this script)" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+summary="$out/summary.txt"
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+prefix="${REE_DEPS_PREFIX:-/tmp/ree-deps}"
+if ! ls "$repo"/.deps/debs/*.deb >/dev/null 2>&1; then
+  echo "gpu/run.sh: no bundled packages in .deps/debs (run scripts/gpu/bundle-deps.sh here and carry .deps)" >&2
+  exit 2
+fi
+mkdir -p "$prefix"
+for deb in "$repo"/.deps/debs/*.deb; do dpkg -x "$deb" "$prefix"; done
+multiarch="x86_64-linux-gnu"
+export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+export CPATH="$prefix/usr/include${CPATH:+:$CPATH}"
+export LIBRARY_PATH="$prefix/usr/lib/$multiarch${LIBRARY_PATH:+:$LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$prefix/usr/lib/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+python="${REE_PYTHON:-$(command -v python3)}"
+{
+  echo "== machine"
+  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
+  nvcc --version | tail -n 2
+  "$python" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpus', torch.cuda.device_count())"
+  echo "mpirun: $(command -v mpirun) $(mpirun --version 2>/dev/null | head -n 1)"
+  nproc
+} 2>&1 | tee "$out/machine.txt"
+
+build="${REE_BUILD_DIR:-$repo/build-gpu}"
+start=$(date +%s)
+cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DREE_CUDA=ON -DREE_MPI=ON \
+  -DREE_PYTHON="$python" -DCMAKE_CUDA_ARCHITECTURES="$arch" >"$out/configure.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ]; then tail -n 40 "$out/configure.log"; note "configure: FAILED"; exit $rc; fi
+grep "REE:" "$out/configure.log" | tee -a "$summary"
+cmake --build "$build" --parallel "$(nproc)" >"$out/build.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ]; then grep -E "error|FAILED" "$out/build.log" | head -n 40; note "build: FAILED"; exit $rc; fi
+note "build: ok in $(($(date +%s) - start)) s"
+
+ctest_args=(--test-dir "$build" --output-on-failure -j 4)
+[ -n "$tests_regex" ] && ctest_args+=(-R "$tests_regex")
+ctest "${ctest_args[@]}" >"$out/ctest.log" 2>&1
+test_rc=$?
+grep -E "tests passed|tests failed|\*\*\*|Passed|Skipped|Failed" "$out/ctest.log" | tail -n 60 | tee -a "$summary"
+
+if ((run_bench)); then
+  for bench in "$build"/bench/bench_gpu_*; do
+    [ -x "$bench" ] || continue
+    name="$(basename "$bench")"
+    [[ "$name" =~ $bench_regex ]] || continue
+    note "== $name"
+    timeout 300 "$bench" >"$out/$name.log" 2>&1 || note "$name exited with $?"
+    tail -n 30 "$out/$name.log" | tee -a "$summary"
+  done
+fi
+exit $test_rc

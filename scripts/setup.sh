@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs everything REE needs on a fresh Debian 12 machine (run as root; idempotent).
+#   - Debian packages: compilers, CMake/Ninja, GoogleTest/Benchmark, fmt, cxxopts, nlohmann-json,
+#     OpenSSL, PCRE2, MPFR, Open MPI, ccache.
+#   - A Python virtual environment (default: <repo>/.venv, override with REE_VENV) with the pinned
+#     requirements.txt: torch 2.11.0 (LibTorch), transformers, tokenizers, safetensors, numpy.
+# The CUDA toolkit (nvcc, NCCL) is expected under /usr/local/cuda; without it the CUDA targets are
+# skipped (REE_CUDA=AUTO) and everything else still builds and tests.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${REE_VENV:-$repo/.venv}"
+
+DEBIAN_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
+  libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libcxxopts-dev nlohmann-json3-dev
+  libssl-dev libpcre2-dev libmpfr-dev libgmp-dev libopenmpi-dev openmpi-bin clang-format
+)
+
+missing=()
+for pkg in "${DEBIAN_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: need root to install Debian packages (${missing[*]})" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Python: prefer the interpreter that already exists; python3-venv provides ensurepip on Debian.
+python="${REE_SETUP_PYTHON:-python3}"
+stamp="$venv/.ree-requirements.sha256"
+want="$(sha256sum "$repo/requirements.txt" | cut -d' ' -f1)"
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: creating Python environment $venv"
+  "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q -r "$repo/requirements.txt"
+  echo "$want" >"$stamp"
+fi
+"$venv/bin/python" -c "import torch, transformers, tokenizers, safetensors, numpy; print('setup: torch', torch.__version__, '| transformers', transformers.__version__, '| tokenizers', tokenizers.__version__)"

@@ -1,0 +1,86 @@
+// The storage conversions of numeric.h compiled for the GPU give the same bits as the CPU build,
+// for ALL 2^32 float inputs (bf16 and f16), and every 16-bit pattern converts back identically.
+#include <cuda_runtime.h>
+
+#include <thread>
+#include <vector>
+
+#include "ree/kernels/numeric.h"
+#include "test_util.h"
+
+namespace ree {
+namespace {
+
+__global__ void toNarrowKernel(uint32_t base, uint32_t count, uint16_t* bf16_out,
+                               uint16_t* f16_out) {
+  uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  float value = bitsFloat(base + i);
+  bf16_out[i] = toBF16(value).bits;
+  f16_out[i] = toF16(value).bits;
+}
+
+__global__ void toWideKernel(uint32_t* from_bf16, uint32_t* from_f16) {
+  uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= 0x10000u) return;
+  from_bf16[i] = floatBits(toFloat(bf16_t{static_cast<uint16_t>(i)}));
+  from_f16[i] = floatBits(toFloat(f16_t{static_cast<uint16_t>(i)}));
+}
+
+TEST(NumericCuda, NarrowingMatchesCpuForAllFloats) {
+  REE_SKIP_WITHOUT_GPU();
+  const uint32_t chunk = 1u << 28;
+  uint16_t *d_bf16 = nullptr, *d_f16 = nullptr;
+  ASSERT_EQ(cudaMalloc(&d_bf16, chunk * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_f16, chunk * 2), cudaSuccess);
+  std::vector<uint16_t> bf16(chunk), f16(chunk);
+  uint64_t mismatches = 0;
+  uint64_t hash = 1469598103934665603ull;
+  unsigned workers = std::max(1u, std::thread::hardware_concurrency());
+  for (uint64_t base = 0; base < (1ull << 32); base += chunk) {
+    toNarrowKernel<<<chunk / 256, 256>>>(static_cast<uint32_t>(base), chunk, d_bf16, d_f16);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(bf16.data(), d_bf16, chunk * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(f16.data(), d_f16, chunk * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    std::vector<uint64_t> bad(workers, 0);
+    std::vector<std::thread> threads;
+    for (unsigned w = 0; w < workers; ++w) {
+      threads.emplace_back([&, w] {
+        for (uint64_t i = w; i < chunk; i += workers) {
+          float value = bitsFloat(static_cast<uint32_t>(base + i));
+          bad[w] += (toBF16(value).bits != bf16[i]) + (toF16(value).bits != f16[i]);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (uint64_t b : bad) mismatches += b;
+    hash = test::fnv1a(bf16.data(), chunk * 2, hash);
+    hash = test::fnv1a(f16.data(), chunk * 2, hash);
+  }
+  cudaFree(d_bf16);
+  cudaFree(d_f16);
+  std::printf("all 2^32 floats -> bf16/f16 on GPU: %llu mismatches vs CPU, output hash %s\n",
+              static_cast<unsigned long long>(mismatches), test::hex64(hash).c_str());
+  EXPECT_EQ(mismatches, 0u);
+}
+
+TEST(NumericCuda, WideningMatchesCpuForAll16BitPatterns) {
+  REE_SKIP_WITHOUT_GPU();
+  uint32_t *d_a = nullptr, *d_b = nullptr;
+  ASSERT_EQ(cudaMalloc(&d_a, 0x10000 * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_b, 0x10000 * 4), cudaSuccess);
+  toWideKernel<<<256, 256>>>(d_a, d_b);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  std::vector<uint32_t> a(0x10000), b(0x10000);
+  ASSERT_EQ(cudaMemcpy(a.data(), d_a, a.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(b.data(), d_b, b.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (uint32_t i = 0; i < 0x10000; ++i) {
+    ASSERT_EQ(a[i], floatBits(toFloat(bf16_t{static_cast<uint16_t>(i)}))) << "bf16 " << i;
+    ASSERT_EQ(b[i], floatBits(toFloat(f16_t{static_cast<uint16_t>(i)}))) << "f16 " << i;
+  }
+  cudaFree(d_a);
+  cudaFree(d_b);
+}
+
+}  // namespace
+}  // namespace ree
