@@ -110,6 +110,24 @@ Status NcclPeer::recv(void* buffer, size_t bytes, int peer, cudaStream_t stream)
 Status NcclPeer::wait(cudaStream_t stream, double timeout_s, const char* what) {
   REE_CHECK_ARG(comm_ != nullptr, "NcclPeer::wait before init on rank %d", rank_);
   auto start = Clock::now();
+  // On a non-blocking communicator ncclSend/ncclRecv may return ncclInProgress: the operation is
+  // only on the stream once the async state leaves ncclInProgress, so poll that first.
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    ncclCommGetAsyncError(asComm(comm_), &state);
+    if (state == ncclSuccess) break;
+    if (state != ncclInProgress) {
+      abort();
+      return REE_FAIL(Status::kCommError, "%s on rank %d: NCCL error %s", what, rank_,
+                      ncclGetErrorString(state));
+    }
+    if (secondsSince(start) > timeout_s) {
+      abort();
+      return REE_FAIL(Status::kTimeout, "%s on rank %d was not enqueued within %.1f s", what,
+                      rank_, timeout_s);
+    }
+    std::this_thread::yield();
+  }
   for (;;) {
     cudaError_t query = cudaStreamQuery(stream);
     if (query == cudaSuccess) return Status::kSuccess;
