@@ -66,7 +66,7 @@ rc=$?
 if [ $rc -ne 0 ]; then grep -E "error|FAILED" "$out/build.log" | head -n 40; note "build: FAILED"; exit $rc; fi
 note "build: ok in $(($(date +%s) - start)) s"
 
-ctest_args=(--test-dir "$build" --output-on-failure -j 4)
+ctest_args=(--test-dir "$build" --verbose -j 4)
 [ -n "$tests_regex" ] && ctest_args+=(-R "$tests_regex")
 ctest "${ctest_args[@]}" >"$out/ctest.log" 2>&1
 test_rc=$?
