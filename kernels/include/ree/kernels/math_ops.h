@@ -1,0 +1,44 @@
+// Batch element-wise correctly rounded math (crmath.h) over float arrays, CPU and CUDA.
+// Both give the same bits for every input (docs/repops-spec/crmath.md).
+#pragma once
+
+#include <cstdint>
+
+#include "ree/kernels/numeric.h"
+#include "ree/kernels/status.h"
+
+namespace ree {
+
+// Every unary function of crmath.h. The numeric values are stable (they may appear in receipts).
+enum class UnaryMathOp : int {
+  kExp = 0,
+  kExpm1 = 1,
+  kLog = 2,
+  kLog1p = 3,
+  kTanh = 4,
+  kErf = 5,
+  kSin = 6,
+  kCos = 7,
+  kRsqrt = 8,
+  kSigmoid = 9,
+  kSilu = 10,
+  kGeluErf = 11,
+  kGeluTanh = 12,
+  kSoftplus = 13,
+};
+constexpr int kUnaryMathOpCount = 14;
+
+// Short stable name ("exp", "gelu_tanh", ...); "?" for an unknown value.
+const char* unaryMathOpName(UnaryMathOp op);
+
+namespace repops::cpu {
+// out[i] = op(in[i]) for i in [0, n). in == out (in place) is allowed; n == 0 is a no-op.
+Status unaryMath(UnaryMathOp op, const float* in, float* out, int64_t n);
+}  // namespace repops::cpu
+
+namespace repops::cuda {
+// Device pointers; asynchronous on `stream`. Same contract and bits as the CPU version.
+Status unaryMath(UnaryMathOp op, const float* in, float* out, int64_t n, cudaStream_t stream);
+}  // namespace repops::cuda
+
+}  // namespace ree
