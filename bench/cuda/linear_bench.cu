@@ -1,0 +1,194 @@
+// Linear layer benchmark: REE's reproducible GEMV/GEMM beside cuBLAS in the same run.
+//
+// Decode (M = 1, 4, 8, 16; bf16 weights): time, effective bandwidth (weights + x + y bytes), its
+// share of the device's measured D2D copy bandwidth (cudaMemcpy D2D, read + write counted), and
+// cuBLAS GemmEx (bf16 inputs, fp32 compute; tensor cores) and SGEMM (fp32) times. Weights rotate
+// over enough copies to exceed the L2 cache, so every call streams them from memory.
+// Prefill (4096^3 and M x K x N = 8192 x 4096 x 14336): TFLOP/s beside the same cuBLAS calls.
+// Usage: bench_gpu_linear_bench [iterations]
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "ree/kernels/linear.h"
+
+namespace {
+
+#define CHECK_CUDA(call)                                                                         \
+  do {                                                                                           \
+    cudaError_t err_ = (call);                                                                   \
+    if (err_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(err_), __FILE__, \
+                   __LINE__);                                                                    \
+      std::exit(1);                                                                              \
+    }                                                                                            \
+  } while (0)
+#define CHECK_CUBLAS(call)                                                                    \
+  do {                                                                                        \
+    cublasStatus_t st_ = (call);                                                              \
+    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                       \
+      std::fprintf(stderr, "%s failed: %d (%s:%d)\n", #call, static_cast<int>(st_), __FILE__, \
+                   __LINE__);                                                                 \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+__global__ void fillKernel(uint16_t* bf16, float* f32, size_t count, uint32_t seed) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    float value = (static_cast<float>(h & 0xffff) / 65536.0f - 0.5f) * 0.1f;
+    uint32_t bits = __float_as_uint(value) & 0xffff0000u;  // bf16-exact
+    if (bf16) bf16[i] = static_cast<uint16_t>(bits >> 16);
+    if (f32) f32[i] = __uint_as_float(bits);
+  }
+}
+
+template <typename F>
+float timeMs(int iterations, F&& body) {
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i)
+    body(i);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  CHECK_CUDA(cudaEventRecord(start));
+  for (int i = 0; i < iterations; ++i)
+    body(i);
+  CHECK_CUDA(cudaEventRecord(stop));
+  CHECK_CUDA(cudaEventSynchronize(stop));
+  float ms = 0;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+  CHECK_CUDA(cudaEventDestroy(start));
+  CHECK_CUDA(cudaEventDestroy(stop));
+  return ms / iterations;
+}
+
+double copyBandwidthGBs() {
+  size_t bytes = size_t(1) << 30;
+  void *a, *b;
+  CHECK_CUDA(cudaMalloc(&a, bytes));
+  CHECK_CUDA(cudaMalloc(&b, bytes));
+  CHECK_CUDA(cudaMemset(a, 1, bytes));
+  float ms =
+      timeMs(10, [&](int) { CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
+  CHECK_CUDA(cudaFree(a));
+  CHECK_CUDA(cudaFree(b));
+  return 2.0 * bytes / (ms * 1e-3) / 1e9;
+}
+
+struct Problem {
+  int m, k, n;
+  bool decode;
+};
+
+void run(const Problem& p, int iterations, double copy_gbs, cublasHandle_t cublas, int l2_bytes) {
+  size_t w_count = size_t(p.n) * p.k, x_count = size_t(p.m) * p.k, y_count = size_t(p.m) * p.n;
+  // Enough weight copies that a rotation through them does not fit in L2 (decode only).
+  int copies =
+      p.decode ? std::max<int>(1, static_cast<int>((3.0 * l2_bytes) / (w_count * 2) + 1)) : 1;
+  std::vector<uint16_t*> w_bf16(copies);
+  std::vector<float*> w_f32(copies, nullptr);
+  for (int c = 0; c < copies; ++c) {
+    CHECK_CUDA(cudaMalloc(&w_bf16[c], w_count * 2));
+    fillKernel<<<1024, 256>>>(w_bf16[c], nullptr, w_count, 17 + c);
+  }
+  // fp32 weights for SGEMM: one copy for prefill, rotated copies for decode when memory allows.
+  int f32_copies =
+      p.decode ? std::max(1, static_cast<int>((3.0 * l2_bytes) / (w_count * 4) + 1)) : 1;
+  w_f32.assign(f32_copies, nullptr);
+  for (int c = 0; c < f32_copies; ++c) {
+    CHECK_CUDA(cudaMalloc(&w_f32[c], w_count * 4));
+    fillKernel<<<1024, 256>>>(nullptr, w_f32[c], w_count, 17 + c);
+  }
+  uint16_t* x_bf16;
+  float *x_f32, *y;
+  CHECK_CUDA(cudaMalloc(&x_bf16, x_count * 2));
+  CHECK_CUDA(cudaMalloc(&x_f32, x_count * 4));
+  CHECK_CUDA(cudaMalloc(&y, y_count * 4));
+  fillKernel<<<1024, 256>>>(x_bf16, x_f32, x_count, 99);
+  CHECK_CUDA(cudaDeviceSynchronize());
+
+  ree::repops::LinearArgs args;
+  args.x = x_bf16;
+  args.x_dtype = ree::DType::kBF16;
+  args.w_dtype = ree::DType::kBF16;
+  args.y = y;
+  args.y_dtype = ree::DType::kF32;
+  args.m = p.m;
+  args.n = p.n;
+  args.k = p.k;
+  float ours = timeMs(iterations, [&](int i) {
+    args.w = w_bf16[i % copies];
+    if (ree::repops::cuda::linear(args, nullptr) != ree::Status::kSuccess) {
+      std::fprintf(stderr, "linear failed: %s\n", ree::lastErrorMessage());
+      std::exit(1);
+    }
+  });
+  const float alpha = 1.0f, beta = 0.0f;
+  // Row-major Y[M,N] = X[M,K] W[N,K]^T is column-major Y^T[N,M] = W^T(op T on [K,N]) X^T.
+  float gemm_ex = timeMs(iterations, [&](int i) {
+    CHECK_CUBLAS(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, p.n, p.m, p.k, &alpha,
+                              w_bf16[i % copies], CUDA_R_16BF, p.k, x_bf16, CUDA_R_16BF, p.k, &beta,
+                              y, CUDA_R_32F, p.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  });
+  float sgemm = timeMs(iterations, [&](int i) {
+    CHECK_CUBLAS(cublasSgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, p.n, p.m, p.k, &alpha,
+                             w_f32[i % f32_copies], p.k, x_f32, p.k, &beta, y, p.n));
+  });
+  double flops = 2.0 * p.m * p.n * double(p.k);
+  if (p.decode) {
+    double bytes = w_count * 2.0 + x_count * 2.0 + y_count * 4.0;
+    double gbs = bytes / (ours * 1e-3) / 1e9;
+    std::printf(
+        "decode  M=%-5d K=%-6d N=%-6d ours %9.2f us %7.0f GB/s (%5.1f%% of copy) | "
+        "cublas bf16 %9.2f us (ours/cublas speed %.2fx) | sgemm f32 %9.2f us (%.2fx)\n",
+        p.m, p.k, p.n, ours * 1e3, gbs, 100.0 * gbs / copy_gbs, gemm_ex * 1e3, gemm_ex / ours,
+        sgemm * 1e3, sgemm / ours);
+  } else {
+    std::printf(
+        "prefill M=%-5d K=%-6d N=%-6d ours %9.2f ms %6.1f TFLOP/s | cublas bf16 %8.2f ms "
+        "%6.1f TFLOP/s (%.2fx) | sgemm f32 %8.2f ms %6.1f TFLOP/s (%.2fx)\n",
+        p.m, p.k, p.n, ours, flops / (ours * 1e-3) / 1e12, gemm_ex, flops / (gemm_ex * 1e-3) / 1e12,
+        gemm_ex / ours, sgemm, flops / (sgemm * 1e-3) / 1e12, sgemm / ours);
+  }
+  std::fflush(stdout);
+  for (auto* w : w_bf16)
+    CHECK_CUDA(cudaFree(w));
+  for (auto* w : w_f32)
+    CHECK_CUDA(cudaFree(w));
+  CHECK_CUDA(cudaFree(x_bf16));
+  CHECK_CUDA(cudaFree(x_f32));
+  CHECK_CUDA(cudaFree(y));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int iterations = argc > 1 ? std::atoi(argv[1]) : 20;
+  cudaDeviceProp prop;
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  double copy_gbs = copyBandwidthGBs();
+  std::printf("device %s, %d SMs, L2 %d MiB; D2D copy bandwidth (read+write) %.0f GB/s\n",
+              prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, copy_gbs);
+  std::printf(
+      "ours: bf16 weights, bf16 x, fp32 y (reproducible, fp32 FFMA); cublas bf16: GemmEx "
+      "bf16 in, fp32 compute (tensor cores, not reproducible); sgemm: fp32 in\n");
+  cublasHandle_t cublas;
+  CHECK_CUBLAS(cublasCreate(&cublas));
+  const int shapes[3][2] = {{4096, 4096}, {4096, 14336}, {14336, 4096}};  // K x N
+  for (auto& shape : shapes) {
+    for (int m : {1, 4, 8, 16})
+      run({m, shape[0], shape[1], true}, iterations, copy_gbs, cublas, prop.l2CacheSize);
+  }
+  run({4096, 4096, 4096, false}, std::max(3, iterations / 4), copy_gbs, cublas, prop.l2CacheSize);
+  run({8192, 4096, 14336, false}, std::max(3, iterations / 8), copy_gbs, cublas, prop.l2CacheSize);
+  CHECK_CUBLAS(cublasDestroy(cublas));
+  return 0;
+}

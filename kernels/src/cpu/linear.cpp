@@ -1,0 +1,291 @@
+// CPU linear layer (docs/repops-spec/linear.md). Work is split over independent outputs only:
+// tasks are (panel of 16 output features) x (block of rows), and inside a task SIMD lanes run over
+// the 16 features, each lane keeping its own in-order fma chain. No reduction is ever reassociated,
+// so the bits do not depend on the thread count or on the SIMD width.
+#include "ree/kernels/linear.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define REE_LINEAR_X86 1
+#endif
+
+#include "ree/kernels/cpu_parallel.h"
+#include "ree/kernels/reduce.h"
+
+namespace ree::repops {
+namespace {
+
+bool rangesOverlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
+  if (a == nullptr || b == nullptr || a_bytes <= 0 || b_bytes <= 0) return false;
+  auto a0 = reinterpret_cast<uintptr_t>(a);
+  auto b0 = reinterpret_cast<uintptr_t>(b);
+  return a0 < b0 + static_cast<uintptr_t>(b_bytes) && b0 < a0 + static_cast<uintptr_t>(a_bytes);
+}
+
+int64_t matrixBytes(int64_t rows, int64_t cols, int64_t stride, DType dtype) {
+  if (rows <= 0 || cols <= 0) return 0;
+  return ((rows - 1) * stride + cols) * dtypeSize(dtype);
+}
+
+bool knownDtype(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16;
+}
+
+}  // namespace
+
+Status validateLinearArgs(const LinearArgs& a) {
+  REE_CHECK_ARG(a.x_dtype == DType::kF32 || a.x_dtype == DType::kBF16,
+                "linear: x_dtype must be f32 or bf16 (got %d)", static_cast<int>(a.x_dtype));
+  REE_CHECK_ARG(knownDtype(a.w_dtype), "linear: w_dtype must be f32, bf16 or f16 (got %d)",
+                static_cast<int>(a.w_dtype));
+  REE_CHECK_ARG(a.y_dtype == DType::kF32 || a.y_dtype == DType::kBF16,
+                "linear: y_dtype must be f32 or bf16 (got %d)", static_cast<int>(a.y_dtype));
+  REE_CHECK_ARG(a.bias == nullptr || a.bias_dtype == DType::kF32 || a.bias_dtype == a.w_dtype,
+                "linear: bias_dtype must be f32 or w_dtype (%s), got %d", dtypeName(a.w_dtype),
+                static_cast<int>(a.bias_dtype));
+  REE_CHECK_ARG(a.m >= 0 && a.m <= INT32_MAX, "linear: m must be in [0, 2^31) (got %lld)",
+                static_cast<long long>(a.m));
+  REE_CHECK_ARG(a.n >= 1 && a.n <= INT32_MAX, "linear: n must be in [1, 2^31) (got %lld)",
+                static_cast<long long>(a.n));
+  REE_CHECK_ARG(a.k >= 1 && a.k <= INT32_MAX, "linear: k must be in [1, 2^31) (got %lld)",
+                static_cast<long long>(a.k));
+  REE_CHECK_ARG(a.x_row_stride == 0 || a.x_row_stride >= a.k,
+                "linear: x_row_stride must be 0 or >= k=%lld (got %lld)",
+                static_cast<long long>(a.k), static_cast<long long>(a.x_row_stride));
+  REE_CHECK_ARG(a.w_row_stride == 0 || a.w_row_stride >= a.k,
+                "linear: w_row_stride must be 0 or >= k=%lld (got %lld)",
+                static_cast<long long>(a.k), static_cast<long long>(a.w_row_stride));
+  REE_CHECK_ARG(a.y_row_stride == 0 || a.y_row_stride >= a.n,
+                "linear: y_row_stride must be 0 or >= n=%lld (got %lld)",
+                static_cast<long long>(a.n), static_cast<long long>(a.y_row_stride));
+  REE_CHECK_ARG(a.w != nullptr, "linear: w is null");
+  if (a.m > 0) {
+    REE_CHECK_ARG(a.x != nullptr, "linear: x is null (m=%lld)", static_cast<long long>(a.m));
+    REE_CHECK_ARG(a.y != nullptr, "linear: y is null (m=%lld)", static_cast<long long>(a.m));
+    int64_t x_stride = a.x_row_stride ? a.x_row_stride : a.k;
+    int64_t w_stride = a.w_row_stride ? a.w_row_stride : a.k;
+    int64_t y_stride = a.y_row_stride ? a.y_row_stride : a.n;
+    int64_t y_bytes = matrixBytes(a.m, a.n, y_stride, a.y_dtype);
+    REE_CHECK_ARG(!rangesOverlap(a.y, y_bytes, a.x, matrixBytes(a.m, a.k, x_stride, a.x_dtype)),
+                  "linear: y overlaps x");
+    REE_CHECK_ARG(!rangesOverlap(a.y, y_bytes, a.w, matrixBytes(a.n, a.k, w_stride, a.w_dtype)),
+                  "linear: y overlaps w");
+    REE_CHECK_ARG(!rangesOverlap(a.y, y_bytes, a.bias, matrixBytes(1, a.n, a.n, a.bias_dtype)),
+                  "linear: y overlaps bias");
+  }
+  return Status::kSuccess;
+}
+
+namespace cpu {
+namespace {
+
+constexpr int kPanel = 16;     // output features per task, one SIMD lane each
+constexpr int kRowBlock = 4;   // rows of x sharing one pass over the packed panel
+constexpr int kTaskRows = 64;  // rows of x per task (a task packs its panel once)
+
+std::atomic<bool> g_simd_enabled{true};
+
+float loadElement(const void* base, DType dtype, int64_t index) {
+  switch (dtype) {
+    case DType::kF32:
+      return static_cast<const float*>(base)[index];
+    case DType::kBF16:
+      return toFloat(static_cast<const bf16_t*>(base)[index]);
+    case DType::kF16:
+      return toFloat(static_cast<const f16_t*>(base)[index]);
+  }
+  return 0.0f;
+}
+
+// Writes W rows [n0, n0 + count) transposed as panel[k * kPanel + lane] (lanes >= count: +0).
+void packPanel(const LinearArgs& a, int64_t w_stride, int64_t n0, int count, float* panel) {
+  for (int lane = 0; lane < kPanel; ++lane) {
+    if (lane < count) {
+      int64_t row = (n0 + lane) * w_stride;
+      for (int64_t k = 0; k < a.k; ++k)
+        panel[k * kPanel + lane] = loadElement(a.w, a.w_dtype, row + k);
+    } else {
+      for (int64_t k = 0; k < a.k; ++k)
+        panel[k * kPanel + lane] = 0.0f;
+    }
+  }
+}
+
+// totals[r][lane] = canonicalDot over k of x_rows[r][k] * panel[k][lane], for r < kRows.
+template <int kRows>
+void panelDotScalar(const float* const* x_rows, const float* panel, int k_total,
+                    float (*totals)[kPanel]) {
+  for (int begin = 0; begin < k_total; begin += kReduceChunk) {
+    int end = std::min(begin + kReduceChunk, k_total);
+    float partial[kRows][kPanel] = {};
+    for (int k = begin; k < end; ++k) {
+      const float* w = panel + static_cast<int64_t>(k) * kPanel;
+      for (int r = 0; r < kRows; ++r) {
+        float x = x_rows[r][k];
+        for (int lane = 0; lane < kPanel; ++lane) {
+          partial[r][lane] = fmaF32(x, w[lane], partial[r][lane]);
+        }
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      for (int lane = 0; lane < kPanel; ++lane) {
+        totals[r][lane] = begin == 0 ? partial[r][lane] : totals[r][lane] + partial[r][lane];
+      }
+    }
+  }
+}
+
+#if defined(REE_LINEAR_X86)
+// The same operations as panelDotScalar, 8 lanes per instruction (vfmadd is one IEEE fma).
+template <int kRows>
+__attribute__((target("avx2,fma"))) void panelDotAvx2(const float* const* x_rows,
+                                                      const float* panel, int k_total,
+                                                      float (*totals)[kPanel]) {
+  __m256 total_lo[kRows], total_hi[kRows];
+  for (int r = 0; r < kRows; ++r)
+    total_lo[r] = total_hi[r] = _mm256_setzero_ps();  // k >= 1
+  for (int begin = 0; begin < k_total; begin += kReduceChunk) {
+    int end = std::min(begin + kReduceChunk, k_total);
+    __m256 partial_lo[kRows], partial_hi[kRows];
+    for (int r = 0; r < kRows; ++r) {
+      partial_lo[r] = _mm256_setzero_ps();
+      partial_hi[r] = _mm256_setzero_ps();
+    }
+    for (int k = begin; k < end; ++k) {
+      const float* w = panel + static_cast<int64_t>(k) * kPanel;
+      __m256 w_lo = _mm256_loadu_ps(w);
+      __m256 w_hi = _mm256_loadu_ps(w + 8);
+      for (int r = 0; r < kRows; ++r) {
+        __m256 x = _mm256_broadcast_ss(x_rows[r] + k);
+        partial_lo[r] = _mm256_fmadd_ps(x, w_lo, partial_lo[r]);
+        partial_hi[r] = _mm256_fmadd_ps(x, w_hi, partial_hi[r]);
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      total_lo[r] = begin == 0 ? partial_lo[r] : _mm256_add_ps(total_lo[r], partial_lo[r]);
+      total_hi[r] = begin == 0 ? partial_hi[r] : _mm256_add_ps(total_hi[r], partial_hi[r]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    _mm256_storeu_ps(totals[r], total_lo[r]);
+    _mm256_storeu_ps(totals[r] + 8, total_hi[r]);
+  }
+}
+
+bool cpuHasAvx2Fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+#endif
+
+template <int kRows>
+void panelDot(bool simd, const float* const* x_rows, const float* panel, int k_total,
+              float (*totals)[kPanel]) {
+#if defined(REE_LINEAR_X86)
+  if (simd) return panelDotAvx2<kRows>(x_rows, panel, k_total, totals);
+#endif
+  (void)simd;
+  panelDotScalar<kRows>(x_rows, panel, k_total, totals);
+}
+
+}  // namespace
+
+void setLinearSimdEnabled(bool enabled) {
+  g_simd_enabled.store(enabled);
+}
+
+Status linear(const LinearArgs& a) {
+  REE_RETURN_IF_ERROR(validateLinearArgs(a));
+  if (a.m == 0) return Status::kSuccess;
+  const int64_t x_stride = a.x_row_stride ? a.x_row_stride : a.k;
+  const int64_t w_stride = a.w_row_stride ? a.w_row_stride : a.k;
+  const int64_t y_stride = a.y_row_stride ? a.y_row_stride : a.n;
+  const int k_total = static_cast<int>(a.k);
+  bool simd = g_simd_enabled.load();
+#if defined(REE_LINEAR_X86)
+  simd = simd && cpuHasAvx2Fma();
+#else
+  simd = false;
+#endif
+
+  // x as fp32 rows: used in place when it already is fp32, else converted once (exact).
+  std::vector<float> x_converted;
+  const float* x_f32 = static_cast<const float*>(a.x);
+  int64_t x_f32_stride = x_stride;
+  if (a.x_dtype != DType::kF32) {
+    x_converted.resize(static_cast<size_t>(a.m * a.k));
+    parallelFor(a.m, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t m = begin; m < end; ++m) {
+        for (int64_t k = 0; k < a.k; ++k) {
+          x_converted[m * a.k + k] = loadElement(a.x, a.x_dtype, m * x_stride + k);
+        }
+      }
+    });
+    x_f32 = x_converted.data();
+    x_f32_stride = a.k;
+  }
+
+  const int64_t panels = (a.n + kPanel - 1) / kPanel;
+  const int64_t row_tasks = (a.m + kTaskRows - 1) / kTaskRows;
+  parallelFor(panels * row_tasks, 1, [&](int64_t task_begin, int64_t task_end) {
+    std::vector<float> panel(static_cast<size_t>(a.k) * kPanel);
+    int64_t packed_panel = -1;
+    for (int64_t task = task_begin; task < task_end; ++task) {
+      const int64_t panel_index = task / row_tasks;
+      const int64_t n0 = panel_index * kPanel;
+      const int count = static_cast<int>(std::min<int64_t>(kPanel, a.n - n0));
+      if (panel_index != packed_panel) {
+        packPanel(a, w_stride, n0, count, panel.data());
+        packed_panel = panel_index;
+      }
+      float bias[kPanel] = {};
+      for (int lane = 0; lane < count && a.bias; ++lane) {
+        bias[lane] = loadElement(a.bias, a.bias_dtype, n0 + lane);
+      }
+      const int64_t m_begin = (task % row_tasks) * kTaskRows;
+      const int64_t m_end = std::min(a.m, m_begin + kTaskRows);
+      for (int64_t m0 = m_begin; m0 < m_end; m0 += kRowBlock) {
+        const int rows = static_cast<int>(std::min<int64_t>(kRowBlock, m_end - m0));
+        const float* x_rows[kRowBlock];
+        for (int r = 0; r < rows; ++r)
+          x_rows[r] = x_f32 + (m0 + r) * x_f32_stride;
+        float totals[kRowBlock][kPanel];
+        switch (rows) {
+          case 4:
+            panelDot<4>(simd, x_rows, panel.data(), k_total, totals);
+            break;
+          case 3:
+            panelDot<3>(simd, x_rows, panel.data(), k_total, totals);
+            break;
+          case 2:
+            panelDot<2>(simd, x_rows, panel.data(), k_total, totals);
+            break;
+          default:
+            panelDot<1>(simd, x_rows, panel.data(), k_total, totals);
+            break;
+        }
+        for (int r = 0; r < rows; ++r) {
+          const int64_t y_row = (m0 + r) * y_stride + n0;
+          for (int lane = 0; lane < count; ++lane) {
+            float value = detail::linearFinish(totals[r][lane], a.bias != nullptr, bias[lane]);
+            if (a.y_dtype == DType::kF32) {
+              static_cast<float*>(a.y)[y_row + lane] = value;
+            } else {
+              static_cast<bf16_t*>(a.y)[y_row + lane] = toBF16(value);
+            }
+          }
+        }
+      }
+    }
+  });
+  return Status::kSuccess;
+}
+
+}  // namespace cpu
+}  // namespace ree::repops

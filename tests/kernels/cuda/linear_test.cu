@@ -1,0 +1,349 @@
+// CUDA linear layer == CPU linear layer, bitwise, for randomised shapes (odd M, N, K, strides,
+// every dtype combination, with and without bias) through every kernel (GEMV, GEMM, auto), plus
+// row invariance on the GPU and the special values (-0 partials, infinities, NaN).
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ree/kernels/linear.h"
+#include "test_util.h"
+
+namespace ree::repops {
+namespace {
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+struct Tensor {
+  DType dtype = DType::kF32;
+  std::vector<uint8_t> host;
+  void* device = nullptr;
+
+  Tensor() = default;
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
+  ~Tensor() {
+    if (allocation_) cudaFree(allocation_);
+  }
+  void init(DType type, size_t count, uint64_t seed, float scale) {
+    dtype = type;
+    host.resize(count * dtypeSize(type));
+    auto copy = [&](const auto& values) { std::memcpy(host.data(), values.data(), host.size()); };
+    switch (type) {
+      case DType::kF32:
+        copy(test::randomValues<float>(count, seed, scale));
+        break;
+      case DType::kBF16:
+        copy(test::randomValues<bf16_t>(count, seed, scale));
+        break;
+      case DType::kF16:
+        copy(test::randomValues<f16_t>(count, seed, scale));
+        break;
+    }
+  }
+  void set(size_t i, float value) {
+    switch (dtype) {
+      case DType::kF32:
+        reinterpret_cast<float*>(host.data())[i] = value;
+        break;
+      case DType::kBF16:
+        reinterpret_cast<bf16_t*>(host.data())[i] = toBF16(value);
+        break;
+      case DType::kF16:
+        reinterpret_cast<f16_t*>(host.data())[i] = toF16(value);
+        break;
+    }
+  }
+  // Device copy; `offset_bytes` shifts the data inside the allocation (misalignment tests).
+  void upload(size_t offset_bytes = 0) {
+    if (allocation_) cudaFree(allocation_);
+    char* base = nullptr;
+    ASSERT_EQ(cudaMalloc(&base, host.size() + offset_bytes + 16), cudaSuccess);
+    allocation_ = base;
+    device = base + offset_bytes;
+    ASSERT_EQ(cudaMemcpy(device, host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+
+ private:
+  void* allocation_ = nullptr;
+};
+
+struct Case {
+  int64_t m = 1, n = 1, k = 1, x_stride = 0, w_stride = 0, y_stride = 0;
+  DType x_dtype = DType::kBF16, w_dtype = DType::kBF16, y_dtype = DType::kF32;
+  bool has_bias = false;
+  DType bias_dtype = DType::kF32;
+  size_t x_offset = 0, w_offset = 0;  // bytes; non-multiples of 16 misalign the rows
+
+  int64_t xs() const { return x_stride ? x_stride : k; }
+  int64_t ws() const { return w_stride ? w_stride : k; }
+  int64_t ys() const { return y_stride ? y_stride : n; }
+  std::string str() const {
+    char buf[256];
+    std::snprintf(buf, sizeof(buf),
+                  "m=%lld n=%lld k=%lld xs=%lld ws=%lld ys=%lld x=%s w=%s y=%s bias=%s xo=%zu "
+                  "wo=%zu",
+                  (long long)m, (long long)n, (long long)k, (long long)xs(), (long long)ws(),
+                  (long long)ys(), dtypeName(x_dtype), dtypeName(w_dtype), dtypeName(y_dtype),
+                  has_bias ? dtypeName(bias_dtype) : "none", x_offset, w_offset);
+    return buf;
+  }
+};
+
+struct Inputs {
+  Tensor x, w, bias;
+  void make(const Case& c, uint64_t seed) {
+    x.init(c.x_dtype, static_cast<size_t>(c.m * c.xs()), seed * 7 + 1, 1.0f);
+    w.init(c.w_dtype, static_cast<size_t>(c.n * c.ws()), seed * 7 + 2, 0.05f);
+    if (c.has_bias) bias.init(c.bias_dtype, static_cast<size_t>(c.n), seed * 7 + 3, 0.5f);
+  }
+  void upload(const Case& c) {
+    x.upload(c.x_offset);
+    w.upload(c.w_offset);
+    if (c.has_bias) bias.upload();
+  }
+  LinearArgs args(const Case& c, bool device, void* y) const {
+    LinearArgs a;
+    a.x = device ? x.device : x.host.data();
+    a.x_dtype = c.x_dtype;
+    a.x_row_stride = c.x_stride;
+    a.w = device ? w.device : w.host.data();
+    a.w_dtype = c.w_dtype;
+    a.w_row_stride = c.w_stride;
+    a.bias = c.has_bias ? (device ? bias.device : bias.host.data()) : nullptr;
+    a.bias_dtype = c.bias_dtype;
+    a.y = y;
+    a.y_dtype = c.y_dtype;
+    a.y_row_stride = c.y_stride;
+    a.m = c.m;
+    a.n = c.n;
+    a.k = c.k;
+    return a;
+  }
+};
+
+size_t outputBytes(const Case& c) {
+  return static_cast<size_t>(c.m * c.ys() * dtypeSize(c.y_dtype));
+}
+
+std::vector<uint8_t> runCpu(const Case& c, const Inputs& in) {
+  std::vector<uint8_t> y(outputBytes(c), 0xAB);
+  Status status = cpu::linear(in.args(c, false, y.data()));
+  EXPECT_EQ(status, Status::kSuccess) << lastErrorMessage();
+  return y;
+}
+
+// Returns false (and records a failure) when the kernel could not run.
+bool runGpu(const Case& c, const Inputs& in, cuda::LinearKernel kernel, std::vector<uint8_t>* y) {
+  void* device_y = nullptr;
+  size_t bytes = outputBytes(c);
+  EXPECT_EQ(cudaMalloc(&device_y, bytes), cudaSuccess);
+  EXPECT_EQ(cudaMemset(device_y, 0xAB, bytes), cudaSuccess);
+  Status status = cuda::linearWithKernel(in.args(c, true, device_y), kernel, nullptr);
+  EXPECT_EQ(status, Status::kSuccess) << c.str() << ": " << lastErrorMessage();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.str();
+  y->assign(bytes, 0);
+  EXPECT_EQ(cudaMemcpy(y->data(), device_y, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  cudaFree(device_y);
+  return status == Status::kSuccess;
+}
+
+bool gemvEligible(const Case& c) {
+  auto ok = [](size_t offset, int64_t stride, DType dtype) {
+    return offset % 16 == 0 && (stride * dtypeSize(dtype)) % 16 == 0;
+  };
+  return ok(c.x_offset, c.xs(), c.x_dtype) && ok(c.w_offset, c.ws(), c.w_dtype);
+}
+
+void checkAllKernels(const Case& c, uint64_t seed) {
+  Inputs in;
+  in.make(c, seed);
+  in.upload(c);
+  auto expected = runCpu(c, in);
+  std::vector<cuda::LinearKernel> kernels = {cuda::LinearKernel::kAuto, cuda::LinearKernel::kGemm};
+  if (gemvEligible(c)) kernels.push_back(cuda::LinearKernel::kGemv);
+  for (auto kernel : kernels) {
+    std::vector<uint8_t> got;
+    if (!runGpu(c, in, kernel, &got)) return;
+    ASSERT_EQ(got.size(), expected.size());
+    size_t elem = dtypeSize(c.y_dtype);
+    for (size_t i = 0; i < got.size(); i += elem) {
+      ASSERT_EQ(0, std::memcmp(&got[i], &expected[i], elem))
+          << c.str() << " kernel=" << static_cast<int>(kernel) << " first difference at row "
+          << (i / elem) / c.ys() << " col " << (i / elem) % c.ys();
+    }
+  }
+}
+
+const DType kXTypes[] = {DType::kF32, DType::kBF16};
+const DType kWTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+const DType kYTypes[] = {DType::kF32, DType::kBF16};
+
+TEST(LinearCuda, RandomShapesMatchCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(42);
+  const int iterations = std::getenv("REE_TEST_FULL") ? 400 : 120;
+  for (int iter = 0; iter < iterations; ++iter) {
+    Case c;
+    c.m = (rng() % 4 == 0) ? 1 + rng() % 16 : 1 + rng() % 300;
+    c.n = 1 + rng() % 400;
+    int64_t k_choices[] = {1, 7, 8, 127, 128, 129, 255, 256, 257, 520, 1000, 1031, 2048};
+    c.k = rng() % 3 == 0 ? k_choices[rng() % 13] : 1 + rng() % 1500;
+    c.x_dtype = kXTypes[rng() % 2];
+    c.w_dtype = kWTypes[rng() % 3];
+    c.y_dtype = kYTypes[rng() % 2];
+    c.has_bias = rng() % 2;
+    c.bias_dtype = rng() % 2 ? DType::kF32 : c.w_dtype;
+    switch (rng() % 4) {
+      case 0:
+        break;  // dense
+      case 1:   // padded, 16-byte aligned rows: exercises the GEMV path with odd k
+        c.x_stride = (c.k + 7) / 8 * 8 + 8;
+        c.w_stride = (c.k + 7) / 8 * 8 + 16;
+        break;
+      case 2:  // arbitrary strides and misaligned base pointers
+        c.x_stride = c.k + rng() % 5;
+        c.w_stride = c.k + rng() % 5;
+        c.x_offset = 2 * (rng() % 8);
+        c.w_offset = 2 * (rng() % 8) + (c.w_dtype == DType::kF32 ? 2 : 0);
+        if (c.x_dtype == DType::kF32) c.x_offset = 4 * (rng() % 4);
+        if (c.w_dtype == DType::kF32) c.w_offset = 4 * (rng() % 4);
+        break;
+      case 3:
+        c.y_stride = c.n + 1 + rng() % 3;
+        break;
+    }
+    SCOPED_TRACE(c.str());
+    checkAllKernels(c, 100 + iter);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(LinearCuda, DecodeAndPrefillLikeShapesMatchCpu) {
+  REE_SKIP_WITHOUT_GPU();
+  int seed = 1;
+  for (int64_t m : {1, 3, 8, 16, 17, 131}) {
+    Case c;
+    c.m = m;
+    c.n = 4096 + 32 + 1;  // a partial 32-row and a partial 128-row tile
+    c.k = 4096;
+    c.has_bias = m % 2;
+    c.y_dtype = m % 2 ? DType::kBF16 : DType::kF32;
+    SCOPED_TRACE(c.str());
+    checkAllKernels(c, seed++);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Rows of a large batch (GEMM path) equal the same rows computed alone (GEMV, M = 1) and in
+// other batch sizes.
+TEST(LinearCuda, RowsAreInvariantToBatchAndKernel) {
+  REE_SKIP_WITHOUT_GPU();
+  Case big;
+  big.m = 299;
+  big.n = 333;
+  big.k = 1000;
+  big.has_bias = true;
+  big.bias_dtype = DType::kBF16;
+  Inputs in;
+  in.make(big, 5);
+  in.upload(big);
+  std::vector<uint8_t> reference;
+  ASSERT_TRUE(runGpu(big, in, cuda::LinearKernel::kGemm, &reference));
+  ASSERT_EQ(0, std::memcmp(reference.data(), runCpu(big, in).data(), reference.size()));
+  const size_t row_bytes = static_cast<size_t>(big.n * dtypeSize(big.y_dtype));
+  for (int64_t m : {1, 2, 5, 16, 33, 128, 129}) {
+    for (auto kernel :
+         {cuda::LinearKernel::kAuto, cuda::LinearKernel::kGemv, cuda::LinearKernel::kGemm}) {
+      // Rows [start, start + m) of the big batch.
+      int64_t start = (big.m - m) / 2;
+      Case part = big;
+      part.m = m;
+      Inputs sub;
+      sub.x.init(big.x_dtype, 1, 0, 1.0f);
+      sub.x.host.assign(in.x.host.begin() + start * big.xs() * dtypeSize(big.x_dtype),
+                        in.x.host.begin() + (start + m) * big.xs() * dtypeSize(big.x_dtype));
+      sub.w.dtype = in.w.dtype;
+      sub.w.host = in.w.host;
+      sub.bias.dtype = in.bias.dtype;
+      sub.bias.host = in.bias.host;
+      sub.upload(part);
+      std::vector<uint8_t> got;
+      ASSERT_TRUE(runGpu(part, sub, kernel, &got));
+      ASSERT_EQ(0, std::memcmp(got.data(), reference.data() + start * row_bytes, got.size()))
+          << "m=" << m << " kernel=" << static_cast<int>(kernel);
+    }
+  }
+}
+
+// -0 chunk partials (underflow), infinities and NaN inputs through every kernel.
+TEST(LinearCuda, SpecialValuesMatchCpu) {
+  REE_SKIP_WITHOUT_GPU();
+  for (int64_t m : {1, 20}) {
+    Case c;
+    c.m = m;
+    c.n = 5;
+    c.k = 136;  // 16-byte aligned fp32 rows, a 128-chunk and a short chunk
+    c.x_dtype = DType::kF32;
+    c.w_dtype = DType::kF32;
+    Inputs in;
+    in.make(c, 3);
+    for (int64_t row = 0; row < c.m; ++row) {
+      for (int64_t i = 0; i < c.k; ++i)
+        in.x.set(static_cast<size_t>(row * c.k + i), -0.0f);
+      in.x.set(static_cast<size_t>(row * c.k + 0), -1e-30f);
+      in.x.set(static_cast<size_t>(row * c.k + 128), 1e-30f);
+      in.x.set(static_cast<size_t>(row * c.k + 5), 3e38f);
+      in.x.set(static_cast<size_t>(row * c.k + 6), 3e38f);
+    }
+    for (int64_t i = 0; i < c.n * c.k; ++i)
+      in.w.set(static_cast<size_t>(i), 0.0f);
+    in.w.set(0 * c.k + 0, 1e-30f);
+    in.w.set(0 * c.k + 128, -1e-30f);
+    in.w.set(0 * c.k + 5, -0.0f);
+    in.w.set(0 * c.k + 6, -0.0f);
+    in.w.set(1 * c.k + 5, 1e10f);
+    in.w.set(2 * c.k + 5, INFINITY);
+    in.w.set(2 * c.k + 6, -INFINITY);
+    in.w.set(4 * c.k + 9, bitsFloat(0xffc12345u));
+    in.upload(c);
+    auto expected = runCpu(c, in);
+    EXPECT_EQ(floatBits(reinterpret_cast<const float*>(expected.data())[0]), 0x80000000u);
+    for (auto kernel :
+         {cuda::LinearKernel::kAuto, cuda::LinearKernel::kGemv, cuda::LinearKernel::kGemm}) {
+      std::vector<uint8_t> got;
+      ASSERT_TRUE(runGpu(c, in, kernel, &got));
+      EXPECT_EQ(0, std::memcmp(got.data(), expected.data(), got.size()))
+          << "m=" << m << " kernel=" << static_cast<int>(kernel);
+    }
+  }
+}
+
+TEST(LinearCuda, BadArguments) {
+  REE_SKIP_WITHOUT_GPU();
+  LinearArgs a;
+  a.m = 1;
+  a.n = 1;
+  a.k = 0;
+  EXPECT_EQ(cuda::linear(a, nullptr), Status::kInvalidArgument);
+  Case c;
+  c.m = 2;
+  c.n = 3;
+  c.k = 5;  // bf16 rows of 10 bytes: not 16-byte aligned
+  Inputs in;
+  in.make(c, 1);
+  in.upload(c);
+  void* y = nullptr;
+  CUDA_OK(cudaMalloc(&y, 64));
+  EXPECT_EQ(cuda::linearWithKernel(in.args(c, true, y), cuda::LinearKernel::kGemv, nullptr),
+            Status::kUnsupported);
+  EXPECT_EQ(
+      cuda::linearWithKernel(in.args(c, true, y), static_cast<cuda::LinearKernel>(9), nullptr),
+      Status::kInvalidArgument);
+  cudaFree(y);
+}
+
+}  // namespace
+}  // namespace ree::repops
