@@ -1,0 +1,269 @@
+// Row-wise RepOps: CUDA output must equal the CPU implementation bit for bit, for random shapes
+// (odd lengths, strides, misaligned pointers that force the scalar path), every dtype pair and
+// rows holding special values.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+
+#include "ree/kernels/rowops.h"
+#include "test_util.h"
+
+namespace ree {
+namespace {
+
+using repops::ReduceOp;
+using repops::RmsNormVariant;
+using repops::RowsIn;
+using repops::RowsOut;
+using repops::VecIn;
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+// A device copy of a host byte buffer, freed on scope exit.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  explicit DeviceBuffer(size_t n) : bytes(n) { EXPECT_EQ(cudaMalloc(&ptr, n + 64), cudaSuccess); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  char* at(size_t offset) { return static_cast<char*>(ptr) + offset; }
+};
+
+// Random bytes that decode to Normal(0, scale) values of `dtype`, with a sprinkling of specials.
+std::vector<char> randomRows(DType dtype, size_t count, uint64_t seed, float scale, bool specials) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<char> bytes(count * dtypeSize(dtype));
+  const float special_values[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f, 1e-40f, 3e38f, -3e38f};
+  for (size_t i = 0; i < count; ++i) {
+    float v = dist(rng);
+    if (specials && rng() % 97 == 0) v = special_values[rng() % 8];
+    repops::rowmath::storeAt(bytes.data(), dtype, static_cast<int64_t>(i), v);
+  }
+  return bytes;
+}
+
+struct Case {
+  int64_t rows, cols, x_stride, y_stride;
+  DType in, out, weight;
+  int x_offset, y_offset;  // elements; non-zero misaligns and forces the scalar path
+  bool specials;
+};
+
+// Runs `cpu_fn` on host buffers and `gpu_fn` on device buffers with the same layout, compares the
+// output bytes. The functions receive (x, y, weight, bias) as RowsIn/RowsOut/VecIn.
+using RowFn = std::function<Status(RowsIn, RowsOut, VecIn, VecIn)>;
+
+void compareRowOp(const char* name, const Case& c, const RowFn& cpu_fn, const RowFn& gpu_fn,
+                  uint64_t seed) {
+  SCOPED_TRACE(::testing::Message()
+               << name << " rows=" << c.rows << " cols=" << c.cols << " in=" << dtypeName(c.in)
+               << " out=" << dtypeName(c.out) << " xoff=" << c.x_offset << " yoff=" << c.y_offset);
+  const size_t x_count = c.x_offset + (c.rows - 1) * c.x_stride + c.cols;
+  const size_t y_count = c.y_offset + (c.rows - 1) * c.y_stride + c.cols;
+  std::vector<char> x = randomRows(c.in, x_count, seed, 3.0f, c.specials);
+  std::vector<char> w = randomRows(c.weight, c.cols, seed + 1, 1.0f, false);
+  std::vector<char> b = randomRows(c.weight, c.cols, seed + 2, 1.0f, false);
+  std::vector<char> y_cpu(y_count * dtypeSize(c.out), 0x5a), y_gpu(y_cpu.size());
+  const int in_size = dtypeSize(c.in), out_size = dtypeSize(c.out);
+  ASSERT_EQ(cpu_fn(RowsIn{x.data() + c.x_offset * in_size, c.in, c.x_stride},
+                   RowsOut{y_cpu.data() + c.y_offset * out_size, c.out, c.y_stride},
+                   VecIn{w.data(), c.weight}, VecIn{b.data(), c.weight}),
+            Status::kSuccess)
+      << lastErrorMessage();
+  DeviceBuffer dx(x.size()), dy(y_cpu.size()), dw(w.size()), db(b.size());
+  CUDA_OK(cudaMemcpy(dx.ptr, x.data(), x.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dw.ptr, w.data(), w.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(db.ptr, b.data(), b.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(dy.ptr, 0x5a, y_gpu.size()));
+  ASSERT_EQ(gpu_fn(RowsIn{dx.at(c.x_offset * in_size), c.in, c.x_stride},
+                   RowsOut{dy.at(c.y_offset * out_size), c.out, c.y_stride},
+                   VecIn{dw.ptr, c.weight}, VecIn{db.ptr, c.weight}),
+            Status::kSuccess)
+      << lastErrorMessage();
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaMemcpy(y_gpu.data(), dy.ptr, y_gpu.size(), cudaMemcpyDeviceToHost));
+  long long diff = test::firstBitDifference(y_cpu, y_gpu);
+  EXPECT_EQ(diff, -1) << "first differing byte " << diff;
+}
+
+std::vector<Case> randomCases(uint64_t seed, int count) {
+  std::mt19937_64 rng(seed);
+  const int64_t fixed_cols[] = {1, 7, 127, 128, 129, 4095, 4096, 4097, 8192, 128256};
+  const DType types[] = {DType::kF32, DType::kBF16, DType::kF16};
+  std::vector<Case> cases;
+  for (int i = 0; i < count; ++i) {
+    Case c;
+    c.cols = (rng() % 3 == 0) ? static_cast<int64_t>(1 + rng() % 20000) : fixed_cols[rng() % 10];
+    c.rows = 1 + static_cast<int64_t>(rng() % (c.cols > 10000 ? 9 : 300));
+    bool aligned = rng() % 2 == 0;
+    c.x_stride = c.cols + (aligned ? 0 : static_cast<int64_t>(rng() % 9));
+    c.y_stride = c.cols + (aligned ? 0 : static_cast<int64_t>(rng() % 9));
+    c.in = types[rng() % 3];
+    c.out = types[rng() % 3];
+    c.weight = types[rng() % 3];
+    c.x_offset = aligned ? 0 : static_cast<int>(rng() % 3);
+    c.y_offset = aligned ? 0 : static_cast<int>(rng() % 3);
+    c.specials = rng() % 4 == 0;
+    cases.push_back(c);
+  }
+  // The LLM shapes, aligned (16-byte path).
+  for (int64_t cols : {4096, 8192, 128256}) {
+    cases.push_back(Case{cols == 128256 ? 3 : 257, cols, cols, cols, DType::kBF16, DType::kBF16,
+                         DType::kBF16, 0, 0, false});
+    cases.push_back(Case{5, cols, cols, cols, DType::kF32, DType::kF32, DType::kF32, 0, 0, true});
+  }
+  return cases;
+}
+
+int caseCount() {
+  return std::getenv("REE_TEST_FULL") ? 400 : 60;
+}
+
+TEST(RowOpsCuda, NormsAndSoftmaxEqualCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  uint64_t seed = 1;
+  for (const Case& c : randomCases(42, caseCount())) {
+    const int64_t rows = c.rows, cols = c.cols;
+    for (RmsNormVariant variant : {RmsNormVariant::kF32, RmsNormVariant::kCastBeforeWeight}) {
+      compareRowOp(
+          "rmsNorm", c,
+          [&](RowsIn x, RowsOut y, VecIn w, VecIn) {
+            return repops::cpu::rmsNorm(x, w, y, rows, cols, 1e-6f, variant);
+          },
+          [&](RowsIn x, RowsOut y, VecIn w, VecIn) {
+            return repops::cuda::rmsNorm(x, w, y, rows, cols, 1e-6f, variant, nullptr);
+          },
+          seed++);
+    }
+    compareRowOp(
+        "rmsNorm(no weight)", c,
+        [&](RowsIn x, RowsOut y, VecIn, VecIn) {
+          return repops::cpu::rmsNorm(x, VecIn{}, y, rows, cols, 1e-5f, RmsNormVariant::kF32);
+        },
+        [&](RowsIn x, RowsOut y, VecIn, VecIn) {
+          return repops::cuda::rmsNorm(x, VecIn{}, y, rows, cols, 1e-5f, RmsNormVariant::kF32,
+                                       nullptr);
+        },
+        seed++);
+    for (int affine = 0; affine < 3; ++affine) {  // weight+bias, weight only, neither
+      compareRowOp(
+          "layerNorm", c,
+          [&](RowsIn x, RowsOut y, VecIn w, VecIn b) {
+            return repops::cpu::layerNorm(x, affine < 2 ? w : VecIn{}, affine == 0 ? b : VecIn{}, y,
+                                          rows, cols, 1e-5f);
+          },
+          [&](RowsIn x, RowsOut y, VecIn w, VecIn b) {
+            return repops::cuda::layerNorm(x, affine < 2 ? w : VecIn{}, affine == 0 ? b : VecIn{},
+                                           y, rows, cols, 1e-5f, nullptr);
+          },
+          seed++);
+    }
+    compareRowOp(
+        "softmax", c,
+        [&](RowsIn x, RowsOut y, VecIn, VecIn) { return repops::cpu::softmax(x, y, rows, cols); },
+        [&](RowsIn x, RowsOut y, VecIn, VecIn) {
+          return repops::cuda::softmax(x, y, rows, cols, nullptr);
+        },
+        seed++);
+    compareRowOp(
+        "logSoftmax", c,
+        [&](RowsIn x, RowsOut y, VecIn, VecIn) {
+          return repops::cpu::logSoftmax(x, y, rows, cols);
+        },
+        [&](RowsIn x, RowsOut y, VecIn, VecIn) {
+          return repops::cuda::logSoftmax(x, y, rows, cols, nullptr);
+        },
+        seed++);
+    compareRowOp(
+        "cast", c,
+        [&](RowsIn x, RowsOut y, VecIn, VecIn) { return repops::cpu::cast(x, y, rows, cols); },
+        [&](RowsIn x, RowsOut y, VecIn, VecIn) {
+          return repops::cuda::cast(x, y, rows, cols, nullptr);
+        },
+        seed++);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(RowOpsCuda, ReductionsAndArgmaxEqualCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  uint64_t seed = 1000;
+  for (const Case& c : randomCases(43, caseCount())) {
+    const int64_t rows = c.rows, cols = c.cols;
+    for (ReduceOp op :
+         {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kVar}) {
+      SCOPED_TRACE(repops::reduceOpName(op));
+      std::vector<char> x =
+          randomRows(c.in, c.x_offset + (rows - 1) * c.x_stride + cols, seed++, 3.0f, c.specials);
+      const int in_size = dtypeSize(c.in);
+      std::vector<char> ref(rows * dtypeSize(c.out)), got(ref.size());
+      ASSERT_EQ(
+          repops::cpu::reduceRows(op, RowsIn{x.data() + c.x_offset * in_size, c.in, c.x_stride},
+                                  ref.data(), c.out, rows, cols),
+          Status::kSuccess);
+      DeviceBuffer dx(x.size()), dout(got.size());
+      CUDA_OK(cudaMemcpy(dx.ptr, x.data(), x.size(), cudaMemcpyHostToDevice));
+      ASSERT_EQ(repops::cuda::reduceRows(op, RowsIn{dx.at(c.x_offset * in_size), c.in, c.x_stride},
+                                         dout.ptr, c.out, rows, cols, nullptr),
+                Status::kSuccess);
+      CUDA_OK(cudaMemcpy(got.data(), dout.ptr, got.size(), cudaMemcpyDeviceToHost));
+      EXPECT_EQ(test::firstBitDifference(ref, got), -1)
+          << "rows=" << rows << " cols=" << cols << " in=" << dtypeName(c.in);
+      std::vector<int32_t> idx_ref(rows), idx_got(rows);
+      ASSERT_EQ(repops::cpu::argmaxRows(RowsIn{x.data() + c.x_offset * in_size, c.in, c.x_stride},
+                                        idx_ref.data(), rows, cols),
+                Status::kSuccess);
+      DeviceBuffer didx(rows * 4);
+      ASSERT_EQ(repops::cuda::argmaxRows(RowsIn{dx.at(c.x_offset * in_size), c.in, c.x_stride},
+                                         static_cast<int32_t*>(didx.ptr), rows, cols, nullptr),
+                Status::kSuccess);
+      CUDA_OK(cudaMemcpy(idx_got.data(), didx.ptr, rows * 4, cudaMemcpyDeviceToHost));
+      EXPECT_EQ(idx_ref, idx_got) << "rows=" << rows << " cols=" << cols;
+    }
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(RowOpsCuda, InPlaceEqualsCpu) {
+  REE_SKIP_WITHOUT_GPU();
+  const int64_t rows = 9, cols = 4096;
+  std::vector<char> x = randomRows(DType::kBF16, rows * cols, 5, 2.0f, false);
+  std::vector<char> w = randomRows(DType::kBF16, cols, 6, 1.0f, false);
+  std::vector<char> ref = x;
+  ASSERT_EQ(
+      repops::cpu::rmsNorm(RowsIn{ref.data(), DType::kBF16, cols}, VecIn{w.data(), DType::kBF16},
+                           RowsOut{ref.data(), DType::kBF16, cols}, rows, cols, 1e-6f),
+      Status::kSuccess);
+  DeviceBuffer dx(x.size()), dw(w.size());
+  CUDA_OK(cudaMemcpy(dx.ptr, x.data(), x.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dw.ptr, w.data(), w.size(), cudaMemcpyHostToDevice));
+  ASSERT_EQ(repops::cuda::rmsNorm(RowsIn{dx.ptr, DType::kBF16, cols}, VecIn{dw.ptr, DType::kBF16},
+                                  RowsOut{dx.ptr, DType::kBF16, cols}, rows, cols, 1e-6f,
+                                  RmsNormVariant::kF32, nullptr),
+            Status::kSuccess);
+  std::vector<char> got(x.size());
+  CUDA_OK(cudaMemcpy(got.data(), dx.ptr, got.size(), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(test::firstBitDifference(ref, got), -1);
+}
+
+TEST(RowOpsCuda, BadArgumentsAreRejected) {
+  // Validation happens before any CUDA call, so this runs without a GPU too.
+  float dummy = 0;
+  EXPECT_EQ(repops::cuda::softmax(RowsIn{&dummy, DType::kF32, 1}, RowsOut{nullptr, DType::kF32, 1},
+                                  1, 1, nullptr),
+            Status::kInvalidArgument);
+  EXPECT_EQ(repops::cuda::reduceRows(ReduceOp::kSum, RowsIn{&dummy, DType::kF32, 1}, &dummy,
+                                     DType::kF32, 1, 0, nullptr),
+            Status::kInvalidArgument);
+  EXPECT_EQ(repops::cuda::rmsNorm(RowsIn{&dummy, DType::kF32, 1}, VecIn{},
+                                  RowsOut{&dummy, DType::kF32, 1}, 1, 1, -1.0f,
+                                  RmsNormVariant::kF32, nullptr),
+            Status::kInvalidArgument);
+  EXPECT_EQ(repops::cuda::argmaxRows(RowsIn{&dummy, DType::kF32, 1}, nullptr, 1, 1, nullptr),
+            Status::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ree
