@@ -1,0 +1,183 @@
+// CUDA embedding and elementwise operators == CPU, bit for bit, on random sizes (odd included).
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+#include "ree/kernels/pointwise.h"
+#include "test_util.h"
+
+namespace ree {
+namespace {
+
+namespace cpu = repops::cpu;
+namespace gpu = repops::cuda;
+
+template <typename T>
+T* toDevice(const std::vector<T>& host) {
+  T* device = nullptr;
+  EXPECT_EQ(cudaMalloc(&device, host.size() * sizeof(T) + 16), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  return device;
+}
+
+template <typename T>
+std::vector<T> toHost(const T* device, size_t n) {
+  std::vector<T> host(n);
+  EXPECT_EQ(cudaMemcpy(host.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  return host;
+}
+
+template <typename T>
+DType dtypeOf() {
+  if (std::is_same_v<T, float>) return DType::kF32;
+  if (std::is_same_v<T, bf16_t>) return DType::kBF16;
+  return DType::kF16;
+}
+
+const Activation kActivations[] = {Activation::kSilu, Activation::kGeluErf, Activation::kGeluTanh};
+
+// Random values plus special ones (zeros, infinities, NaN, subnormals, huge).
+template <typename T>
+std::vector<T> inputs(int64_t n, uint64_t seed) {
+  std::vector<T> v = test::randomValues<T>(n, seed, 6.0f);
+  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-40f, -3e38f, 88.5f, -104.0f};
+  for (int64_t i = 0; i < n && i < 9; ++i)
+    v[(i * 7919) % n] = storeAs<T>(specials[i]);
+  return v;
+}
+
+template <typename T>
+void checkElementwise(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int64_t n = 1 + rng() % 200000;
+  const DType dtype = dtypeOf<T>();
+  std::vector<T> a = inputs<T>(n, seed), b = inputs<T>(n, seed + 1);
+  T* da = toDevice(a);
+  T* db = toDevice(b);
+  T* dout = toDevice(std::vector<T>(n));
+  std::vector<T> out(n);
+  ASSERT_EQ(cpu::add(dtype, a.data(), b.data(), out.data(), n), Status::kSuccess);
+  ASSERT_EQ(gpu::add(dtype, da, db, dout, n, nullptr), Status::kSuccess);
+  EXPECT_EQ(test::firstBitDifference(toHost(dout, n), out), -1) << "add n " << n;
+  ASSERT_EQ(cpu::mul(dtype, a.data(), b.data(), out.data(), n), Status::kSuccess);
+  ASSERT_EQ(gpu::mul(dtype, da, db, dout, n, nullptr), Status::kSuccess);
+  EXPECT_EQ(test::firstBitDifference(toHost(dout, n), out), -1) << "mul n " << n;
+  for (Activation activation : kActivations) {
+    ASSERT_EQ(cpu::activation(activation, dtype, a.data(), out.data(), n), Status::kSuccess);
+    ASSERT_EQ(gpu::activation(activation, dtype, da, dout, n, nullptr), Status::kSuccess);
+    EXPECT_EQ(test::firstBitDifference(toHost(dout, n), out), -1)
+        << activationName(activation) << " n " << n;
+    // Gated over a [rows, cols] view with strides: gate from a, up from b.
+    const int64_t cols = 1 + rng() % 700;
+    const int64_t rows = n / (cols + 3);
+    if (rows == 0) continue;
+    ASSERT_EQ(cpu::gated(activation, dtype, a.data(), cols + 3, b.data(), cols + 1, out.data(),
+                         cols, rows, cols),
+              Status::kSuccess);
+    ASSERT_EQ(
+        gpu::gated(activation, dtype, da, cols + 3, db, cols + 1, dout, cols, rows, cols, nullptr),
+        Status::kSuccess);
+    std::vector<T> got = toHost(dout, rows * cols);
+    EXPECT_EQ(test::firstBitDifference(got, std::vector<T>(out.begin(), out.begin() + rows * cols)),
+              -1)
+        << "gated " << activationName(activation) << " rows " << rows << " cols " << cols;
+  }
+  cudaFree(da);
+  cudaFree(db);
+  cudaFree(dout);
+}
+
+TEST(PointwiseCuda, ElementwiseMatchesCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    checkElementwise<float>(seed);
+    checkElementwise<bf16_t>(seed + 100);
+    checkElementwise<f16_t>(seed + 200);
+  }
+}
+
+TEST(PointwiseCuda, ActivationsExhaustiveBF16) {
+  // Every bf16 bit pattern through each activation and SwiGLU-style gating.
+  REE_SKIP_WITHOUT_GPU();
+  const int64_t n = 65536;
+  std::vector<bf16_t> x(n), up(n);
+  for (int64_t i = 0; i < n; ++i) {
+    x[i].bits = static_cast<uint16_t>(i);
+    up[i].bits = static_cast<uint16_t>((i * 40503) & 0xffff);
+  }
+  bf16_t* dx = toDevice(x);
+  bf16_t* dup = toDevice(up);
+  bf16_t* dout = toDevice(std::vector<bf16_t>(n));
+  std::vector<bf16_t> out(n);
+  for (Activation activation : kActivations) {
+    ASSERT_EQ(cpu::activation(activation, DType::kBF16, x.data(), out.data(), n), Status::kSuccess);
+    ASSERT_EQ(gpu::activation(activation, DType::kBF16, dx, dout, n, nullptr), Status::kSuccess);
+    EXPECT_EQ(test::firstBitDifference(toHost(dout, n), out), -1) << activationName(activation);
+    ASSERT_EQ(cpu::gated(activation, DType::kBF16, x.data(), n, up.data(), n, out.data(), n, 1, n),
+              Status::kSuccess);
+    ASSERT_EQ(gpu::gated(activation, DType::kBF16, dx, n, dup, n, dout, n, 1, n, nullptr),
+              Status::kSuccess);
+    EXPECT_EQ(test::firstBitDifference(toHost(dout, n), out), -1) << activationName(activation);
+  }
+  cudaFree(dx);
+  cudaFree(dup);
+  cudaFree(dout);
+}
+
+template <typename T>
+void checkEmbedding(int64_t vocab, int64_t dim, int64_t count, uint64_t seed) {
+  std::vector<T> table = test::randomValues<T>(vocab * dim, seed);
+  std::vector<int32_t> ids(count);
+  std::mt19937_64 rng(seed);
+  for (auto& id : ids)
+    id = static_cast<int32_t>(rng() % vocab);
+  std::vector<T> out(count * dim);
+  ASSERT_EQ(cpu::embedding(dtypeOf<T>(), table.data(), vocab, dim, ids.data(), count, out.data()),
+            Status::kSuccess);
+  T* dtable = toDevice(table);
+  int32_t* dids = toDevice(ids);
+  T* dout = toDevice(std::vector<T>(count * dim));
+  ASSERT_EQ(gpu::embedding(dtypeOf<T>(), dtable, vocab, dim, dids, count, dout, nullptr),
+            Status::kSuccess);
+  EXPECT_EQ(test::firstBitDifference(toHost(dout, count * dim), out), -1)
+      << "vocab " << vocab << " dim " << dim;
+  cudaFree(dtable);
+  cudaFree(dids);
+  cudaFree(dout);
+}
+
+TEST(PointwiseCuda, EmbeddingMatchesCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  checkEmbedding<bf16_t>(1000, 4096, 37, 1);  // 16-byte path
+  checkEmbedding<bf16_t>(333, 2050, 19, 2);   // 4-byte path
+  checkEmbedding<bf16_t>(77, 33, 101, 3);     // 2-byte path
+  checkEmbedding<float>(500, 1, 1000, 4);
+  checkEmbedding<f16_t>(129, 7, 3, 5);
+}
+
+TEST(PointwiseCuda, EmbeddingReportsFirstBadPosition) {
+  REE_SKIP_WITHOUT_GPU();
+  const int64_t vocab = 100, dim = 64;
+  std::vector<bf16_t> table = test::randomValues<bf16_t>(vocab * dim, 9);
+  std::vector<int32_t> ids = {3, 99, 100, 5, -1, 250};
+  bf16_t* dtable = toDevice(table);
+  int32_t* dids = toDevice(ids);
+  bf16_t* dout = toDevice(std::vector<bf16_t>(ids.size() * dim));
+  EXPECT_EQ(gpu::embedding(DType::kBF16, dtable, vocab, dim, dids, ids.size(), dout, nullptr),
+            Status::kInvalidArgument);
+  const std::string message = lastErrorMessage();
+  EXPECT_NE(message.find("ids[2] = 100"), std::string::npos) << message;
+  std::vector<bf16_t> out = toHost(dout, ids.size() * dim);
+  for (int64_t k = 0; k < dim; ++k) {
+    EXPECT_EQ(out[2 * dim + k].bits, 0);  // the bad row is zeroed
+    EXPECT_EQ(out[1 * dim + k].bits, table[99 * dim + k].bits);
+  }
+  cudaFree(dtable);
+  cudaFree(dids);
+  cudaFree(dout);
+}
+
+}  // namespace
+}  // namespace ree
