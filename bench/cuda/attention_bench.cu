@@ -1,0 +1,170 @@
+// Attention throughput, measured in one run beside its baseline (CUDA events, median of N):
+//   decode: GB/s of KV-cache reads (bf16 K+V, 32 q heads / 8 KV heads, head_dim 128, context 4096)
+//           for batch 1, 4, 8, 16, against cudaMemcpy device-to-device bandwidth (read + write);
+//   prefill: 2048 new tokens of one sequence, TFLOP/s (4 * head_dim flops per (query head, key)
+//   pair
+//            of the causal triangle: q.k and p.v, one fma = 2 flops).
+// The reported times include the per-call host work of the entry point (work lists, upload).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#include "ree/kernels/attention.h"
+
+namespace {
+
+#define BENCH_CHECK(call)                                                       \
+  do {                                                                          \
+    cudaError_t err_ = (call);                                                  \
+    if (err_ != cudaSuccess) {                                                  \
+      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(err_)); \
+      std::exit(1);                                                             \
+    }                                                                           \
+  } while (0)
+
+// Median milliseconds of `iterations` timed calls of fn (after warm-up).
+float medianMs(const std::function<void()>& fn, int iterations) {
+  cudaEvent_t start, stop;
+  BENCH_CHECK(cudaEventCreate(&start));
+  BENCH_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i)
+    fn();
+  BENCH_CHECK(cudaDeviceSynchronize());
+  std::vector<float> times;
+  for (int i = 0; i < iterations; ++i) {
+    BENCH_CHECK(cudaEventRecord(start));
+    fn();
+    BENCH_CHECK(cudaEventRecord(stop));
+    BENCH_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
+  }
+  std::sort(times.begin(), times.end());
+  BENCH_CHECK(cudaEventDestroy(start));
+  BENCH_CHECK(cudaEventDestroy(stop));
+  return times[times.size() / 2];
+}
+
+__global__ void fillBits(uint16_t* data, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    // bf16 in [-2, 2): sign, exponent 126..127, random mantissa.
+    data[i] = uint16_t((h & 0x8000u) | ((126u + ((h >> 8) & 1u)) << 7) | (h & 0x7fu));
+  }
+}
+
+struct Setup {
+  int n_heads = 32, n_kv_heads = 8, head_dim = 128;
+  int block_size = 16;
+};
+
+void runAttention(const Setup& setup, int batch, int cached, int n_new, void* q, void* out, void* k,
+                  void* v, int max_blocks, const std::vector<int32_t>& offsets,
+                  const std::vector<int32_t>& cached_lens) {
+  ree::repops::AttentionArgs args;
+  args.batch = batch;
+  args.query_offsets = offsets.data();
+  args.cached_lens = cached_lens.data();
+  args.n_heads = setup.n_heads;
+  args.n_kv_heads = setup.n_kv_heads;
+  args.head_dim = setup.head_dim;
+  args.q = q;
+  args.q_dtype = ree::DType::kBF16;
+  args.out = out;
+  args.out_dtype = ree::DType::kBF16;
+  args.cache.k = k;
+  args.cache.v = v;
+  args.cache.dtype = ree::DType::kBF16;
+  args.cache.num_blocks = batch * max_blocks;
+  args.cache.block_size = setup.block_size;
+  args.cache.max_blocks_per_seq = max_blocks;
+  (void)cached;
+  (void)n_new;
+  if (ree::repops::cuda::attention(args, nullptr) != ree::Status::kSuccess) {
+    std::fprintf(stderr, "attention failed: %s\n", ree::lastErrorMessage());
+    std::exit(1);
+  }
+}
+
+}  // namespace
+
+int main() {
+  int device = 0;
+  cudaDeviceProp prop{};
+  BENCH_CHECK(cudaGetDeviceProperties(&prop, device));
+  std::printf("device: %s\n", prop.name);
+
+  // Baseline: device-to-device copy of 1 GiB, bytes read + written per second.
+  const size_t copy_bytes = size_t(1) << 30;
+  void *copy_src = nullptr, *copy_dst = nullptr;
+  BENCH_CHECK(cudaMalloc(&copy_src, copy_bytes));
+  BENCH_CHECK(cudaMalloc(&copy_dst, copy_bytes));
+  const float copy_ms = medianMs(
+      [&] {
+        BENCH_CHECK(cudaMemcpyAsync(copy_dst, copy_src, copy_bytes, cudaMemcpyDeviceToDevice));
+      },
+      20);
+  const double copy_gbs = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
+  std::printf("cudaMemcpy D2D: %.1f GB/s (read+write)\n", copy_gbs);
+  BENCH_CHECK(cudaFree(copy_src));
+  BENCH_CHECK(cudaFree(copy_dst));
+
+  Setup setup;
+  const int context = 4096;
+  const int max_batch = 16;
+  const int max_blocks = context / setup.block_size;
+  const size_t kv_elems =
+      size_t(max_batch) * max_blocks * setup.block_size * setup.n_kv_heads * setup.head_dim;
+  const size_t q_elems = size_t(2048) * setup.n_heads * setup.head_dim;
+  uint16_t *k = nullptr, *v = nullptr, *q = nullptr, *out = nullptr;
+  BENCH_CHECK(cudaMalloc(&k, kv_elems * 2));
+  BENCH_CHECK(cudaMalloc(&v, kv_elems * 2));
+  BENCH_CHECK(cudaMalloc(&q, q_elems * 2));
+  BENCH_CHECK(cudaMalloc(&out, q_elems * 2));
+  fillBits<<<1024, 256>>>(k, kv_elems, 1);
+  fillBits<<<1024, 256>>>(v, kv_elems, 2);
+  fillBits<<<1024, 256>>>(q, q_elems, 3);
+  BENCH_CHECK(cudaDeviceSynchronize());
+
+  std::printf("decode (context %d, %d/%d heads, head_dim %d, bf16 KV, block_size %d):\n", context,
+              setup.n_heads, setup.n_kv_heads, setup.head_dim, setup.block_size);
+  for (int batch : {1, 4, 8, 16}) {
+    std::vector<int32_t> offsets(batch + 1), cached(batch, context - 1);
+    for (int s = 0; s <= batch; ++s)
+      offsets[s] = s;
+    const float ms = medianMs(
+        [&] {
+          runAttention(setup, batch, context - 1, 1, q, out, k, v, max_blocks, offsets, cached);
+        },
+        50);
+    const double kv_bytes = 2.0 * batch * context * setup.n_kv_heads * setup.head_dim * 2;
+    const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
+    std::printf("  batch %2d: %8.1f us  %7.1f GB/s KV reads  = %5.1f%% of D2D copy\n", batch,
+                ms * 1e3, gbs, 100.0 * gbs / copy_gbs);
+  }
+
+  const int prefill = 2048;
+  std::vector<int32_t> offsets = {0, prefill}, cached = {0};
+  const float ms = medianMs(
+      [&] { runAttention(setup, 1, 0, prefill, q, out, k, v, max_blocks, offsets, cached); }, 10);
+  const double pairs = double(prefill) * (prefill + 1) / 2.0;  // causal (query, key) pairs
+  const double flops = 4.0 * setup.head_dim * setup.n_heads * pairs;
+  std::printf("prefill %d tokens (%d/%d heads, head_dim %d): %.3f ms  %.2f TFLOP/s (fp32 FFMA)\n",
+              prefill, setup.n_heads, setup.n_kv_heads, setup.head_dim, ms,
+              flops / (ms * 1e-3) / 1e12);
+
+  BENCH_CHECK(cudaFree(k));
+  BENCH_CHECK(cudaFree(v));
+  BENCH_CHECK(cudaFree(q));
+  BENCH_CHECK(cudaFree(out));
+  return 0;
+}

@@ -1,0 +1,163 @@
+// CUDA attention == CPU attention, bitwise, for random shapes (both the split-KV decode path and
+// the flash prefill path, mixed in one batch), prefill == decode on the GPU, and appendKv on the
+// GPU.
+#define REE_ATTENTION_TEST_HELPERS_ONLY 1
+#include "../cpu/attention_test.cpp"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <random>
+
+namespace ree {
+namespace {
+
+using test::attn::AttentionProblem;
+using test::attn::Buffers;
+using test::attn::Sequence;
+
+struct DeviceBytes {
+  void* ptr = nullptr;
+  explicit DeviceBytes(const std::vector<unsigned char>& host) {
+    EXPECT_EQ(cudaMalloc(&ptr, std::max<size_t>(host.size(), 1)), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(ptr, host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  explicit DeviceBytes(size_t bytes) {
+    EXPECT_EQ(cudaMalloc(&ptr, std::max<size_t>(bytes, 1)), cudaSuccess);
+  }
+  ~DeviceBytes() { cudaFree(ptr); }
+  std::vector<unsigned char> download(size_t bytes) const {
+    std::vector<unsigned char> host(bytes);
+    EXPECT_EQ(cudaMemcpy(host.data(), ptr, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    return host;
+  }
+};
+
+// Runs the problem on the GPU; returns the output bytes.
+std::vector<unsigned char> runGpu(const AttentionProblem& prob, Buffers& host) {
+  DeviceBytes q(host.q), k(host.k), v(host.v), out(host.out);
+  repops::AttentionArgs args = prob.args(host);
+  args.q = q.ptr;
+  args.out = out.ptr;
+  args.cache.k = k.ptr;
+  args.cache.v = v.ptr;
+  EXPECT_EQ(repops::cuda::attention(args, nullptr), Status::kSuccess) << lastErrorMessage();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return out.download(host.out.size());
+}
+
+std::vector<unsigned char> runCpuBytes(const AttentionProblem& prob, Buffers& host) {
+  repops::AttentionArgs args = prob.args(host);
+  EXPECT_EQ(repops::cpu::attention(args), Status::kSuccess) << lastErrorMessage();
+  return host.out;
+}
+
+TEST(AttentionCuda, MatchesCpuBitwiseOnRandomShapes) {
+  REE_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(20240611);
+  const int head_dims[] = {1, 5, 64, 72, 80, 96, 128, 129, 200, 256};
+  const DType dtypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+  const int groups[] = {1, 2, 4, 7, 8};
+  const int trials = std::getenv("REE_TEST_FULL") ? 120 : 40;
+  for (int trial = 0; trial < trials; ++trial) {
+    AttentionProblem prob;
+    prob.head_dim = head_dims[rng() % 10];
+    prob.n_kv_heads = 1 + rng() % 3;
+    prob.n_heads = prob.n_kv_heads * groups[rng() % 5];
+    prob.kv_dtype = dtypes[rng() % 3];
+    prob.q_dtype = dtypes[rng() % 3];
+    prob.out_dtype = dtypes[rng() % 3];
+    prob.block_size = (rng() % 2) ? 16 : 1 + rng() % 100;
+    prob.shuffle_blocks = rng() % 2;
+    if (rng() % 4 == 0) prob.scale = 0.05f + float(rng() % 100) / 400.0f;
+    const int batch = 1 + rng() % 5;
+    for (int s = 0; s < batch; ++s) {
+      const int kind = rng() % 3;  // decode, short multi-token, prefill
+      const int cached = rng() % 3 == 0 ? 0 : int(rng() % 700);
+      const int n_new = kind == 0 ? 1 : kind == 1 ? 1 + rng() % 4 : 1 + rng() % 300;
+      prob.seqs.push_back(Sequence{rng(), cached, n_new});
+    }
+    Buffers host = prob.buildHost();
+    const std::vector<unsigned char> gpu = runGpu(prob, host);
+    const std::vector<unsigned char> cpu = runCpuBytes(prob, host);
+    const long long diff = test::firstBitDifference(gpu, cpu);
+    EXPECT_EQ(diff, -1) << "trial " << trial << " head_dim " << prob.head_dim << " heads "
+                        << prob.n_heads << "/" << prob.n_kv_heads << " kv "
+                        << dtypeName(prob.kv_dtype) << " block_size " << prob.block_size
+                        << " first differing byte " << diff;
+  }
+}
+
+TEST(AttentionCuda, DecodeShapeMatchesCpu) {
+  REE_SKIP_WITHOUT_GPU();
+  // The benchmark shape (32 q heads / 8 KV heads, head_dim 128, bf16 cache, context 4096).
+  AttentionProblem prob;
+  prob.n_heads = 32;
+  prob.n_kv_heads = 8;
+  prob.head_dim = 128;
+  prob.kv_dtype = DType::kBF16;
+  prob.q_dtype = DType::kBF16;
+  prob.out_dtype = DType::kBF16;
+  prob.block_size = 16;
+  prob.shuffle_blocks = true;
+  prob.seqs = {{1, 4095, 1}, {2, 1000, 1}, {3, 63, 1}};
+  Buffers host = prob.buildHost();
+  EXPECT_EQ(test::firstBitDifference(runGpu(prob, host), runCpuBytes(prob, host)), -1);
+}
+
+TEST(AttentionCuda, PrefillEqualsDecodeOnGpu) {
+  REE_SKIP_WITHOUT_GPU();
+  for (int head_dim : {128, 80, 256}) {
+    AttentionProblem whole;
+    whole.n_heads = 8;
+    whole.n_kv_heads = 2;
+    whole.head_dim = head_dim;
+    whole.kv_dtype = DType::kBF16;
+    const int length = 333;
+    whole.seqs = {{99, 0, length}};
+    Buffers host = whole.buildHost();
+    const std::vector<unsigned char> prefill = runGpu(whole, host);
+    for (int piece : {1, 3, 50}) {
+      std::vector<unsigned char> stitched;
+      for (int start = 0; start < length; start += piece) {
+        AttentionProblem part = whole;
+        part.seqs = {{99, start, std::min(piece, length - start)}};
+        Buffers part_host = part.buildHost();
+        const std::vector<unsigned char> out = runGpu(part, part_host);
+        stitched.insert(stitched.end(), out.begin(), out.end());
+      }
+      EXPECT_EQ(test::firstBitDifference(stitched, prefill), -1)
+          << "piece " << piece << " head_dim " << head_dim;
+    }
+  }
+}
+
+TEST(AttentionCuda, AppendKvMatchesCpu) {
+  REE_SKIP_WITHOUT_GPU();
+  AttentionProblem prob;
+  prob.n_heads = 4;
+  prob.n_kv_heads = 2;
+  prob.head_dim = 40;
+  prob.kv_dtype = DType::kBF16;
+  prob.seqs = {{8, 5, 3}, {9, 0, 20}, {10, 17, 1}};
+  prob.block_size = 8;
+  prob.shuffle_blocks = true;
+  Buffers expected = prob.buildHost();
+  Buffers host = prob.buildHost(/*fill_new_tokens=*/false);
+  std::vector<float> k_new, v_new;
+  prob.newRows(&k_new, &v_new);
+  std::vector<unsigned char> k_bytes(k_new.size() * 4), v_bytes(v_new.size() * 4);
+  std::memcpy(k_bytes.data(), k_new.data(), k_bytes.size());
+  std::memcpy(v_bytes.data(), v_new.data(), v_bytes.size());
+  DeviceBytes k_cache(host.k), v_cache(host.v), k_dev(k_bytes), v_dev(v_bytes);
+  repops::KvAppendArgs args = prob.appendArgs(host, k_dev.ptr, v_dev.ptr, DType::kF32);
+  args.k_cache = k_cache.ptr;
+  args.v_cache = v_cache.ptr;
+  ASSERT_EQ(repops::cuda::appendKv(args, nullptr), Status::kSuccess) << lastErrorMessage();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(k_cache.download(host.k.size()), expected.k);
+  EXPECT_EQ(v_cache.download(host.v.size()), expected.v);
+}
+
+}  // namespace
+}  // namespace ree
