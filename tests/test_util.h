@@ -15,12 +15,12 @@
 namespace ree::test {
 
 // Skips the current test (reported as skipped by ctest) when no CUDA device can run it.
-#define REE_SKIP_WITHOUT_GPU()                                                  \
-  do {                                                                          \
-    const char* ree_why_ = "";                                                  \
-    if (::ree::cudaDeviceCount(&ree_why_) == 0) {                               \
-      GTEST_SKIP() << "no CUDA device: " << ree_why_;                           \
-    }                                                                           \
+#define REE_SKIP_WITHOUT_GPU()                        \
+  do {                                                \
+    const char* ree_why_ = "";                        \
+    if (::ree::cudaDeviceCount(&ree_why_) == 0) {     \
+      GTEST_SKIP() << "no CUDA device: " << ree_why_; \
+    }                                                 \
   } while (0)
 
 // 64-bit FNV-1a over raw bytes: a cheap fingerprint for bitwise comparisons and golden pins.
@@ -54,7 +54,8 @@ std::vector<T> randomValues(size_t n, uint64_t seed, float scale = 1.0f) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> dist(0.0f, scale);
   std::vector<T> out(n);
-  for (auto& v : out) v = storeAs<T>(dist(rng));
+  for (auto& v : out)
+    v = storeAs<T>(dist(rng));
   return out;
 }
 

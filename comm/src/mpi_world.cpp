@@ -14,9 +14,9 @@ Status mpiError(int code, const char* what, const char* file, int line) {
 }
 }  // namespace
 
-#define REE_MPI_CHECK(call)                                                  \
-  do {                                                                       \
-    int ree_mpi_rc_ = (call);                                                \
+#define REE_MPI_CHECK(call)                                                                  \
+  do {                                                                                       \
+    int ree_mpi_rc_ = (call);                                                                \
     if (ree_mpi_rc_ != MPI_SUCCESS) return mpiError(ree_mpi_rc_, #call, __FILE__, __LINE__); \
   } while (0)
 

@@ -12,7 +12,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-ncclComm_t asComm(void* comm) { return static_cast<ncclComm_t>(comm); }
+ncclComm_t asComm(void* comm) {
+  return static_cast<ncclComm_t>(comm);
+}
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -29,13 +31,13 @@ double secondsSince(Clock::time_point start) {
     }                                                                                            \
   } while (0)
 
-#define REE_CUDA_CALL(call)                                                                     \
-  do {                                                                                          \
-    cudaError_t ree_cuda_rc_ = (call);                                                          \
-    if (ree_cuda_rc_ != cudaSuccess) {                                                          \
+#define REE_CUDA_CALL(call)                                                                      \
+  do {                                                                                           \
+    cudaError_t ree_cuda_rc_ = (call);                                                           \
+    if (ree_cuda_rc_ != cudaSuccess) {                                                           \
       return setError(Status::kCudaError, __FILE__, __LINE__, "%s failed on rank %d: %s", #call, \
-                      rank_, cudaGetErrorString(ree_cuda_rc_));                                 \
-    }                                                                                           \
+                      rank_, cudaGetErrorString(ree_cuda_rc_));                                  \
+    }                                                                                            \
   } while (0)
 
 NcclPeer::~NcclPeer() {
@@ -61,8 +63,7 @@ Status NcclPeer::init(const MpiWorld& world, int device, double timeout_s) {
   ncclUniqueId id;
   if (world.rank == 0) REE_NCCL_CHECK(ncclGetUniqueId(&id));
   if (MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS) {
-    return REE_FAIL(Status::kCommError, "MPI_Bcast of the NCCL unique id failed on rank %d",
-                    rank_);
+    return REE_FAIL(Status::kCommError, "MPI_Bcast of the NCCL unique id failed on rank %d", rank_);
   }
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // lets us poll against a deadline instead of hanging
@@ -123,8 +124,8 @@ Status NcclPeer::wait(cudaStream_t stream, double timeout_s, const char* what) {
     }
     if (secondsSince(start) > timeout_s) {
       abort();
-      return REE_FAIL(Status::kTimeout, "%s on rank %d was not enqueued within %.1f s", what,
-                      rank_, timeout_s);
+      return REE_FAIL(Status::kTimeout, "%s on rank %d was not enqueued within %.1f s", what, rank_,
+                      timeout_s);
     }
     std::this_thread::yield();
   }
@@ -145,8 +146,8 @@ Status NcclPeer::wait(cudaStream_t stream, double timeout_s, const char* what) {
     }
     if (secondsSince(start) > timeout_s) {
       abort();
-      return REE_FAIL(Status::kTimeout, "%s on rank %d did not complete within %.1f s", what,
-                      rank_, timeout_s);
+      return REE_FAIL(Status::kTimeout, "%s on rank %d did not complete within %.1f s", what, rank_,
+                      timeout_s);
     }
     std::this_thread::yield();
   }

@@ -10,23 +10,37 @@ thread_local std::string t_last_error;
 
 const char* statusName(Status status) {
   switch (status) {
-    case Status::kSuccess: return "success";
-    case Status::kInvalidArgument: return "invalid-argument";
-    case Status::kUnsupported: return "unsupported";
-    case Status::kCudaError: return "cuda-error";
-    case Status::kOutOfMemory: return "out-of-memory";
-    case Status::kIoError: return "io-error";
-    case Status::kCommError: return "comm-error";
-    case Status::kTimeout: return "timeout";
-    case Status::kMismatch: return "mismatch";
-    case Status::kInternal: return "internal";
+    case Status::kSuccess:
+      return "success";
+    case Status::kInvalidArgument:
+      return "invalid-argument";
+    case Status::kUnsupported:
+      return "unsupported";
+    case Status::kCudaError:
+      return "cuda-error";
+    case Status::kOutOfMemory:
+      return "out-of-memory";
+    case Status::kIoError:
+      return "io-error";
+    case Status::kCommError:
+      return "comm-error";
+    case Status::kTimeout:
+      return "timeout";
+    case Status::kMismatch:
+      return "mismatch";
+    case Status::kInternal:
+      return "internal";
   }
   return "unknown";
 }
 
-const char* lastErrorMessage() { return t_last_error.c_str(); }
+const char* lastErrorMessage() {
+  return t_last_error.c_str();
+}
 
-void clearError() { t_last_error.clear(); }
+void clearError() {
+  t_last_error.clear();
+}
 
 Status setError(Status status, const char* file, int line, const char* format, ...) {
   char buffer[1024];
@@ -36,8 +50,8 @@ Status setError(Status status, const char* file, int line, const char* format, .
   va_end(args);
   // Keep only the path below the repository root: "kernels/src/x.cpp:12".
   const char* short_file = file;
-  for (const char* marker : {"/kernels/", "/runtime/", "/comm/", "/models/", "/launcher/",
-                             "/partitioner/"}) {
+  for (const char* marker :
+       {"/kernels/", "/runtime/", "/comm/", "/models/", "/launcher/", "/partitioner/"}) {
     const char* found = std::strstr(file, marker);
     if (found != nullptr) {
       short_file = found + 1;

@@ -24,15 +24,16 @@ TEST(MpiWorld, HostBufferArrivesBitwise) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   std::vector<unsigned> data(1 << 16);
-  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned>(i * 2654435761u);
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<unsigned>(i * 2654435761u);
   if (rank == 0) {
-    ASSERT_EQ(MPI_Send(data.data(), static_cast<int>(data.size()), MPI_UNSIGNED, 1, 7,
-                       MPI_COMM_WORLD),
-              MPI_SUCCESS);
+    ASSERT_EQ(
+        MPI_Send(data.data(), static_cast<int>(data.size()), MPI_UNSIGNED, 1, 7, MPI_COMM_WORLD),
+        MPI_SUCCESS);
   } else {
     std::vector<unsigned> got(data.size(), 0);
-    ASSERT_EQ(MPI_Recv(got.data(), static_cast<int>(got.size()), MPI_UNSIGNED, 0, 7,
-                       MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+    ASSERT_EQ(MPI_Recv(got.data(), static_cast<int>(got.size()), MPI_UNSIGNED, 0, 7, MPI_COMM_WORLD,
+                       MPI_STATUS_IGNORE),
               MPI_SUCCESS);
     EXPECT_EQ(got, data);
   }

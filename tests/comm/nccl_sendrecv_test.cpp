@@ -17,7 +17,8 @@ namespace {
 std::vector<uint32_t> pattern(size_t n) {
   std::mt19937 rng(1234);
   std::vector<uint32_t> v(n);
-  for (auto& x : v) x = rng();
+  for (auto& x : v)
+    x = rng();
   v[0] = 0x7fc01234u;  // NaN with payload
   v[1] = 0x00000001u;  // smallest denormal
   v[2] = 0x80000000u;  // -0
@@ -52,13 +53,13 @@ TEST(NcclPeer, SendRecvIsBitwise) {
     ASSERT_EQ(cudaMemset(device_buffer, 0xff, n * 4), cudaSuccess);
     ASSERT_EQ(peer.recv(device_buffer, n * 4, 0, stream), Status::kSuccess) << lastErrorMessage();
   }
-  ASSERT_EQ(peer.wait(stream, 60.0, "send/recv of 64 MiB"), Status::kSuccess)
-      << lastErrorMessage();
+  ASSERT_EQ(peer.wait(stream, 60.0, "send/recv of 64 MiB"), Status::kSuccess) << lastErrorMessage();
   if (world.rank == 1) {
     std::vector<uint32_t> got(n);
     ASSERT_EQ(cudaMemcpy(got.data(), device_buffer, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
     size_t differing = 0;
-    for (size_t i = 0; i < n; ++i) differing += got[i] != expected[i];
+    for (size_t i = 0; i < n; ++i)
+      differing += got[i] != expected[i];
     EXPECT_EQ(differing, 0u) << "words differing after NCCL transfer";
     std::printf("rank 1 received %zu bytes from rank 0 over NCCL: %zu words differ\n", n * 4,
                 differing);

@@ -59,7 +59,8 @@ class Pool {
       ++generation_;
     }
     cv_.notify_all();
-    for (auto& t : threads_) t.join();
+    for (auto& t : threads_)
+      t.join();
   }
 
  private:
@@ -115,7 +116,9 @@ class Pool {
 
 }  // namespace
 
-void setCpuThreads(int threads) { g_threads.store(threads > 0 ? threads : 0); }
+void setCpuThreads(int threads) {
+  g_threads.store(threads > 0 ? threads : 0);
+}
 
 int cpuThreads() {
   int threads = g_threads.load();

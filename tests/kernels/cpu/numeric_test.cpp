@@ -69,7 +69,8 @@ TEST(Numeric, F16MatchesCompilerConversion) {
     }
     if (ours != ref_bits) ++mismatches;
   };
-  for (uint64_t b = 0; b <= 0xffffffffull; b += 89) check(static_cast<uint32_t>(b));
+  for (uint64_t b = 0; b <= 0xffffffffull; b += 89)
+    check(static_cast<uint32_t>(b));
   // All exponents near the binary16 range, every mantissa pattern of the 13 dropped bits' edges.
   for (uint32_t e = 100; e <= 145; ++e) {
     for (uint32_t m = 0; m < (1u << 23); m += 0x1000 - 1) {

@@ -52,8 +52,10 @@ TEST(NumericCuda, NarrowingMatchesCpuForAllFloats) {
         }
       });
     }
-    for (auto& t : threads) t.join();
-    for (uint64_t b : bad) mismatches += b;
+    for (auto& t : threads)
+      t.join();
+    for (uint64_t b : bad)
+      mismatches += b;
     hash = test::fnv1a(bf16.data(), chunk * 2, hash);
     hash = test::fnv1a(f16.data(), chunk * 2, hash);
   }

@@ -24,14 +24,19 @@ enum class DType : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
 
 inline const char* dtypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "f32";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "f16";
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
   }
   return "?";
 }
 
-inline int dtypeSize(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+inline int dtypeSize(DType dtype) {
+  return dtype == DType::kF32 ? 4 : 2;
+}
 
 // bfloat16 and IEEE binary16 storage: the raw 16 bits, no implicit arithmetic.
 struct bf16_t {
@@ -81,8 +86,11 @@ REE_HD double bitsDouble(uint64_t bits) {
 #endif
 }
 
-// ---- bf16 ----------------------------------------------------------------------------------------
-REE_HD float toFloat(bf16_t value) { return bitsFloat(static_cast<uint32_t>(value.bits) << 16); }
+// ---- bf16
+// ----------------------------------------------------------------------------------------
+REE_HD float toFloat(bf16_t value) {
+  return bitsFloat(static_cast<uint32_t>(value.bits) << 16);
+}
 
 REE_HD bf16_t toBF16(float value) {
   uint32_t bits = floatBits(value);
@@ -95,7 +103,8 @@ REE_HD bf16_t toBF16(float value) {
   return bf16_t{static_cast<uint16_t>((bits + rounding_bias) >> 16)};
 }
 
-// ---- IEEE binary16 -------------------------------------------------------------------------------
+// ---- IEEE binary16
+// -------------------------------------------------------------------------------
 REE_HD float toFloat(f16_t value) {
   uint32_t h = value.bits;
   uint32_t sign = (h & 0x8000u) << 16;
@@ -146,9 +155,15 @@ REE_HD f16_t toF16(float value) {
 }
 
 // Generic load/store so kernels can be written once per storage type.
-REE_HD float loadFloat(float value) { return value; }
-REE_HD float loadFloat(bf16_t value) { return toFloat(value); }
-REE_HD float loadFloat(f16_t value) { return toFloat(value); }
+REE_HD float loadFloat(float value) {
+  return value;
+}
+REE_HD float loadFloat(bf16_t value) {
+  return toFloat(value);
+}
+REE_HD float loadFloat(f16_t value) {
+  return toFloat(value);
+}
 
 template <typename T>
 REE_HD T storeAs(float value);

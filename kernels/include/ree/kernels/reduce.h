@@ -57,7 +57,8 @@ REE_HD float canonicalDot(int n, LoadA a, LoadB b) {
   for (int begin = 0; begin < n; begin += kReduceChunk) {
     int end = begin + kReduceChunk < n ? begin + kReduceChunk : n;
     float partial = 0.0f;
-    for (int k = begin; k < end; ++k) partial = fmaF32(a(k), b(k), partial);
+    for (int k = begin; k < end; ++k)
+      partial = fmaF32(a(k), b(k), partial);
     merge.add(partial);
   }
   return merge.total;
@@ -70,7 +71,8 @@ REE_HD float canonicalSum(int n, Load x) {
   for (int begin = 0; begin < n; begin += kReduceChunk) {
     int end = begin + kReduceChunk < n ? begin + kReduceChunk : n;
     float partial = 0.0f;
-    for (int k = begin; k < end; ++k) partial = partial + x(k);
+    for (int k = begin; k < end; ++k)
+      partial = partial + x(k);
     merge.add(partial);
   }
   return merge.total;

@@ -17,11 +17,11 @@ enum class Status : int {
   kUnsupported = 2,      // valid request that this build or device cannot serve
   kCudaError = 3,        // a CUDA runtime call or kernel launch failed
   kOutOfMemory = 4,
-  kIoError = 5,          // a file could not be read or is malformed
-  kCommError = 6,        // MPI/NCCL failure or lost peer
+  kIoError = 5,    // a file could not be read or is malformed
+  kCommError = 6,  // MPI/NCCL failure or lost peer
   kTimeout = 7,
-  kMismatch = 8,         // a verification found different bits
-  kInternal = 9,         // a bug in REE
+  kMismatch = 8,  // a verification found different bits
+  kInternal = 9,  // a bug in REE
 };
 
 // Short stable name of a status ("invalid-argument", ...).
@@ -43,20 +43,20 @@ void clearError();
 }  // namespace ree
 
 // Returns from the enclosing function (which must return ree::Status) if `expr` failed.
-#define REE_RETURN_IF_ERROR(expr)                     \
-  do {                                                \
-    ::ree::Status ree_status_ = (expr);               \
-    if (ree_status_ != ::ree::Status::kSuccess) {     \
-      return ree_status_;                             \
-    }                                                 \
+#define REE_RETURN_IF_ERROR(expr)                 \
+  do {                                            \
+    ::ree::Status ree_status_ = (expr);           \
+    if (ree_status_ != ::ree::Status::kSuccess) { \
+      return ree_status_;                         \
+    }                                             \
   } while (0)
 
 // Validates a caller-supplied argument; the message should name it.
-#define REE_CHECK_ARG(cond, ...)                                                           \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
+#define REE_CHECK_ARG(cond, ...)                                                                \
+  do {                                                                                          \
+    if (!(cond)) {                                                                              \
       return ::ree::setError(::ree::Status::kInvalidArgument, __FILE__, __LINE__, __VA_ARGS__); \
-    }                                                                                     \
+    }                                                                                           \
   } while (0)
 
 #define REE_FAIL(status, ...) ::ree::setError((status), __FILE__, __LINE__, __VA_ARGS__)
