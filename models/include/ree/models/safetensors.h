@@ -1,0 +1,140 @@
+// Read-only, memory-mapped reader of safetensors files
+// (https://github.com/huggingface/safetensors).
+//
+// Layout: 8-byte little-endian header length N, N bytes of JSON header, then the data section.
+// The header maps each tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (offsets
+// relative to the data section) and may hold "__metadata__" (string -> string).
+//
+// open() validates the whole header before anything is handed out, so a view never points outside
+// the mapping: header length within the file and below kMaxSafetensorsHeaderBytes, well-formed
+// JSON object without duplicate keys, every dtype known, every shape made of non-negative integers
+// whose element count and byte size do not overflow, 0 <= begin <= end <= data section size,
+// end - begin == product(shape) * dtype size, and no two tensors sharing a byte. Gaps between
+// tensors and bytes after the last tensor are allowed (the format does not forbid them).
+//
+// Tensors of byte-sized dtypes other than F32/F16/BF16 (I64, U8, BOOL, F8_*, ...) are validated
+// and listed, but view() refuses them with kUnsupported naming the tensor: checkpoints carry such
+// buffers now and then (attention masks, position ids) and they must not stop a load that does
+// not ask for them. Sub-byte dtypes (F4, F6_*) and strings that are not safetensors dtypes make
+// open() fail.
+//
+// Alignment: the safetensors writers pad the header so that every tensor starts at a multiple of
+// its element size; a hand-made file need not, so TensorView::data is only guaranteed byte-aligned.
+//
+// Errors are one line naming the file and the tensor or field; see ree/kernels/status.h.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ree/kernels/status.h"
+
+namespace ree::models {
+
+// Element types named by safetensors headers whose elements are whole bytes.
+enum class DType : uint8_t {
+  kF32,
+  kF16,
+  kBF16,
+  kF64,
+  kI64,
+  kI32,
+  kI16,
+  kI8,
+  kU64,
+  kU32,
+  kU16,
+  kU8,
+  kBool,
+  kF8E4M3,
+  kF8E5M2,
+  kF8E8M0,
+};
+
+// Safetensors spelling of a dtype: "F32", "F16", "BF16", "I64", "F8_E4M3", ...
+const char* dtypeName(DType dtype);
+
+// Bytes per element.
+size_t dtypeSize(DType dtype);
+
+// True for the dtypes REE computes with and view() hands out: F32, F16, BF16.
+bool isComputeDType(DType dtype);
+
+// Parses a safetensors dtype string; false if it is not one of the byte-sized dtypes above.
+bool parseDTypeName(const std::string& name, DType* out);
+
+// Largest header accepted, the limit of the reference implementation (100 MB).
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100000000;
+
+// One tensor as described by the header (already validated).
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  uint64_t data_begin = 0;  // byte offsets in the data section, i.e. after the 8 + N header bytes
+  uint64_t data_end = 0;
+
+  uint64_t bytes() const { return data_end - data_begin; }
+  // Product of the shape (1 for a scalar); cannot overflow, open() checked it.
+  int64_t numel() const;
+};
+
+// A read-only view of a tensor's bytes inside a mapping; valid while its owner (SafetensorsFile or
+// Checkpoint) lives. Row-major (C order), little-endian, as safetensors stores them.
+struct TensorView {
+  const void* data = nullptr;  // nullptr only for a tensor of zero bytes
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  uint64_t bytes = 0;
+
+  int64_t numel() const;
+};
+
+class SafetensorsFile {
+ public:
+  // Maps `path` read-only and validates its header. On failure *out is left empty.
+  static Status open(const std::string& path, std::unique_ptr<SafetensorsFile>* out);
+
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  uint64_t fileBytes() const { return mapping_bytes_; }
+  uint64_t headerBytes() const { return header_bytes_; }
+
+  // All tensors, in the order of their data offsets.
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+
+  // The tensor called `name`, or nullptr.
+  const TensorInfo* find(const std::string& name) const;
+
+  // View of `name`: kInvalidArgument if absent, kUnsupported if its dtype is not F32/F16/BF16.
+  Status view(const std::string& name, TensorView* out) const;
+
+  // The "__metadata__" entries (empty if the header has none).
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+ private:
+  SafetensorsFile() = default;
+
+  std::string path_;
+  const unsigned char* mapping_ = nullptr;
+  uint64_t mapping_bytes_ = 0;
+  uint64_t header_bytes_ = 0;
+  const unsigned char* data_ = nullptr;  // first byte of the data section
+  std::vector<TensorInfo> tensors_;
+  std::unordered_map<std::string, size_t> index_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// Quotes `text` for an error message: at most `max_chars` characters, control and non-ASCII bytes
+// escaped (\xNN), so that a hostile name cannot break the one-line message.
+std::string printableName(const std::string& text, size_t max_chars = 160);
+
+}  // namespace ree::models

@@ -1,0 +1,400 @@
+// config.json / generation_config.json parsing and the expected tensor lists, against what
+// transformers derives from the same files (scripts/reference/make_tiny_checkpoints.py): real hub
+// configs in transformers 4.x spelling, minimal configs relying on defaults, and configs saved by
+// transformers 5. Malformed configs must fail with one-line errors naming the file and the field.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ree/models/checkpoint.h"
+#include "ree/models/model_config.h"
+#include "test_util.h"
+
+namespace ree::models {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+std::string testRoot() {
+  const char* tmp = std::getenv("REE_TEST_TMP");
+  std::string root = (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp/ree_models_config_test";
+  fs::create_directories(root);
+  return root;
+}
+
+// The Python references, generated once per process. Skips when no usable Python is configured.
+class Reference {
+ public:
+  static Reference& get() {
+    static Reference instance;
+    return instance;
+  }
+  bool available() const { return available_; }
+  const std::string& why() const { return why_; }
+  const Json& manifest() const { return manifest_; }
+
+ private:
+  Reference() {
+    const char* python = std::getenv("REE_PYTHON");
+    const char* source = std::getenv("REE_SOURCE_DIR");
+    if (python == nullptr || *python == '\0' || source == nullptr || *source == '\0') {
+      why_ = "REE_PYTHON / REE_SOURCE_DIR not set (run through ctest)";
+      return;
+    }
+    if (std::system((std::string("\"") + python +
+                     "\" -c 'import torch, transformers, safetensors' >/dev/null 2>&1")
+                        .c_str()) != 0) {
+      why_ = std::string(python) + " lacks torch/transformers/safetensors";
+      return;
+    }
+    std::string out = testRoot() + "/reference";
+    fs::remove_all(out);
+    std::string log = testRoot() + "/make_tiny_checkpoints.log";
+    std::string command = std::string("\"") + python + "\" \"" + source +
+                          "/scripts/reference/make_tiny_checkpoints.py\" \"" + out + "\" >\"" +
+                          log + "\" 2>&1";
+    if (std::system(command.c_str()) != 0) {
+      ADD_FAILURE() << "make_tiny_checkpoints.py failed; see " << log;
+      why_ = "reference generation failed";
+      return;
+    }
+    std::ifstream in(out + "/manifest.json");
+    manifest_ = Json::parse(in, nullptr, false);
+    if (manifest_.is_discarded()) {
+      ADD_FAILURE() << "manifest.json unreadable";
+      why_ = "manifest unreadable";
+      return;
+    }
+    available_ = true;
+  }
+  bool available_ = false;
+  std::string why_;
+  Json manifest_;
+};
+
+#define REQUIRE_REFERENCE()                                                    \
+  do {                                                                         \
+    if (!Reference::get().available()) GTEST_SKIP() << Reference::get().why(); \
+  } while (0)
+
+// Every model directory and config-only directory of the manifest.
+std::vector<std::pair<std::string, const Json*>> allEntries() {
+  std::vector<std::pair<std::string, const Json*>> out;
+  for (const char* group : {"models", "configs"}) {
+    const Json& entries = Reference::get().manifest()[group];
+    for (auto it = entries.begin(); it != entries.end(); ++it)
+      out.emplace_back(it.key(), &*it);
+  }
+  return out;
+}
+
+const char* ropeTypeName(RopeType type) {
+  switch (type) {
+    case RopeType::kNone:
+      return "none";
+    case RopeType::kDefault:
+      return "default";
+    case RopeType::kLlama3:
+      return "llama3";
+  }
+  return "?";
+}
+
+TEST(ModelConfigReference, FieldsMatchTransformers) {
+  REQUIRE_REFERENCE();
+  auto entries = allEntries();
+  ASSERT_GE(entries.size(), 15u);
+  for (const auto& [name, entry] : entries) {
+    SCOPED_TRACE(name);
+    const Json& ref = (*entry)["config"];
+    ModelConfig c;
+    GenerationConfig g;
+    ASSERT_EQ(loadModelDirectoryConfigs((*entry)["dir"], &c, &g), Status::kSuccess)
+        << lastErrorMessage();
+    EXPECT_EQ(c.model_type, ref["model_type"].get<std::string>());
+    EXPECT_STREQ(architectureName(c.architecture), ref["model_type"].get<std::string>().c_str());
+    EXPECT_EQ(c.hidden_size, ref["hidden_size"].get<int64_t>());
+    EXPECT_EQ(c.intermediate_size, ref["intermediate_size"].get<int64_t>());
+    EXPECT_EQ(c.num_layers, ref["num_layers"].get<int64_t>());
+    EXPECT_EQ(c.num_heads, ref["num_heads"].get<int64_t>());
+    EXPECT_EQ(c.num_kv_heads, ref["num_kv_heads"].get<int64_t>());
+    EXPECT_EQ(c.head_dim, ref["head_dim"].get<int64_t>());
+    EXPECT_EQ(c.vocab_size, ref["vocab_size"].get<int64_t>());
+    EXPECT_EQ(c.max_position_embeddings, ref["max_position_embeddings"].get<int64_t>());
+    // Bitwise: both sides parse the same decimal text to the nearest double.
+    EXPECT_EQ(c.norm_eps, ref["norm_eps"].get<double>());
+    EXPECT_EQ(c.hidden_act, ref["hidden_act"].get<std::string>());
+    EXPECT_STREQ(ropeTypeName(c.rope_type), ref["rope_type"].get<std::string>().c_str());
+    EXPECT_EQ(c.rope_theta, ref["rope_theta"].get<double>());
+    if (c.rope_type == RopeType::kLlama3) {
+      EXPECT_EQ(c.llama3_factor, ref["llama3_factor"].get<double>());
+      EXPECT_EQ(c.llama3_low_freq_factor, ref["llama3_low_freq_factor"].get<double>());
+      EXPECT_EQ(c.llama3_high_freq_factor, ref["llama3_high_freq_factor"].get<double>());
+      EXPECT_EQ(c.llama3_original_max_position_embeddings,
+                ref["llama3_original_max_position_embeddings"].get<int64_t>());
+    }
+    EXPECT_EQ(c.sliding_window, ref["sliding_window"].get<int64_t>());
+    EXPECT_EQ(c.tie_word_embeddings, ref["tie_word_embeddings"].get<bool>());
+    if (ref["dtype"].is_null()) {
+      EXPECT_FALSE(c.dtype.has_value());
+    } else {
+      ASSERT_TRUE(c.dtype.has_value());
+      EXPECT_STREQ(dtypeName(*c.dtype), ref["dtype"].get<std::string>().c_str());
+    }
+    if (ref["bos_token_id"].is_null()) {
+      EXPECT_FALSE(c.bos_token_id.has_value());
+    } else {
+      ASSERT_TRUE(c.bos_token_id.has_value());
+      EXPECT_EQ(*c.bos_token_id, ref["bos_token_id"].get<int64_t>());
+    }
+    EXPECT_EQ(c.eos_token_ids, ref["eos_token_ids"].get<std::vector<int64_t>>());
+    const Json& gen_eos = (*entry)["generation_eos"];
+    if (gen_eos.is_null()) {
+      EXPECT_TRUE(g.eos_token_ids.empty());
+      EXPECT_EQ(effectiveEosTokenIds(c, g), c.eos_token_ids);
+    } else {
+      EXPECT_EQ(g.eos_token_ids, gen_eos.get<std::vector<int64_t>>());
+      EXPECT_EQ(effectiveEosTokenIds(c, g), gen_eos.get<std::vector<int64_t>>());
+    }
+  }
+}
+
+// expectedTensors() must list exactly the state_dict transformers builds from the config
+// (names and shapes; tied lm_head left out), for tiny and for real-size configs.
+TEST(ModelConfigReference, ExpectedTensorsMatchTransformersStateDict) {
+  REQUIRE_REFERENCE();
+  for (const auto& [name, entry] : allEntries()) {
+    SCOPED_TRACE(name);
+    ModelConfig config;
+    ASSERT_EQ(loadModelConfig((*entry)["dir"].get<std::string>() + "/config.json", &config),
+              Status::kSuccess)
+        << lastErrorMessage();
+    const std::string prefix =
+        config.architecture == Architecture::kGpt2 ? "transformer." : "model.";
+    std::map<std::string, std::vector<int64_t>> ours, theirs;
+    for (const ExpectedTensor& t : expectedTensors(config, prefix)) {
+      EXPECT_TRUE(ours.emplace(t.name, t.shape).second) << "listed twice: " << t.name;
+      if (t.stage == TensorStage::kLayer) {
+        EXPECT_NE(t.name.find("." + std::to_string(t.layer) + "."), std::string::npos) << t.name;
+      }
+    }
+    const Json& hf = (*entry)["hf_tensors"];
+    for (auto it = hf.begin(); it != hf.end(); ++it) {
+      theirs.emplace(it.key(), it.value().get<std::vector<int64_t>>());
+    }
+    EXPECT_EQ(ours.size(), theirs.size());
+    for (const auto& [tensor, shape] : theirs) {
+      auto found = ours.find(tensor);
+      if (found == ours.end()) {
+        ADD_FAILURE() << "transformers has " << tensor << ", expectedTensors() does not";
+        continue;
+      }
+      EXPECT_EQ(found->second, shape) << tensor;
+    }
+    for (const auto& [tensor, shape] : ours) {
+      EXPECT_EQ(theirs.count(tensor), 1u) << "expectedTensors() has extra " << tensor;
+    }
+  }
+}
+
+// ---- Malformed configs ----------------------------------------------------------------------
+
+const char* kSource = "bad-model/config.json";
+
+// A valid Llama 3.1-style config in transformers 4.x spelling, edited per case.
+Json baseLlama() {
+  return Json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
+    "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "vocab_size": 1000, "max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "torch_dtype": "bfloat16",
+    "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                     "high_freq_factor": 4.0, "original_max_position_embeddings": 1024},
+    "bos_token_id": 1, "eos_token_id": [2, 3], "tie_word_embeddings": false})");
+}
+
+Json baseGpt2() {
+  return Json::parse(R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+    "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 128, "vocab_size": 300,
+    "bos_token_id": 299, "eos_token_id": 299})");
+}
+
+void expectConfigError(const std::string& text, Status expected,
+                       const std::vector<std::string>& needles) {
+  ModelConfig config;
+  Status status = parseModelConfig(text, kSource, &config);
+  EXPECT_EQ(status, expected) << "got " << statusName(status) << ": " << lastErrorMessage();
+  std::string message = lastErrorMessage();
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  EXPECT_NE(message.find(kSource), std::string::npos) << message;
+  for (const std::string& needle : needles) {
+    EXPECT_NE(message.find(needle), std::string::npos)
+        << "message does not name '" << needle << "': " << message;
+  }
+}
+
+void expectEditError(Json base, const std::function<void(Json&)>& edit, Status expected,
+                     const std::vector<std::string>& needles) {
+  edit(base);
+  expectConfigError(base.dump(), expected, needles);
+}
+
+TEST(ModelConfigErrors, BaseConfigsAreValid) {
+  ModelConfig config;
+  ASSERT_EQ(parseModelConfig(baseLlama().dump(), kSource, &config), Status::kSuccess)
+      << lastErrorMessage();
+  EXPECT_EQ(config.rope_type, RopeType::kLlama3);
+  EXPECT_EQ(config.head_dim, 32);
+  EXPECT_EQ(config.eos_token_ids, (std::vector<int64_t>{2, 3}));
+  ASSERT_EQ(parseModelConfig(baseGpt2().dump(), kSource, &config), Status::kSuccess)
+      << lastErrorMessage();
+  EXPECT_EQ(config.intermediate_size, 256);
+  EXPECT_TRUE(config.tie_word_embeddings);
+  EXPECT_EQ(config.activation, Activation::kGeluTanh);
+}
+
+TEST(ModelConfigErrors, EachFailureNamesFileAndField) {
+  using J = Json;
+  const Status kInvalid = Status::kInvalidArgument;
+  const Status kUnsupported = Status::kUnsupported;
+  expectConfigError("{\"model_type\": \"llama\",", Status::kIoError, {"not valid JSON"});
+  expectConfigError("[1, 2]", Status::kIoError, {"not a JSON object"});
+  expectEditError(baseLlama(), [](J& j) { j.erase("hidden_size"); }, kInvalid,
+                  {"'hidden_size'", "missing"});
+  expectEditError(baseLlama(), [](J& j) { j.erase("intermediate_size"); }, kInvalid,
+                  {"'intermediate_size'", "missing"});
+  expectEditError(baseLlama(), [](J& j) { j.erase("vocab_size"); }, kInvalid, {"'vocab_size'"});
+  expectEditError(baseLlama(), [](J& j) { j["num_hidden_layers"] = -2; }, kInvalid,
+                  {"'num_hidden_layers'", "-2"});
+  expectEditError(baseLlama(), [](J& j) { j["num_hidden_layers"] = 0; }, kInvalid,
+                  {"'num_hidden_layers'"});
+  expectEditError(baseLlama(), [](J& j) { j["hidden_size"] = 256.5; }, kInvalid,
+                  {"'hidden_size'", "not an integer"});
+  expectEditError(baseLlama(), [](J& j) { j["hidden_size"] = "256"; }, kInvalid,
+                  {"'hidden_size'", "not an integer"});
+  expectEditError(baseLlama(), [](J& j) { j["num_key_value_heads"] = 3; }, kInvalid,
+                  {"'num_attention_heads'", "not divisible by num_key_value_heads (3)"});
+  expectEditError(baseLlama(), [](J& j) { j["hidden_size"] = 250; }, kInvalid,
+                  {"'hidden_size'", "not divisible by num_attention_heads"});
+  expectEditError(baseLlama(), [](J& j) { j["head_dim"] = -64; }, kInvalid, {"'head_dim'"});
+  expectEditError(baseLlama(), [](J& j) { j["rms_norm_eps"] = 0; }, kInvalid, {"'rms_norm_eps'"});
+  expectEditError(baseLlama(), [](J& j) { j["rope_theta"] = -1.0; }, kInvalid, {"'rope_theta'"});
+  expectEditError(baseLlama(), [](J& j) { j["architectures"] = {"Gemma2ForCausalLM"}; },
+                  kUnsupported, {"'architectures'", "Gemma2ForCausalLM"});
+  expectEditError(baseLlama(), [](J& j) { j["architectures"] = J::array(); }, kInvalid,
+                  {"'architectures'"});
+  expectEditError(baseLlama(),
+                  [](J& j) {
+                    j.erase("architectures");
+                    j["model_type"] = "falcon";
+                  },
+                  kUnsupported, {"'model_type'", "falcon"});
+  expectEditError(baseLlama(), [](J& j) { j["model_type"] = "qwen2"; }, kInvalid,
+                  {"'model_type'", "contradicts"});
+  expectEditError(baseLlama(),
+                  [](J& j) {
+                    j.erase("architectures");
+                    j.erase("model_type");
+                  },
+                  kInvalid, {"'architectures'", "'model_type'"});
+  expectEditError(baseLlama(), [](J& j) { j["torch_dtype"] = "float64"; }, kUnsupported,
+                  {"'torch_dtype'", "float64"});
+  expectEditError(baseLlama(), [](J& j) { j["dtype"] = "int8"; }, kUnsupported, {"'dtype'"});
+  expectEditError(baseLlama(), [](J& j) { j["hidden_act"] = "relu"; }, kUnsupported,
+                  {"'hidden_act'", "relu"});
+  expectEditError(baseLlama(), [](J& j) { j["rope_scaling"]["rope_type"] = "yarn"; }, kUnsupported,
+                  {"'rope_scaling.rope_type'", "yarn"});
+  expectEditError(baseLlama(), [](J& j) { j["rope_scaling"].erase("factor"); }, kInvalid,
+                  {"'rope_scaling.factor'", "missing"});
+  expectEditError(baseLlama(), [](J& j) { j["rope_scaling"]["high_freq_factor"] = 0.5; }, kInvalid,
+                  {"'rope_scaling.high_freq_factor'"});
+  expectEditError(baseLlama(), [](J& j) { j["rope_scaling"]["factor"] = 0.5; }, kInvalid,
+                  {"'rope_scaling.factor'"});
+  expectEditError(baseLlama(), [](J& j) { j["rope_scaling"]["type"] = "linear"; }, kInvalid,
+                  {"'rope_scaling.rope_type'", "contradicts"});
+  expectEditError(baseLlama(), [](J& j) { j["rope_scaling"] = "llama3"; }, kInvalid,
+                  {"'rope_scaling'", "not an object"});
+  expectEditError(
+      baseLlama(),
+      [](J& j) {
+        j.erase("rope_scaling");
+        j["rope_parameters"] = {{"rope_type", "dynamic"}, {"rope_theta", 1e4}, {"factor", 2.0}};
+      },
+      kUnsupported, {"'rope_parameters.rope_type'", "dynamic"});
+  expectEditError(baseLlama(),
+                  [](J& j) {
+                    j["eos_token_id"] = {2, 1000};
+                  },
+                  kInvalid, {"'eos_token_id'", "1000", "outside the vocabulary"});
+  expectEditError(baseLlama(), [](J& j) { j["eos_token_id"] = "</s>"; }, kInvalid,
+                  {"'eos_token_id'", "non-integer"});
+  expectEditError(baseLlama(), [](J& j) { j["eos_token_id"] = J::array(); }, kInvalid,
+                  {"'eos_token_id'", "empty"});
+  expectEditError(baseLlama(), [](J& j) { j["bos_token_id"] = -1; }, kInvalid, {"'bos_token_id'"});
+  expectEditError(baseLlama(), [](J& j) { j["tie_word_embeddings"] = "yes"; }, kInvalid,
+                  {"'tie_word_embeddings'"});
+  expectEditError(baseLlama(),
+                  [](J& j) {
+                    j["model_type"] = "qwen2";
+                    j["architectures"] = {"Qwen2ForCausalLM"};
+                    j["use_sliding_window"] = true;
+                  },
+                  kUnsupported, {"'use_sliding_window'"});
+  expectEditError(baseGpt2(), [](J& j) { j.erase("n_embd"); }, kInvalid, {"'n_embd'", "missing"});
+  expectEditError(baseGpt2(), [](J& j) { j["n_head"] = 5; }, kInvalid,
+                  {"'n_embd'", "not divisible by n_head"});
+  expectEditError(baseGpt2(), [](J& j) { j["scale_attn_by_inverse_layer_idx"] = true; },
+                  kUnsupported, {"'scale_attn_by_inverse_layer_idx'"});
+  expectEditError(baseGpt2(), [](J& j) { j["activation_function"] = "quick_gelu"; }, kUnsupported,
+                  {"'activation_function'"});
+  // GPT-2's default bos/eos (50256) lie outside a 300-token vocabulary.
+  expectEditError(baseGpt2(), [](J& j) { j.erase("bos_token_id"); }, kInvalid,
+                  {"'bos_token_id'", "default 50256"});
+}
+
+TEST(ModelConfigErrors, GenerationConfigAndFiles) {
+  GenerationConfig g;
+  ASSERT_EQ(parseGenerationConfig(R"({"eos_token_id": [5, 6], "bos_token_id": null,
+                                      "temperature": 0.6})",
+                                  "gen.json", 100, &g),
+            Status::kSuccess)
+      << lastErrorMessage();
+  EXPECT_EQ(g.eos_token_ids, (std::vector<int64_t>{5, 6}));
+  EXPECT_FALSE(g.bos_token_id.has_value());
+  ASSERT_EQ(parseGenerationConfig(R"({"eos_token_id": 7})", "gen.json", 100, &g), Status::kSuccess);
+  EXPECT_EQ(g.eos_token_ids, (std::vector<int64_t>{7}));
+
+  EXPECT_EQ(parseGenerationConfig(R"({"eos_token_id": [5, "x"]})", "gen.json", 100, &g),
+            Status::kInvalidArgument);
+  std::string message = lastErrorMessage();
+  EXPECT_NE(message.find("gen.json"), std::string::npos) << message;
+  EXPECT_NE(message.find("'eos_token_id'"), std::string::npos) << message;
+  EXPECT_EQ(parseGenerationConfig(R"({"pad_token_id": 100})", "gen.json", 100, &g),
+            Status::kInvalidArgument);
+  EXPECT_NE(std::string(lastErrorMessage()).find("'pad_token_id'"), std::string::npos);
+
+  // Files: a missing config.json, and a broken generation_config.json next to a good config.
+  std::string dir = testRoot() + "/config_files";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ModelConfig config;
+  EXPECT_EQ(loadModelDirectoryConfigs(dir, &config, &g), Status::kIoError);
+  EXPECT_NE(std::string(lastErrorMessage()).find(dir + "/config.json"), std::string::npos)
+      << lastErrorMessage();
+  std::ofstream(dir + "/config.json") << baseLlama().dump();
+  ASSERT_EQ(loadModelDirectoryConfigs(dir, &config, &g), Status::kSuccess) << lastErrorMessage();
+  EXPECT_TRUE(g.eos_token_ids.empty());
+  std::ofstream(dir + "/generation_config.json") << R"({"eos_token_id": 4000})";
+  EXPECT_EQ(loadModelDirectoryConfigs(dir, &config, &g), Status::kInvalidArgument);
+  message = lastErrorMessage();
+  EXPECT_NE(message.find(dir + "/generation_config.json"), std::string::npos) << message;
+  EXPECT_NE(message.find("'eos_token_id'"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace ree::models

@@ -1,0 +1,377 @@
+// Tokenizer tests: the C++ tokenizer must give exactly the ids, texts and streaming chunks of
+// Hugging Face `tokenizers` on tokenizer.json files built at test time.
+//
+// scripts/reference/make_tokenizers.py trains small BPE tokenizers (GPT-2 byte-level, Llama 3
+// Split+ByteLevel with special tokens, Llama 2 SentencePiece-style byte_fallback, plus variants)
+// into REE_TEST_TMP; scripts/reference/tokenize_reference.py encodes/decodes a Unicode-heavy corpus
+// and random id sequences with `tokenizers` and writes JSON that these tests compare against.
+// The Python interpreter is REE_PYTHON (set by tests/models/CMakeLists.txt).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ree/models/tokenizer.h"
+
+namespace {
+
+using json = nlohmann::json;
+using ree::Status;
+using ree::models::DecodeStream;
+using ree::models::Tokenizer;
+
+const char* const kTokenizerFiles[] = {"gpt2.json", "gpt2_legacy.json", "llama3.json",
+                                       "llama2.json", "llama2_metaspace.json"};
+
+std::string envOrEmpty(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+std::string shellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+// Runs `command`, returning its exit status and its combined output.
+int runCommand(const std::string& command, std::string* output) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0)
+    output->append(buffer, n);
+  return pclose(pipe);
+}
+
+std::string formatIds(const std::vector<int32_t>& ids) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < ids.size(); ++i)
+    out << (i ? ", " : "") << ids[i];
+  return out.str() + "]";
+}
+
+// The reference data, generated once per test binary run.
+struct Reference {
+  bool ok = false;
+  std::string error;
+  std::string dir;
+  json data;
+};
+
+const Reference& reference() {
+  static const Reference ref = [] {
+    Reference r;
+    const std::string python = envOrEmpty("REE_PYTHON");
+    const std::string source = envOrEmpty("REE_SOURCE_DIR");
+    r.dir = envOrEmpty("REE_TEST_TMP");
+    if (python.empty() || source.empty() || r.dir.empty()) {
+      r.error = "REE_PYTHON, REE_SOURCE_DIR and REE_TEST_TMP must be set (run through ctest)";
+      return r;
+    }
+    std::string output;
+    if (runCommand(shellQuote(python) + " -c 'import tokenizers'", &output) != 0) {
+      r.error =
+          "REE_PYTHON=" + python +
+          " cannot import the Python package 'tokenizers' (pip install tokenizers): " + output;
+      return r;
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(r.dir, ec);
+    const std::string scripts = source + "/scripts/reference/";
+    output.clear();
+    if (runCommand(shellQuote(python) + " " + shellQuote(scripts + "make_tokenizers.py") + " " +
+                       shellQuote(r.dir),
+                   &output) != 0) {
+      r.error = "make_tokenizers.py failed: " + output;
+      return r;
+    }
+    std::string command = shellQuote(python) + " " + shellQuote(scripts + "tokenize_reference.py") +
+                          " " + shellQuote(r.dir + "/reference.json");
+    for (const char* file : kTokenizerFiles)
+      command += " " + shellQuote(r.dir + "/" + file);
+    output.clear();
+    if (runCommand(command, &output) != 0) {
+      r.error = "tokenize_reference.py failed: " + output;
+      return r;
+    }
+    std::ifstream in(r.dir + "/reference.json");
+    r.data = json::parse(in, nullptr, false);
+    if (r.data.is_discarded()) {
+      r.error = "cannot parse " + r.dir + "/reference.json";
+      return r;
+    }
+    r.ok = true;
+    return r;
+  }();
+  return ref;
+}
+
+#define REQUIRE_REFERENCE()           \
+  const Reference& ref = reference(); \
+  ASSERT_TRUE(ref.ok) << "reference generation failed: " << ref.error
+
+std::unique_ptr<Tokenizer> loadOrFail(const std::string& path) {
+  std::unique_ptr<Tokenizer> tokenizer;
+  const Status status = Tokenizer::load(path, &tokenizer);
+  EXPECT_EQ(status, Status::kSuccess) << ree::lastErrorMessage();
+  return tokenizer;
+}
+
+std::vector<int32_t> idsOf(const json& array) {
+  return array.get<std::vector<int32_t>>();
+}
+
+TEST(TokenizerReference, EncodeMatchesTokenizers) {
+  REQUIRE_REFERENCE();
+  size_t compared = 0;
+  for (const char* file : kTokenizerFiles) {
+    auto tokenizer = loadOrFail(ref.dir + "/" + file);
+    ASSERT_TRUE(tokenizer) << file;
+    for (const json& entry : ref.data[file]["texts"]) {
+      const std::string text = entry["text"].get<std::string>();
+      std::vector<int32_t> ids;
+      ASSERT_EQ(tokenizer->encode(text, true, &ids), Status::kSuccess) << ree::lastErrorMessage();
+      EXPECT_EQ(ids, idsOf(entry["ids"]))
+          << file << " text " << json(text).dump() << "\n ours " << formatIds(ids) << "\n ref  "
+          << formatIds(idsOf(entry["ids"]));
+      ASSERT_EQ(tokenizer->encode(text, false, &ids), Status::kSuccess) << ree::lastErrorMessage();
+      EXPECT_EQ(ids, idsOf(entry["ids_no_special"]))
+          << file << " (no special) text " << json(text).dump() << "\n ours " << formatIds(ids)
+          << "\n ref  " << formatIds(idsOf(entry["ids_no_special"]));
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 150u);
+}
+
+TEST(TokenizerReference, AddedTokensAndVocabSize) {
+  REQUIRE_REFERENCE();
+  for (const char* file : kTokenizerFiles) {
+    auto tokenizer = loadOrFail(ref.dir + "/" + file);
+    ASSERT_TRUE(tokenizer) << file;
+    EXPECT_EQ(tokenizer->vocabSize(), ref.data[file]["vocab_size"].get<int32_t>()) << file;
+    for (const auto& [content, id] : ref.data[file]["added_tokens"].items()) {
+      EXPECT_EQ(tokenizer->tokenToId(content), id.get<int32_t>()) << file << " " << content;
+    }
+  }
+}
+
+// Checks decode (both skip modes) and the streaming decoder on one id sequence.
+void checkDecoding(const Tokenizer& tokenizer, const std::string& what, const json& entry,
+                   size_t* rebuilt) {
+  const std::vector<int32_t> ids = idsOf(entry["ids"]);
+  for (const bool skip : {false, true}) {
+    const std::string label = what + (skip ? " skip_special" : "") + " ids " + formatIds(ids);
+    const std::string expected = entry[skip ? "decoded_skip" : "decoded"].get<std::string>();
+    std::string decoded;
+    ASSERT_EQ(tokenizer.decode(ids, skip, &decoded), Status::kSuccess) << ree::lastErrorMessage();
+    EXPECT_EQ(decoded, expected) << label;
+
+    // Step by step like tokenizers' DecodeStream: same chunks, same "None" steps, same failure.
+    const json& steps = entry[skip ? "stream_skip" : "stream"];
+    DecodeStream stream(tokenizer, skip);
+    std::string concatenated;
+    bool failed = false;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      std::string chunk;
+      bool emitted = false;
+      const Status status = stream.step(ids[i], &chunk, &emitted);
+      ASSERT_LT(i, steps.size()) << label;
+      if (steps[i].is_object()) {  // tokenizers raised here
+        EXPECT_NE(status, Status::kSuccess) << label << " step " << i;
+        failed = true;
+        break;
+      }
+      ASSERT_EQ(status, Status::kSuccess)
+          << label << " step " << i << ": " << ree::lastErrorMessage();
+      if (steps[i].is_null()) {
+        EXPECT_FALSE(emitted) << label << " step " << i << " emitted " << json(chunk).dump();
+      } else {
+        EXPECT_TRUE(emitted) << label << " step " << i;
+        EXPECT_EQ(chunk, steps[i].get<std::string>()) << label << " step " << i;
+      }
+      concatenated += chunk;
+    }
+    std::string rest;
+    ASSERT_EQ(stream.finish(&rest), Status::kSuccess) << ree::lastErrorMessage();
+    // For valid text, chunks + final flush rebuild the full decode. (With broken UTF-8 they need
+    // not: ByteFallback turns a whole invalid byte run into U+FFFDs, including bytes that the
+    // stream had already emitted as valid characters; tokenizers behaves the same.)
+    if (!failed && expected.find("\xEF\xBF\xBD") == std::string::npos) {
+      EXPECT_EQ(concatenated + rest, expected) << label;
+      ++*rebuilt;
+    }
+  }
+}
+
+TEST(TokenizerReference, DecodeAndStreamMatchTokenizers) {
+  REQUIRE_REFERENCE();
+  size_t compared = 0, rebuilt = 0;
+  for (const char* file : kTokenizerFiles) {
+    auto tokenizer = loadOrFail(ref.dir + "/" + file);
+    ASSERT_TRUE(tokenizer) << file;
+    for (const json& entry : ref.data[file]["texts"]) {
+      checkDecoding(*tokenizer, std::string(file) + " text " + entry["text"].dump(), entry,
+                    &rebuilt);
+      ++compared;
+    }
+    for (const json& entry : ref.data[file]["random_ids"]) {
+      checkDecoding(*tokenizer, std::string(file) + " random", entry, &rebuilt);
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 300u);
+  EXPECT_GT(rebuilt, 300u);  // the concatenation check ran on most sequences (two skip modes)
+}
+
+// Round trip: for texts without added tokens, decode(encode(text)) is the text again (byte-level
+// pipelines are lossless), which also checks the reference files are not trivially empty.
+TEST(TokenizerReference, ByteLevelRoundTrip) {
+  REQUIRE_REFERENCE();
+  auto tokenizer = loadOrFail(ref.dir + "/llama3.json");
+  ASSERT_TRUE(tokenizer);
+  for (const json& entry : ref.data["llama3.json"]["texts"]) {
+    const std::string text = entry["text"].get<std::string>();
+    std::vector<int32_t> ids;
+    ASSERT_EQ(tokenizer->encode(text, true, &ids), Status::kSuccess);
+    std::string decoded;
+    ASSERT_EQ(tokenizer->decode(ids, true, &decoded), Status::kSuccess);
+    if (text.find("<|") == std::string::npos) {
+      EXPECT_EQ(decoded, text);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests that need no Python: hand-written tokenizer.json content.
+
+json tinyBpe() {
+  return json::parse(R"({
+    "version": "1.0", "truncation": null, "padding": null,
+    "added_tokens": [{"id": 6, "content": "<s>", "single_word": false, "lstrip": false,
+                      "rstrip": false, "normalized": false, "special": true}],
+    "normalizer": null, "pre_tokenizer": null, "post_processor": null, "decoder": null,
+    "model": {"type": "BPE", "dropout": null, "unk_token": null,
+              "continuing_subword_prefix": null, "end_of_word_suffix": null,
+              "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+              "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4, "abc": 5},
+              "merges": [["b", "c"], ["a", "b"], ["a", "bc"]]}
+  })");
+}
+
+Status loadJson(const json& j, std::unique_ptr<Tokenizer>* tokenizer) {
+  return Tokenizer::loadFromString(j.dump(), "inline.json", tokenizer);
+}
+
+TEST(TokenizerBasics, MergesFollowRankThenPosition) {
+  std::unique_ptr<Tokenizer> tokenizer;
+  ASSERT_EQ(loadJson(tinyBpe(), &tokenizer), Status::kSuccess) << ree::lastErrorMessage();
+  std::vector<int32_t> ids;
+  // "b c" has the best rank: a|b|c -> a|bc -> abc.
+  ASSERT_EQ(tokenizer->encode("abc", true, &ids), Status::kSuccess);
+  EXPECT_EQ(ids, (std::vector<int32_t>{5}));
+  // abab: both "a b" pairs have the same rank; the leftmost goes first, both merge.
+  ASSERT_EQ(tokenizer->encode("abab", true, &ids), Status::kSuccess);
+  EXPECT_EQ(ids, (std::vector<int32_t>{3, 3}));
+  // Unknown characters without unk_token are dropped; added tokens are cut out first.
+  ASSERT_EQ(tokenizer->encode("ax<s>bc", true, &ids), Status::kSuccess);
+  EXPECT_EQ(ids, (std::vector<int32_t>{0, 6, 4}));
+  std::string text;
+  ASSERT_EQ(tokenizer->decode({0, 6, 4, 99}, true, &text), Status::kSuccess);
+  EXPECT_EQ(text, "a bc");  // no decoder: tokens joined by spaces; unknown id 99 skipped
+  EXPECT_TRUE(tokenizer->isSpecialToken(6));
+  EXPECT_EQ(tokenizer->vocabSize(), 7);
+}
+
+TEST(TokenizerBasics, RejectsInvalidUtf8) {
+  std::unique_ptr<Tokenizer> tokenizer;
+  ASSERT_EQ(loadJson(tinyBpe(), &tokenizer), Status::kSuccess);
+  std::vector<int32_t> ids;
+  EXPECT_EQ(tokenizer->encode(std::string("a\xC3", 2), true, &ids), Status::kInvalidArgument);
+  EXPECT_NE(std::string(ree::lastErrorMessage()).find("UTF-8"), std::string::npos);
+}
+
+TEST(TokenizerErrors, MissingFile) {
+  std::unique_ptr<Tokenizer> tokenizer;
+  const std::string path = "/nonexistent/dir/tokenizer.json";
+  EXPECT_EQ(Tokenizer::load(path, &tokenizer), Status::kIoError);
+  EXPECT_NE(std::string(ree::lastErrorMessage()).find(path), std::string::npos)
+      << ree::lastErrorMessage();
+  EXPECT_FALSE(tokenizer);
+}
+
+TEST(TokenizerErrors, MalformedJson) {
+  std::string dir = envOrEmpty("REE_TEST_TMP");
+  if (dir.empty()) dir = std::filesystem::temp_directory_path().string();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string path = dir + "/malformed_tokenizer.json";
+  {
+    std::ofstream out(path);
+    out << "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0,";
+  }
+  std::unique_ptr<Tokenizer> tokenizer;
+  EXPECT_EQ(Tokenizer::load(path, &tokenizer), Status::kIoError);
+  const std::string message = ree::lastErrorMessage();
+  EXPECT_NE(message.find(path), std::string::npos) << message;
+  EXPECT_NE(message.find("malformed JSON"), std::string::npos) << message;
+}
+
+// Each case: an edit of the tiny tokenizer, the status and the field the message must name.
+TEST(TokenizerErrors, UnsupportedComponentsNameTheField) {
+  struct Case {
+    const char* pointer;  // JSON pointer of the edited value
+    const char* value;    // new value (JSON)
+    Status status;
+    const char* field;
+  };
+  const Case cases[] = {
+      {"/model/type", R"("Unigram")", Status::kUnsupported, "model.type"},
+      {"/model/type", R"("WordPiece")", Status::kUnsupported, "model.type"},
+      {"/model/dropout", "0.1", Status::kUnsupported, "model.dropout"},
+      {"/normalizer", R"({"type": "NFC"})", Status::kUnsupported, "normalizer.type"},
+      {"/pre_tokenizer",
+       R"({"type": "Sequence", "pretokenizers": [{"type": "ByteLevel"}, {"type": "Whitespace"}]})",
+       Status::kUnsupported, "pre_tokenizer.pretokenizers[1].type"},
+      {"/pre_tokenizer", R"({"type": "Split", "pattern": {"Regex": "(unclosed"},
+                            "behavior": "Isolated", "invert": false})",
+       Status::kUnsupported, "pre_tokenizer.pattern.Regex"},
+      {"/decoder", R"({"type": "WordPiece", "prefix": "##"})", Status::kUnsupported,
+       "decoder.type"},
+      {"/post_processor", R"({"type": "BertProcessing"})", Status::kUnsupported,
+       "post_processor.type"},
+      {"/truncation", R"({"max_length": 8})", Status::kUnsupported, "truncation"},
+      {"/model/merges/0", R"(["a", "zz"])", Status::kIoError, "model.merges[0]"},
+      {"/model/vocab", "[]", Status::kIoError, "model.vocab"},
+      {"/added_tokens/0/id", R"("six")", Status::kIoError, "added_tokens[0].id"},
+  };
+  for (const Case& c : cases) {
+    json j = tinyBpe();
+    j[json::json_pointer(c.pointer)] = json::parse(c.value);
+    std::unique_ptr<Tokenizer> tokenizer;
+    EXPECT_EQ(loadJson(j, &tokenizer), c.status) << c.pointer << " = " << c.value;
+    const std::string message = ree::lastErrorMessage();
+    EXPECT_NE(message.find("'" + std::string(c.field) + "'"), std::string::npos)
+        << "message should name field " << c.field << ": " << message;
+    EXPECT_NE(message.find("inline.json"), std::string::npos) << message;
+    EXPECT_FALSE(tokenizer);
+  }
+}
+
+}  // namespace
