@@ -1,0 +1,107 @@
+// Operation sets: the operator interface that model code is written against, once.
+//
+//   reproducible  RepOps (kernels/): same bits on every CPU and GPU, any batch composition, any
+//                 partition count, prefill or decode. Activations fp32.
+//   default       LibTorch ATen (cuBLAS, fused SDPA on GPU): fastest, no bitwise promise.
+//                 Activations in the model's dtype.
+//   deterministic ATen with deterministic algorithms, TF32 and reduced-precision reductions off,
+//                 a fixed CPU thread count: same bits run to run on the same hardware and batch.
+//
+// Metadata (token ids, positions, sequence layout) is passed as host arrays; tensors live on the
+// operation set's device.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ree/runtime/tensor.h"
+
+namespace ree {
+
+enum class OperationSetKind : int { kDefault = 0, kDeterministic = 1, kReproducible = 2 };
+
+const char* operationSetName(OperationSetKind kind);
+// "default", "deterministic" or "reproducible"; the error names --operation-set.
+Status parseOperationSet(const std::string& text, OperationSetKind* out);
+
+enum class ActivationKind : int { kSilu = 0, kGeluTanh = 1, kGeluErf = 2 };
+
+// Rotary embedding parameters (half-split "rotate_half" layout unless interleaved).
+struct RopeSpec {
+  int rotary_dim = 0;  // <= head_dim, even
+  bool interleaved = false;
+  float theta = 10000.0f;
+  bool llama3 = false;  // Llama 3.1 frequency scaling
+  // The config's numbers as written (doubles); the operators define where each meets fp32.
+  double llama3_factor = 0.0;
+  double llama3_low_freq_factor = 0.0;
+  double llama3_high_freq_factor = 0.0;
+  int llama3_original_max_positions = 0;
+};
+
+// The sequences of one forward step. Sequence s has new tokens at rows
+// query_offsets[s]..query_offsets[s+1]-1 of the activations, cached_lens[s] tokens already in its
+// KV cache slot cache_slots[s]; new token i of s sits at absolute position cached_lens[s] + i.
+struct StepBatch {
+  std::vector<int32_t> query_offsets;  // [batch + 1]
+  std::vector<int32_t> cached_lens;    // [batch]
+  std::vector<int32_t> cache_slots;    // [batch]
+  std::vector<int32_t> positions;      // [tokens], derived by finalize()
+  int batch() const { return static_cast<int>(cached_lens.size()); }
+  int tokens() const { return query_offsets.empty() ? 0 : query_offsets.back(); }
+  // Fills `positions` from the offsets and cached lengths; checks consistency.
+  Status finalize();
+};
+
+// One layer's KV cache: k and v of shape [slots, max_len, n_kv_heads, head_dim].
+struct LayerKvCache {
+  Tensor k;
+  Tensor v;
+  int slots() const { return static_cast<int>(k.dim(0)); }
+  int maxLen() const { return static_cast<int>(k.dim(1)); }
+};
+
+class OperationSet {
+ public:
+  virtual ~OperationSet() = default;
+
+  virtual OperationSetKind kind() const = 0;
+  const char* name() const { return operationSetName(kind()); }
+  virtual Device device() const = 0;
+  // dtype of activations between operators, and of the KV cache, for weights of `weight_dtype`.
+  virtual DType activationDType(DType weight_dtype) const = 0;
+  virtual DType kvCacheDType(DType weight_dtype) const = 0;
+
+  // out[t, :] = table[ids[t], :]; ids are checked against the table's rows.
+  virtual Status embedding(const std::vector<int32_t>& ids, const Tensor& table, Tensor& out) = 0;
+  // acc += x, elementwise (same shape and dtype).
+  virtual Status addInPlace(Tensor& acc, const Tensor& x) = 0;
+  // Row-wise over the last dimension of x (as transformers' LlamaRMSNorm / nn.LayerNorm).
+  virtual Status rmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
+  virtual Status layerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                           Tensor& out) = 0;
+  // out[m, n] = x[m, :] . weight[n, :] (+ bias[n]); weight in nn.Linear layout [N, K]. `out` may
+  // be fp32 while x has another dtype (logits are always fp32).
+  virtual Status linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& out) = 0;
+  // In place on x [tokens, heads, head_dim] with one position per token.
+  virtual Status rope(Tensor& x, const std::vector<int32_t>& positions, const RopeSpec& spec) = 0;
+  // Appends k_new/v_new ([tokens, n_kv_heads, head_dim]) to `cache` at the batch's positions, then
+  // causal GQA attention of q ([tokens, n_heads, head_dim]) over the cache into out.
+  virtual Status attention(const Tensor& q, const Tensor& k_new, const Tensor& v_new,
+                           LayerKvCache& cache, const StepBatch& batch, Tensor& out) = 0;
+  // out = act(gate) * up (SwiGLU with kSilu).
+  virtual Status gatedActivation(ActivationKind act, const Tensor& gate, const Tensor& up,
+                                 Tensor& out) = 0;
+  // out = act(x).
+  virtual Status activation(ActivationKind act, const Tensor& x, Tensor& out) = 0;
+  // Waits for all work queued by this operation set.
+  virtual Status synchronize() = 0;
+};
+
+// Creates the operation set `kind` on `device` (kUnsupported when this build lacks LibTorch for
+// default/deterministic, or CUDA for a cuda device).
+Status createOperationSet(OperationSetKind kind, Device device, std::unique_ptr<OperationSet>* out);
+
+}  // namespace ree

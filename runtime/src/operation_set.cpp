@@ -1,0 +1,57 @@
+#include "ree/runtime/operation_set.h"
+
+#include "aten/aten_ops.h"
+#include "reproducible_ops.h"
+
+namespace ree {
+
+const char* operationSetName(OperationSetKind kind) {
+  switch (kind) {
+    case OperationSetKind::kDefault:
+      return "default";
+    case OperationSetKind::kDeterministic:
+      return "deterministic";
+    case OperationSetKind::kReproducible:
+      return "reproducible";
+  }
+  return "?";
+}
+
+Status parseOperationSet(const std::string& text, OperationSetKind* out) {
+  for (OperationSetKind kind : {OperationSetKind::kDefault, OperationSetKind::kDeterministic,
+                                OperationSetKind::kReproducible}) {
+    if (text == operationSetName(kind)) {
+      *out = kind;
+      return Status::kSuccess;
+    }
+  }
+  return REE_FAIL(Status::kInvalidArgument,
+                  "--operation-set '%s' is not one of default, deterministic, reproducible",
+                  text.c_str());
+}
+
+Status StepBatch::finalize() {
+  int b = batch();
+  REE_CHECK_ARG(static_cast<int>(query_offsets.size()) == b + 1 && query_offsets[0] == 0,
+                "StepBatch: query_offsets must have batch + 1 = %d entries starting at 0", b + 1);
+  REE_CHECK_ARG(static_cast<int>(cache_slots.size()) == b,
+                "StepBatch: cache_slots must have %d entries", b);
+  positions.clear();
+  for (int s = 0; s < b; ++s) {
+    int n = query_offsets[s + 1] - query_offsets[s];
+    REE_CHECK_ARG(n >= 0 && cached_lens[s] >= 0,
+                  "StepBatch: sequence %d has %d new and %d cached tokens", s, n, cached_lens[s]);
+    for (int i = 0; i < n; ++i)
+      positions.push_back(cached_lens[s] + i);
+  }
+  return Status::kSuccess;
+}
+
+Status createOperationSet(OperationSetKind kind, Device device,
+                          std::unique_ptr<OperationSet>* out) {
+  REE_CHECK_ARG(out != nullptr, "createOperationSet: out is null");
+  if (kind == OperationSetKind::kReproducible) return createReproducibleOperationSet(device, out);
+  return createAtenOperationSet(kind, device, out);
+}
+
+}  // namespace ree

@@ -1,0 +1,324 @@
+// The reproducible operation set: every operator is a RepOp (kernels/), so the bits depend only on
+// the inputs, never on the device, the batch composition or the thread count. Activations are fp32;
+// the KV cache keeps bf16 for bf16/f16 weights (rounding happens once, when a row is appended, so
+// prefill and decode read identical cache bits) and fp32 for fp32 weights.
+#include "reproducible_ops.h"
+
+#include <algorithm>
+#include <list>
+
+#include "ree/kernels/attention.h"
+#include "ree/kernels/linear.h"
+#include "ree/kernels/pointwise.h"
+#include "ree/kernels/rope.h"
+#include "ree/kernels/rowops.h"
+
+#if defined(REE_WITH_CUDA)
+#include <cuda_runtime.h>
+// The CUDA entry points exist only in CUDA builds; elsewhere a CUDA device cannot be selected
+// (init() refuses it), so these branches are unreachable but must still compile.
+#define REE_CUDA_ONLY(call) (call)
+#else
+#define REE_CUDA_ONLY(call) REE_FAIL(Status::kUnsupported, "REE was built without CUDA")
+#endif
+
+namespace ree {
+namespace {
+
+using namespace repops;
+
+class ReproducibleOps final : public OperationSet {
+ public:
+  explicit ReproducibleOps(Device device) : device_(device) {}
+  ~ReproducibleOps() override {
+#if defined(REE_WITH_CUDA)
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+#endif
+  }
+
+  Status init() {
+    if (!device_.isCuda()) return Status::kSuccess;
+#if defined(REE_WITH_CUDA)
+    if (cudaSetDevice(device_.index) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) != cudaSuccess) {
+      return REE_FAIL(Status::kCudaError, "cannot create a CUDA stream on %s",
+                      device_.str().c_str());
+    }
+    return Status::kSuccess;
+#else
+    return REE_FAIL(Status::kUnsupported, "REE was built without CUDA: no %s",
+                    device_.str().c_str());
+#endif
+  }
+
+  OperationSetKind kind() const override {
+    return OperationSetKind::kReproducible;
+  }
+  Device device() const override {
+    return device_;
+  }
+  DType activationDType(DType) const override {
+    return DType::kF32;
+  }
+  DType kvCacheDType(DType weight_dtype) const override {
+    return weight_dtype == DType::kF32 ? DType::kF32 : DType::kBF16;
+  }
+
+  Status embedding(const std::vector<int32_t>& ids, const Tensor& table, Tensor& out) override {
+    REE_CHECK_ARG(out.dtype() == table.dtype() || out.dtype() == DType::kF32,
+                  "embedding: table %s, out %s", table.describe().c_str(), out.describe().c_str());
+    int64_t count = static_cast<int64_t>(ids.size());
+    if (out.dtype() != table.dtype()) {
+      // Gather in the table's dtype, then widen exactly to fp32.
+      Tensor gathered;
+      REE_RETURN_IF_ERROR(Tensor::empty(device_, table.dtype(), out.shape(), &gathered));
+      REE_RETURN_IF_ERROR(embedding(ids, table, gathered));
+      RowsIn in{gathered.data(), gathered.dtype(), table.dim(1)};
+      RowsOut y{out.data(), out.dtype(), table.dim(1)};
+      if (!device_.isCuda()) return cpu::cast(in, y, count, table.dim(1));
+      return REE_CUDA_ONLY(cuda::cast(in, y, count, table.dim(1), stream_));
+    }
+    if (!device_.isCuda()) {
+      return cpu::embedding(table.dtype(), table.data(), table.dim(0), table.dim(1), ids.data(),
+                            count, out.data());
+    }
+    const int32_t* device_ids = nullptr;
+    REE_RETURN_IF_ERROR(upload(ids, &ids_buffer_, &device_ids));
+    return REE_CUDA_ONLY(cuda::embedding(table.dtype(), table.data(), table.dim(0), table.dim(1),
+                                         device_ids, count, out.data(), stream_));
+  }
+
+  Status addInPlace(Tensor& acc, const Tensor& x) override {
+    REE_CHECK_ARG(acc.numel() == x.numel() && acc.dtype() == x.dtype(), "addInPlace: %s += %s",
+                  acc.describe().c_str(), x.describe().c_str());
+    if (!device_.isCuda())
+      return cpu::add(acc.dtype(), acc.data(), x.data(), acc.data(), acc.numel());
+    return REE_CUDA_ONLY(
+        cuda::add(acc.dtype(), acc.data(), x.data(), acc.data(), acc.numel(), stream_));
+  }
+
+  Status rmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {
+    int64_t cols = x.dim(-1), rows = x.numel() / cols;
+    RowsIn in{x.data(), x.dtype(), cols};
+    VecIn w{weight.data(), weight.dtype()};
+    RowsOut y{out.data(), out.dtype(), cols};
+    if (!device_.isCuda()) return cpu::rmsNorm(in, w, y, rows, cols, eps, RmsNormVariant::kF32);
+    return REE_CUDA_ONLY(cuda::rmsNorm(in, w, y, rows, cols, eps, RmsNormVariant::kF32, stream_));
+  }
+
+  Status layerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                   Tensor& out) override {
+    int64_t cols = x.dim(-1), rows = x.numel() / cols;
+    RowsIn in{x.data(), x.dtype(), cols};
+    VecIn w{weight.data(), weight.dtype()};
+    VecIn b{bias.defined() ? bias.data() : nullptr, bias.dtype()};
+    RowsOut y{out.data(), out.dtype(), cols};
+    if (!device_.isCuda()) return cpu::layerNorm(in, w, b, y, rows, cols, eps);
+    return REE_CUDA_ONLY(cuda::layerNorm(in, w, b, y, rows, cols, eps, stream_));
+  }
+
+  Status linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& out) override {
+    LinearArgs args;
+    args.x = x.data();
+    args.x_dtype = x.dtype();
+    args.w = weight.data();
+    args.w_dtype = weight.dtype();
+    if (bias != nullptr) {
+      args.bias = bias->data();
+      args.bias_dtype = bias->dtype();
+    }
+    args.y = out.data();
+    args.y_dtype = out.dtype();
+    args.m = x.numel() / x.dim(-1);
+    args.n = weight.dim(0);
+    args.k = weight.dim(1);
+    REE_CHECK_ARG(x.dim(-1) == args.k && out.numel() == args.m * args.n,
+                  "linear: x %s, weight %s, out %s", x.describe().c_str(),
+                  weight.describe().c_str(), out.describe().c_str());
+    if (!device_.isCuda()) return cpu::linear(args);
+    return REE_CUDA_ONLY(cuda::linear(args, stream_));
+  }
+
+  Status rope(Tensor& x, const std::vector<int32_t>& positions, const RopeSpec& spec) override {
+    REE_CHECK_ARG(x.rank() == 3 && static_cast<int64_t>(positions.size()) == x.dim(0),
+                  "rope: x %s with %zu positions", x.describe().c_str(), positions.size());
+    const std::vector<float>* inv_freq = nullptr;
+    REE_RETURN_IF_ERROR(inverseFrequencies(spec, &inv_freq));
+    int heads = static_cast<int>(x.dim(1)), head_dim = static_cast<int>(x.dim(2));
+    RopeLayout layout = spec.interleaved ? RopeLayout::kInterleaved : RopeLayout::kHalfSplit;
+    if (!device_.isCuda()) {
+      return cpu::rope(x.dtype(), x.data(), x.dim(0), heads, head_dim, heads * head_dim,
+                       positions.data(), inv_freq->data(), spec.rotary_dim, layout);
+    }
+    const int32_t* device_positions = nullptr;
+    REE_RETURN_IF_ERROR(upload(positions, &positions_buffer_, &device_positions));
+    if (device_inv_freq_key_ != inv_freq) {
+      REE_RETURN_IF_ERROR(Tensor::empty(
+          device_, DType::kF32, {static_cast<int64_t>(inv_freq->size())}, &device_inv_freq_));
+      REE_RETURN_IF_ERROR(
+          copyTensor(Tensor::wrap(const_cast<float*>(inv_freq->data()), Device::cpu(), DType::kF32,
+                                  {static_cast<int64_t>(inv_freq->size())}),
+                     device_inv_freq_, stream_));
+      device_inv_freq_key_ = inv_freq;
+    }
+    return REE_CUDA_ONLY(cuda::rope(
+        x.dtype(), x.data(), x.dim(0), heads, head_dim, heads * head_dim, device_positions,
+        device_inv_freq_.as<float>(), spec.rotary_dim, layout, stream_));
+  }
+
+  Status attention(const Tensor& q, const Tensor& k_new, const Tensor& v_new, LayerKvCache& cache,
+                   const StepBatch& batch, Tensor& out) override {
+    int n_kv = static_cast<int>(cache.k.dim(2)), head_dim = static_cast<int>(cache.k.dim(3));
+    // One block per cache slot: block_size = max_len, block_table[s] = slot of sequence s.
+    KvAppendArgs append;
+    append.batch = batch.batch();
+    append.query_offsets = batch.query_offsets.data();
+    append.cached_lens = batch.cached_lens.data();
+    append.n_kv_heads = n_kv;
+    append.head_dim = head_dim;
+    append.k_new = k_new.data();
+    append.v_new = v_new.data();
+    append.new_dtype = k_new.dtype();
+    append.k_cache = cache.k.data();
+    append.v_cache = cache.v.data();
+    append.cache_dtype = cache.k.dtype();
+    append.num_blocks = cache.slots();
+    append.block_size = cache.maxLen();
+    append.block_table = batch.cache_slots.data();
+    append.max_blocks_per_seq = 1;
+    AttentionArgs args;
+    args.batch = batch.batch();
+    args.query_offsets = batch.query_offsets.data();
+    args.cached_lens = batch.cached_lens.data();
+    args.n_heads = static_cast<int>(q.dim(1));
+    args.n_kv_heads = n_kv;
+    args.head_dim = head_dim;
+    args.q = q.data();
+    args.q_dtype = q.dtype();
+    args.out = out.data();
+    args.out_dtype = out.dtype();
+    args.cache = PagedKvCache{cache.k.data(),
+                              cache.v.data(),
+                              cache.k.dtype(),
+                              cache.slots(),
+                              cache.maxLen(),
+                              batch.cache_slots.data(),
+                              1};
+    if (!device_.isCuda()) {
+      REE_RETURN_IF_ERROR(cpu::appendKv(append));
+      return cpu::attention(args);
+    }
+    REE_RETURN_IF_ERROR(REE_CUDA_ONLY(cuda::appendKv(append, stream_)));
+    return REE_CUDA_ONLY(cuda::attention(args, stream_));
+  }
+
+  Status gatedActivation(ActivationKind act, const Tensor& gate, const Tensor& up,
+                         Tensor& out) override {
+    REE_CHECK_ARG(gate.numel() == up.numel() && up.numel() == out.numel() &&
+                      gate.dtype() == out.dtype() && up.dtype() == out.dtype(),
+                  "gatedActivation: gate %s, up %s, out %s", gate.describe().c_str(),
+                  up.describe().c_str(), out.describe().c_str());
+    int64_t cols = out.dim(-1), rows = out.numel() / cols;
+    if (!device_.isCuda()) {
+      return cpu::gated(toKernel(act), out.dtype(), gate.data(), cols, up.data(), cols, out.data(),
+                        cols, rows, cols);
+    }
+    return REE_CUDA_ONLY(cuda::gated(toKernel(act), out.dtype(), gate.data(), cols, up.data(), cols,
+                                     out.data(), cols, rows, cols, stream_));
+  }
+
+  Status activation(ActivationKind act, const Tensor& x, Tensor& out) override {
+    REE_CHECK_ARG(x.numel() == out.numel() && x.dtype() == out.dtype(), "activation: x %s, out %s",
+                  x.describe().c_str(), out.describe().c_str());
+    if (!device_.isCuda()) {
+      return cpu::activation(toKernel(act), x.dtype(), x.data(), out.data(), x.numel());
+    }
+    return REE_CUDA_ONLY(
+        cuda::activation(toKernel(act), x.dtype(), x.data(), out.data(), x.numel(), stream_));
+  }
+
+  Status synchronize() override {
+#if defined(REE_WITH_CUDA)
+    if (stream_ != nullptr) {
+      cudaError_t err = cudaStreamSynchronize(stream_);
+      if (err != cudaSuccess) {
+        return REE_FAIL(Status::kCudaError, "reproducible operation set on %s: %s",
+                        device_.str().c_str(), cudaGetErrorString(err));
+      }
+    }
+#endif
+    return Status::kSuccess;
+  }
+
+ private:
+  static Activation toKernel(ActivationKind act) {
+    switch (act) {
+      case ActivationKind::kSilu:
+        return Activation::kSilu;
+      case ActivationKind::kGeluTanh:
+        return Activation::kGeluTanh;
+      case ActivationKind::kGeluErf:
+        return Activation::kGeluErf;
+    }
+    return Activation::kSilu;
+  }
+
+  // Copies host int32 metadata to a reusable device buffer ordered on the stream (the buffer is
+  // typed f32 only for its 4-byte size; its bytes are int32).
+  Status upload(const std::vector<int32_t>& values, Tensor* buffer, const int32_t** out) {
+    int64_t n = static_cast<int64_t>(values.size());
+    if (buffer->numel() < n || !buffer->data()) {
+      REE_RETURN_IF_ERROR(Tensor::empty(device_, DType::kF32, {std::max<int64_t>(n, 256)}, buffer));
+    }
+    Tensor view = Tensor::wrap(buffer->data(), device_, DType::kF32, {n});
+    REE_RETURN_IF_ERROR(copyTensor(
+        Tensor::wrap(const_cast<int32_t*>(values.data()), Device::cpu(), DType::kF32, {n}), view,
+        stream_));
+    *out = buffer->as<int32_t>();
+    return Status::kSuccess;
+  }
+
+  // Host inverse frequencies for `spec`, computed once (repops-1 ropeInvFreq; the CUDA path uses
+  // the same bits uploaded to the device).
+  Status inverseFrequencies(const RopeSpec& spec, const std::vector<float>** out) {
+    for (auto& entry : inv_freq_cache_) {
+      const RopeSpec& k = entry.first;
+      if (k.rotary_dim == spec.rotary_dim && k.theta == spec.theta && k.llama3 == spec.llama3 &&
+          k.llama3_factor == spec.llama3_factor &&
+          k.llama3_low_freq_factor == spec.llama3_low_freq_factor &&
+          k.llama3_high_freq_factor == spec.llama3_high_freq_factor &&
+          k.llama3_original_max_positions == spec.llama3_original_max_positions) {
+        *out = &entry.second;
+        return Status::kSuccess;
+      }
+    }
+    std::vector<float> values(static_cast<size_t>(spec.rotary_dim / 2));
+    RopeLlama3Scaling scaling;
+    scaling.factor = spec.llama3_factor;
+    scaling.low_freq_factor = spec.llama3_low_freq_factor;
+    scaling.high_freq_factor = spec.llama3_high_freq_factor;
+    scaling.original_max_position_embeddings = spec.llama3_original_max_positions;
+    REE_RETURN_IF_ERROR(cpu::ropeInvFreq(spec.theta, spec.rotary_dim,
+                                         spec.llama3 ? &scaling : nullptr, values.data()));
+    inv_freq_cache_.emplace_back(spec, std::move(values));
+    *out = &inv_freq_cache_.back().second;
+    return Status::kSuccess;
+  }
+
+  std::list<std::pair<RopeSpec, std::vector<float>>> inv_freq_cache_;
+  Tensor ids_buffer_, positions_buffer_, device_inv_freq_;
+  const std::vector<float>* device_inv_freq_key_ = nullptr;
+  Device device_;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+Status createReproducibleOperationSet(Device device, std::unique_ptr<OperationSet>* out) {
+  auto ops = std::make_unique<ReproducibleOps>(device);
+  REE_RETURN_IF_ERROR(ops->init());
+  *out = std::move(ops);
+  return Status::kSuccess;
+}
+
+}  // namespace ree

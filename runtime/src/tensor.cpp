@@ -1,0 +1,183 @@
+#include "ree/runtime/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "ree/kernels/device.h"
+
+#if defined(REE_WITH_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+namespace ree {
+
+std::string Device::str() const {
+  return kind == Kind::kCpu ? std::string("cpu") : "cuda:" + std::to_string(index);
+}
+
+Status parseDevice(const std::string& text, Device* out) {
+  REE_CHECK_ARG(out != nullptr, "parseDevice: out is null");
+  if (text == "cpu") {
+    *out = Device::cpu();
+    return Status::kSuccess;
+  }
+  int index = 0;
+  if (text == "cuda") {
+    index = 0;
+  } else if (text.rfind("cuda:", 0) == 0 && text.size() > 5 &&
+             text.find_first_not_of("0123456789", 5) == std::string::npos && text.size() < 9) {
+    index = std::atoi(text.c_str() + 5);
+  } else {
+    return REE_FAIL(Status::kInvalidArgument, "--device '%s' is not one of cpu, cuda, cuda:N",
+                    text.c_str());
+  }
+  const char* why = "";
+  int count = cudaDeviceCount(&why);
+  if (count == 0) {
+    return REE_FAIL(Status::kUnsupported, "--device %s: no CUDA device available (%s)",
+                    text.c_str(), why);
+  }
+  if (index >= count) {
+    return REE_FAIL(Status::kInvalidArgument, "--device %s: only %d CUDA device(s) visible",
+                    text.c_str(), count);
+  }
+  *out = Device::cuda(index);
+  return Status::kSuccess;
+}
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape_)
+    n *= d;
+  return n;
+}
+
+std::string Tensor::describe() const {
+  std::ostringstream os;
+  os << dtypeName(dtype_) << "[";
+  for (size_t i = 0; i < shape_.size(); ++i)
+    os << (i ? ", " : "") << shape_[i];
+  os << "] on " << device_.str();
+  return os.str();
+}
+
+Status Tensor::empty(Device device, DType dtype, std::vector<int64_t> shape, Tensor* out) {
+  REE_CHECK_ARG(out != nullptr, "Tensor::empty: out is null");
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    REE_CHECK_ARG(d >= 0, "Tensor::empty: negative dimension %lld", static_cast<long long>(d));
+    n *= d;
+  }
+  size_t bytes = static_cast<size_t>(n) * dtypeSize(dtype);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.shape_ = std::move(shape);
+  if (bytes == 0) {
+    *out = t;
+    return Status::kSuccess;
+  }
+  if (!device.isCuda()) {
+    size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (p == nullptr) {
+      return REE_FAIL(Status::kOutOfMemory, "cannot allocate %zu bytes of host memory", bytes);
+    }
+    t.storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  } else {
+#if defined(REE_WITH_CUDA)
+    int previous = 0;
+    cudaGetDevice(&previous);
+    cudaSetDevice(device.index);
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, bytes);
+    cudaSetDevice(previous);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return REE_FAIL(Status::kOutOfMemory, "cudaMalloc of %zu bytes on %s failed: %s", bytes,
+                      device.str().c_str(), cudaGetErrorString(err));
+    }
+    t.storage_ = std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+#else
+    return REE_FAIL(Status::kUnsupported, "REE was built without CUDA: cannot allocate on %s",
+                    device.str().c_str());
+#endif
+  }
+  t.data_ = t.storage_.get();
+  *out = t;
+  return Status::kSuccess;
+}
+
+Status Tensor::zeros(Device device, DType dtype, std::vector<int64_t> shape, Tensor* out) {
+  REE_RETURN_IF_ERROR(empty(device, dtype, std::move(shape), out));
+  if (out->nbytes() == 0) return Status::kSuccess;
+  if (!device.isCuda()) {
+    std::memset(out->data(), 0, out->nbytes());
+    return Status::kSuccess;
+  }
+#if defined(REE_WITH_CUDA)
+  if (cudaMemset(out->data(), 0, out->nbytes()) != cudaSuccess) {
+    return REE_FAIL(Status::kCudaError, "cudaMemset on %s failed", device.str().c_str());
+  }
+#endif
+  return Status::kSuccess;
+}
+
+Tensor Tensor::wrap(void* data, Device device, DType dtype, std::vector<int64_t> shape) {
+  Tensor t;
+  t.data_ = data;
+  t.device_ = device;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::rows(int64_t begin, int64_t count) const {
+  Tensor t = *this;
+  int64_t row_elems = shape_.empty() ? 1 : numel() / (shape_[0] == 0 ? 1 : shape_[0]);
+  t.data_ = static_cast<char*>(data_) + begin * row_elems * dtypeSize(dtype_);
+  if (!t.shape_.empty()) t.shape_[0] = count;
+  return t;
+}
+
+Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Status copyTensor(const Tensor& src, const Tensor& dst, cudaStream_t stream) {
+  REE_CHECK_ARG(src.dtype() == dst.dtype() && src.numel() == dst.numel(),
+                "copyTensor: %s into %s (dtype and element count must match)",
+                src.describe().c_str(), dst.describe().c_str());
+  size_t bytes = src.nbytes();
+  if (bytes == 0) return Status::kSuccess;
+  if (!src.device().isCuda() && !dst.device().isCuda()) {
+    std::memmove(dst.data(), src.data(), bytes);
+    return Status::kSuccess;
+  }
+#if defined(REE_WITH_CUDA)
+  cudaMemcpyKind kind = cudaMemcpyDefault;
+  cudaError_t err = cudaMemcpyAsync(dst.data(), src.data(), bytes, kind, stream);
+  if (err == cudaSuccess && !dst.device().isCuda()) err = cudaStreamSynchronize(stream);
+  if (err != cudaSuccess) {
+    return REE_FAIL(Status::kCudaError, "copy %s -> %s failed: %s", src.describe().c_str(),
+                    dst.describe().c_str(), cudaGetErrorString(err));
+  }
+  return Status::kSuccess;
+#else
+  (void)stream;
+  return REE_FAIL(Status::kUnsupported, "REE was built without CUDA");
+#endif
+}
+
+Status toDevice(const Tensor& src, Device device, Tensor* out, cudaStream_t stream) {
+  Tensor t;
+  REE_RETURN_IF_ERROR(Tensor::empty(device, src.dtype(), src.shape(), &t));
+  REE_RETURN_IF_ERROR(copyTensor(src, t, stream));
+  *out = t;
+  return Status::kSuccess;
+}
+
+}  // namespace ree
