@@ -1,0 +1,79 @@
+// A decoder-only causal language model (Llama family, Mistral, Qwen2/3, GPT-2) written once
+// against the runtime's OperationSet, so the same code runs the default, deterministic and
+// reproducible operation sets on CPU and CUDA.
+//
+// The forward pass is split at the pipeline's cut points: embed() (first stage), runLayers() over
+// the layers this instance holds, and logits() (last stage). A stage instance loads only the
+// tensors of its layer range (and the embedding / head when it owns them).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ree/models/checkpoint.h"
+#include "ree/models/model_config.h"
+#include "ree/runtime/operation_set.h"
+
+namespace ree::models {
+
+struct LayerRange {
+  int64_t begin = 0;
+  int64_t end = -1;  // exclusive; -1 = all layers
+  bool embedding = true;
+  bool head = true;
+};
+
+// Per-node costs for the partitioner: parameter bytes, FLOPs per token, KV bytes per token.
+struct NodeCost {
+  std::string name;  // "embedding", "layer.N", "head"
+  int64_t parameter_bytes = 0;
+  int64_t flops_per_token = 0;
+  int64_t kv_bytes_per_token = 0;
+};
+
+// The model graph as the partitioner sees it: embedding, layers 0..L-1, head (final norm +
+// lm_head), with costs computed from the config (weights of `weight_bytes` bytes per parameter).
+std::vector<NodeCost> modelGraphCosts(const ModelConfig& config, int weight_bytes);
+
+struct LoadOptions {
+  // Convert every weight to this dtype while loading (RNE for narrowing); default: keep the
+  // checkpoint's dtype.
+  std::optional<::ree::DType> weight_dtype;
+};
+
+class CausalLM {
+ public:
+  static Status load(const ModelConfig& config, const Checkpoint& checkpoint, OperationSet& ops,
+                     const LayerRange& range, std::unique_ptr<CausalLM>* out,
+                     const LoadOptions& options = LoadOptions());
+  ~CausalLM();
+
+  const ModelConfig& config() const;
+  OperationSet& ops() const;
+  int64_t firstLayer() const;
+  int64_t endLayer() const;
+  ::ree::DType weightDType() const;
+  ::ree::DType activationDType() const;
+
+  // KV cache for `slots` concurrent sequences of up to `max_len` tokens each (this stage's layers).
+  Status allocateCache(int slots, int max_len);
+  int cacheSlots() const;
+  int cacheMaxLen() const;
+
+  // hidden [tokens, hidden_size] = token (+ position, GPT-2) embeddings. Needs the embedding.
+  Status embed(const std::vector<int32_t>& ids, const StepBatch& batch, Tensor* hidden);
+  // Runs this instance's layers over hidden, in place, appending to the KV cache.
+  Status runLayers(Tensor& hidden, const StepBatch& batch);
+  // logits [rows.size(), vocab] (fp32) of the given token rows of hidden. Needs the head.
+  Status logits(const Tensor& hidden, const std::vector<int32_t>& rows, Tensor* out);
+
+ private:
+  struct Impl;
+  explicit CausalLM(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ree::models

@@ -1,0 +1,102 @@
+// ree::Engine: the library API behind ree-launch. Loads a Hugging Face model directory (or a
+// built-in model), tokenizes prompts, runs batched generation (prefill, then decode with a KV
+// cache) on the chosen operation set and device, and returns ids, text and hashes.
+//
+//   std::unique_ptr<ree::Engine> engine;
+//   ree::EngineOptions options;
+//   options.model = "builtin:tiny-llama";
+//   if (ree::Engine::create(options, &engine) != ree::Status::kSuccess) { ... lastErrorMessage() }
+//   ree::GenerationRequest request;
+//   request.prompt_text = "Hello";
+//   std::vector<ree::GenerationResult> results;
+//   engine->generate({request}, &results);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ree/kernels/status.h"
+#include "ree/models/model_config.h"
+#include "ree/runtime/operation_set.h"
+
+namespace ree {
+
+namespace models {
+class Tokenizer;
+}
+
+struct EngineOptions {
+  // A model directory (config.json, *.safetensors, tokenizer.json, ...), or "builtin:tiny-llama".
+  std::string model;
+  OperationSetKind operation_set = OperationSetKind::kReproducible;
+  Device device = Device::cpu();
+  // Weights are converted to this dtype at load time when set (default: the checkpoint's dtype).
+  std::optional<DType> weight_dtype;
+  int max_batch = 8;    // sequences decoded together (KV cache slots)
+  int max_context = 0;  // tokens per sequence; 0 = min(max_position_embeddings, 4096)
+};
+
+struct SamplingParams {
+  float temperature = 0.0f;  // 0: greedy (argmax, lowest id wins ties)
+  int top_k = 0;             // 0: no top-k cut
+  float top_p = 1.0f;        // 1: no nucleus cut
+  uint64_t seed = 0;
+};
+
+struct GenerationRequest {
+  std::string prompt_text;
+  std::vector<int32_t> prompt_ids;  // used instead of prompt_text when not empty
+  int max_new_tokens = 64;
+  SamplingParams sampling;
+  bool add_special_tokens = true;  // tokenizer's BOS/template when encoding prompt_text
+};
+
+struct GenerationResult {
+  std::vector<int32_t> prompt_ids;
+  std::vector<int32_t> output_ids;
+  std::string text;           // decoded output_ids (special tokens skipped)
+  std::string finish_reason;  // "eos" or "length"
+  // SHA-256 (hex) of the fp32 logits bytes that produced each output token, in order.
+  std::vector<std::string> step_logits_sha256;
+  std::string output_ids_sha256;  // SHA-256 (hex) of output_ids as little-endian int32
+  double prefill_seconds = 0.0;   // from the start of the request's first step to its first token
+  double decode_seconds = 0.0;    // from the first token to the last
+};
+
+// Called as each token is produced: request index, token id, and the text that became complete
+// (UTF-8 is held back across token boundaries until a character is whole; may be empty).
+using TokenCallback = std::function<void(size_t request, int32_t token, const std::string& text)>;
+
+class Engine {
+ public:
+  static Status create(const EngineOptions& options, std::unique_ptr<Engine>* out);
+  ~Engine();
+
+  const models::ModelConfig& config() const;
+  const models::Tokenizer* tokenizer() const;  // null when the model directory has none
+  const EngineOptions& options() const;
+  std::vector<int64_t> eosTokenIds() const;
+
+  // Generates for every request; requests beyond max_batch wait for a free slot. The result of a
+  // request never depends on the others in reproducible mode.
+  Status generate(const std::vector<GenerationRequest>& requests,
+                  std::vector<GenerationResult>* results, const TokenCallback& on_token = {});
+
+  // Logits [n, vocab] of every position of `ids` in ONE prefill pass (fresh cache slot), as
+  // host fp32. Used by verification and by tests of prefill/decode identity.
+  Status prefillLogits(const std::vector<int32_t>& ids, std::vector<float>* logits);
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Hex SHA-256 of a byte buffer (OpenSSL).
+std::string sha256Hex(const void* data, size_t bytes);
+
+}  // namespace ree
