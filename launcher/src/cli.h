@@ -1,0 +1,25 @@
+// ree-launch's command line: parsing and validation (kept apart from main() so tests can drive it).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ree/kernels/status.h"
+#include "ree/models/engine.h"
+
+namespace ree::launcher {
+
+struct LaunchOptions {
+  EngineOptions engine;
+  std::vector<GenerationRequest> requests;
+  bool json = false;
+  bool help = false;
+  bool version = false;
+  int cpu_threads = 0;
+  std::string help_text;
+};
+
+// Parses argv. On a bad flag returns kInvalidArgument with a one-line message naming the flag.
+Status parseCommandLine(int argc, const char* const* argv, LaunchOptions* out);
+
+}  // namespace ree::launcher
