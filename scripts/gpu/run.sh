@@ -72,13 +72,27 @@ ctest "${ctest_args[@]}" >"$out/ctest.log" 2>&1
 test_rc=$?
 grep -E "tests passed|tests failed|\*\*\*|Passed|Skipped|Failed" "$out/ctest.log" | tail -n 60 | tee -a "$summary"
 
+# Cross-hardware identity at the command line: the same job on the CPU and on GPU 0.
+launch="$build/launcher/ree-launch"
+if [ -x "$launch" ]; then
+  note "== ree-launch identity: builtin:tiny-llama, reproducible, CPU vs cuda:0"
+  export REE_CACHE_DIR="$out/../ree-cache"
+  for dev in --cpu-only "--device cuda:0"; do
+    # shellcheck disable=SC2086
+    "$launch" --model builtin:tiny-llama --prompt-text "Reproducible inference means" \
+      --max-new-tokens 64 --json $dev 2>>"$out/identity.log" | tee -a "$out/identity.log" |
+      sed -E 's/.*"device":"([^"]+)".*"output_ids_sha256":"([0-9a-f]+)".*/\1 output_ids_sha256=\2/' |
+      tee -a "$summary"
+  done
+fi
+
 if ((run_bench)); then
   for bench in "$build"/bench/bench_gpu_*; do
     [ -x "$bench" ] || continue
     name="$(basename "$bench")"
     [[ "$name" =~ $bench_regex ]] || continue
     note "== $name"
-    timeout 300 "$bench" >"$out/$name.log" 2>&1 || note "$name exited with $?"
+    timeout "${REE_BENCH_TIMEOUT:-300}" "$bench" >"$out/$name.log" 2>&1 || note "$name exited with $?"
     tail -n 30 "$out/$name.log" | tee -a "$summary"
   done
 fi
