@@ -76,7 +76,7 @@ grep -E "tests passed|tests failed|\*\*\*|Passed|Skipped|Failed" "$out/ctest.log
 launch="$build/launcher/ree-launch"
 if [ -x "$launch" ]; then
   note "== ree-launch identity: builtin:tiny-llama, reproducible, CPU vs cuda:0"
-  export REE_CACHE_DIR="$out/../ree-cache"
+  export REE_CACHE_DIR="${REE_CACHE_DIR:-/tmp/ree-cache}"
   for dev in --cpu-only "--device cuda:0"; do
     # shellcheck disable=SC2086
     "$launch" --model builtin:tiny-llama --prompt-text "Reproducible inference means" \
