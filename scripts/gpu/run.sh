@@ -38,7 +38,7 @@ mkdir -p "$prefix"
 for deb in "$repo"/.deps/debs/*.deb; do dpkg -x "$deb" "$prefix"; done
 multiarch="x86_64-linux-gnu"
 export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-export CPATH="$prefix/usr/include${CPATH:+:$CPATH}"
+export CPATH="$prefix/usr/include:$prefix/usr/include/$multiarch${CPATH:+:$CPATH}"
 export LIBRARY_PATH="$prefix/usr/lib/$multiarch${LIBRARY_PATH:+:$LIBRARY_PATH}"
 export LD_LIBRARY_PATH="$prefix/usr/lib/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

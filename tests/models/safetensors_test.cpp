@@ -373,8 +373,6 @@ TEST(ValidateCheckpoint, ReportsTheFirstMismatchByName) {
               {"model.layers.0.self_attn.q_proj.bias"});
   expectError(validateEdited(gpt2, [](Json& j) { j["n_positions"] = 64; }), Status::kMismatch,
               {"transformer.wpe.weight"});
-  // Untied config over a tied checkpoint that nonetheless stores lm_head is fine; a config that
-  // says tied accepts a stored lm_head of the right shape (checked elsewhere by the allow-list).
 }
 
 // ---- Hand-written safetensors files -------------------------------------------------------------
