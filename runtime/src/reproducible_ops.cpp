@@ -39,8 +39,9 @@ class ReproducibleOps final : public OperationSet {
   Status init() {
     if (!device_.isCuda()) return Status::kSuccess;
 #if defined(REE_WITH_CUDA)
-    if (cudaSetDevice(device_.index) != cudaSuccess ||
-        cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) != cudaSuccess) {
+    // A blocking stream: work the model and engine queue on the legacy default stream (copies of
+    // rows and logits) is ordered with the operators' work on this stream.
+    if (cudaSetDevice(device_.index) != cudaSuccess || cudaStreamCreate(&stream_) != cudaSuccess) {
       return REE_FAIL(Status::kCudaError, "cannot create a CUDA stream on %s",
                       device_.str().c_str());
     }

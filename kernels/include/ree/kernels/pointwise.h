@@ -44,27 +44,35 @@ REE_HD float activationF32(Activation activation, float x) {
   return x;
 }
 
+// Any NaN becomes the canonical positive quiet NaN before it is stored: x86 and CUDA produce and
+// propagate NaNs with different signs and payloads (x86: -qNaN for inf - inf, the first operand's
+// payload otherwise; CUDA: 0x7fffffff), so a NaN's bits are not reproducible unless canonicalised.
+REE_HD float canonicalNaNF32(float value) {
+  return value != value ? bitsFloat(0x7fc00000u) : value;
+}
+
 // out = R(act(x)).
 template <typename T>
 REE_HD T activationElement(Activation activation, T x) {
-  return storeAs<T>(activationF32(activation, loadFloat(x)));
+  return storeAs<T>(canonicalNaNF32(activationF32(activation, loadFloat(x))));
 }
 
 // Gated unit: out = R(R(act(gate)) * up), as act_fn(gate_proj(x)) * up_proj(x) in torch.
 template <typename T>
 REE_HD T gatedElement(Activation activation, T gate, T up) {
-  const float activated = loadFloat(storeAs<T>(activationF32(activation, loadFloat(gate))));
-  return storeAs<T>(activated * loadFloat(up));
+  const float activated =
+      loadFloat(storeAs<T>(canonicalNaNF32(activationF32(activation, loadFloat(gate)))));
+  return storeAs<T>(canonicalNaNF32(activated * loadFloat(up)));
 }
 
 template <typename T>
 REE_HD T addElement(T a, T b) {
-  return storeAs<T>(loadFloat(a) + loadFloat(b));
+  return storeAs<T>(canonicalNaNF32(loadFloat(a) + loadFloat(b)));
 }
 
 template <typename T>
 REE_HD T mulElement(T a, T b) {
-  return storeAs<T>(loadFloat(a) * loadFloat(b));
+  return storeAs<T>(canonicalNaNF32(loadFloat(a) * loadFloat(b)));
 }
 
 }  // namespace ree
