@@ -36,8 +36,14 @@ Status parseIds(const std::string& text, std::vector<int32_t>* ids) {
   return Status::kSuccess;
 }
 
-// JSONL: each non-empty line is a JSON string or an object with a "prompt" string.
-Status readPromptFile(const std::string& path, std::vector<std::string>* prompts) {
+// JSONL: each non-empty line is a JSON string, an object with a "prompt" string, or an object with
+// "prompt_ids" (token ids, bypassing the tokenizer).
+struct FilePrompt {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+Status readPromptFile(const std::string& path, std::vector<FilePrompt>* prompts) {
   std::ifstream file(path);
   if (!file) return REE_FAIL(Status::kIoError, "--prompt-file %s: cannot open", path.c_str());
   std::string line;
@@ -50,15 +56,28 @@ Status readPromptFile(const std::string& path, std::vector<std::string>* prompts
       return REE_FAIL(Status::kInvalidArgument, "--prompt-file %s:%d: not valid JSON", path.c_str(),
                       number);
     }
+    FilePrompt prompt;
     if (value.is_string()) {
-      prompts->push_back(value.get<std::string>());
+      prompt.text = value.get<std::string>();
     } else if (value.is_object() && value.contains("prompt") && value["prompt"].is_string()) {
-      prompts->push_back(value["prompt"].get<std::string>());
+      prompt.text = value["prompt"].get<std::string>();
+    } else if (value.is_object() && value.contains("prompt_ids") &&
+               value["prompt_ids"].is_array() && !value["prompt_ids"].empty()) {
+      for (const auto& id : value["prompt_ids"]) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > 0x7fffffff) {
+          return REE_FAIL(Status::kInvalidArgument,
+                          "--prompt-file %s:%d: prompt_ids must be non-negative integers",
+                          path.c_str(), number);
+        }
+        prompt.ids.push_back(id.get<int32_t>());
+      }
     } else {
       return REE_FAIL(Status::kInvalidArgument,
-                      "--prompt-file %s:%d: expected a JSON string or {\"prompt\": \"...\"}",
+                      "--prompt-file %s:%d: expected a JSON string, {\"prompt\": \"...\"} or "
+                      "{\"prompt_ids\": [...]}",
                       path.c_str(), number);
     }
+    prompts->push_back(std::move(prompt));
   }
   if (prompts->empty()) {
     return REE_FAIL(Status::kInvalidArgument, "--prompt-file %s: no prompts", path.c_str());
@@ -81,7 +100,7 @@ Status parseCommandLine(int argc, const char* const* argv, LaunchOptions* out) {
     ("dtype", "Weight dtype: auto (as stored), f32, bf16, f16", cxxopts::value<std::string>()->default_value("auto"));
   options.add_options("Prompt")
     ("prompt-text", "Prompt text", cxxopts::value<std::string>())
-    ("prompt-file", "JSONL file: one JSON string or {\"prompt\": ...} object per line", cxxopts::value<std::string>())
+    ("prompt-file", "JSONL file: one JSON string, {\"prompt\": ...} or {\"prompt_ids\": [...]} per line", cxxopts::value<std::string>())
     ("prompt-ids", "Comma-separated prompt token ids (bypasses the tokenizer)", cxxopts::value<std::string>())
     ("no-special-tokens", "Do not add the tokenizer's BOS/template tokens to the prompt");
   options.add_options("Generation")
@@ -218,11 +237,12 @@ Status parseCommandLine(int argc, const char* const* argv, LaunchOptions* out) {
       REE_RETURN_IF_ERROR(parseIds(parsed["prompt-ids"].as<std::string>(), &request.prompt_ids));
       out->requests.push_back(request);
     } else {
-      std::vector<std::string> prompts;
+      std::vector<FilePrompt> prompts;
       REE_RETURN_IF_ERROR(readPromptFile(parsed["prompt-file"].as<std::string>(), &prompts));
-      for (const std::string& prompt : prompts) {
+      for (const FilePrompt& prompt : prompts) {
         GenerationRequest request = base;
-        request.prompt_text = prompt;
+        request.prompt_text = prompt.text;
+        request.prompt_ids = prompt.ids;
         out->requests.push_back(request);
       }
     }

@@ -19,7 +19,8 @@ int fail(const char* what) {
   return 2;
 }
 
-nlohmann::json resultJson(const ree::GenerationResult& result, const ree::EngineOptions& options) {
+nlohmann::json resultJson(const ree::GenerationResult& result, const ree::EngineOptions& options,
+                          double load_seconds) {
   return {{"model", options.model},
           {"operation_set", ree::operationSetName(options.operation_set)},
           {"device", options.device.str()},
@@ -29,7 +30,8 @@ nlohmann::json resultJson(const ree::GenerationResult& result, const ree::Engine
           {"finish_reason", result.finish_reason},
           {"output_ids_sha256", result.output_ids_sha256},
           {"timing",
-           {{"prefill_seconds", result.prefill_seconds},
+           {{"load_seconds", load_seconds},
+            {"prefill_seconds", result.prefill_seconds},
             {"decode_seconds", result.decode_seconds},
             {"generated_tokens", result.output_ids.size()}}}};
 }
@@ -81,7 +83,7 @@ int main(int argc, char** argv) {
     const ree::GenerationResult& result = results[i];
     tokens += result.output_ids.size();
     if (options.json) {
-      std::printf("%s\n", resultJson(result, options.engine).dump().c_str());
+      std::printf("%s\n", resultJson(result, options.engine, load_seconds).dump().c_str());
     } else if (stream) {
       std::fputs("\n", stdout);
     } else {
