@@ -146,6 +146,13 @@ def main():
     make_model(args.shape, model_dir)
     print(f"# {args.shape}-shaped model with random bf16 weights ready in {time.perf_counter() - t0:.1f} s", flush=True)
     rows = []
+
+    class Rows(list):
+        def append(self, row):
+            super().append(row)
+            print(f"  {row[0]:18s} {row[1]:22s} {row[2]:10.1f} {row[3]}", flush=True)
+
+    rows = Rows()
     for batch in (1, 8):
         prompts = [prompt(32, seed=b) for b in range(batch)]
         for opset in ("reproducible", "default"):
