@@ -373,10 +373,13 @@ Status AtenOperationSet::linear(const Tensor& x, const Tensor& weight, const Ten
                 weight.describe().c_str());
   std::vector<int64_t> out_shape = x.shape();
   out_shape.back() = n;
-  REE_CHECK_ARG(out.shape() == out_shape && out.dtype() == x.dtype(),
-                "linear: out %s must be %s%s for x %s and weight %s", out.describe().c_str(),
-                dtypeName(x.dtype()), shapeString(out_shape).c_str(), x.describe().c_str(),
-                weight.describe().c_str());
+  // out is in x's dtype, or fp32 (logits): then the product is computed in x's dtype, as
+  // transformers does, and widened exactly.
+  REE_CHECK_ARG(
+      out.shape() == out_shape && (out.dtype() == x.dtype() || out.dtype() == DType::kF32),
+      "linear: out %s must be %s%s (or f32) for x %s and weight %s", out.describe().c_str(),
+      dtypeName(x.dtype()), shapeString(out_shape).c_str(), x.describe().c_str(),
+      weight.describe().c_str());
   REE_CHECK_ARG(bias == nullptr ||
                     (bias->rank() == 1 && bias->dim(0) == n && bias->dtype() == weight.dtype()),
                 "linear: bias %s must be %s[%lld] to match weight %s",
@@ -388,7 +391,11 @@ Status AtenOperationSet::linear(const Tensor& x, const Tensor& weight, const Ten
     std::optional<at::Tensor> aten_bias;
     if (bias != nullptr) aten_bias = view(*bias);
     at::Tensor result = view(out).view({rows, n});
-    at::linear_out(result, view(x).view({rows, k}), view(weight), aten_bias);
+    if (out.dtype() == x.dtype()) {
+      at::linear_out(result, view(x).view({rows, k}), view(weight), aten_bias);
+    } else {
+      result.copy_(at::linear(view(x).view({rows, k}), view(weight), aten_bias));
+    }
   });
 }
 
