@@ -7,3 +7,18 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$repo/scripts/build.sh"
 build="${REE_BUILD_DIR:-$repo/build}"
 ctest --test-dir "$build" --output-on-failure -j "${REE_TEST_JOBS:-2}" -LE slow "$@"
+
+# The input-handling tests again under AddressSanitizer + UndefinedBehaviorSanitizer: malformed
+# configs, safetensors, tokenizers, prompts and flags must give errors, never memory faults.
+# (CPU-only build without LibTorch, MPI or CUDA, to keep it fast; REE_SKIP_SANITIZE=1 skips it.)
+if [ "${REE_SKIP_SANITIZE:-0}" != "1" ]; then
+  asan="${REE_ASAN_BUILD_DIR:-$repo/build-asan}"
+  cmake -S "$repo" -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREE_SANITIZE=ON \
+    -DREE_CUDA=OFF -DREE_MPI=OFF -DREE_TORCH=OFF -DREE_BUILD_BENCH=OFF \
+    -DREE_PYTHON="${REE_VENV:-$repo/.venv}/bin/python" >/dev/null
+  cmake --build "$asan" --parallel "${REE_JOBS:-$(nproc)}" --target ree-launch \
+    models_safetensors_test models_model_config_test models_tokenizer_test models_reproducible_test
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir "$asan" --output-on-failure -j "${REE_TEST_JOBS:-2}" \
+    -R "models_(safetensors|model_config|tokenizer|reproducible)_test|launcher_bad_input"
+fi
