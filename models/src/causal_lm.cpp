@@ -508,8 +508,10 @@ std::vector<NodeCost> modelGraphCosts(const ModelConfig& c, int weight_bytes) {
     layer.kv_bytes_per_token = 2 * nkv * hd * weight_bytes;
     nodes.push_back(layer);
   }
-  int64_t head_params = c.tie_word_embeddings ? 0 : c.vocab_size * h;
-  nodes.push_back(NodeCost{"head", (head_params + h) * weight_bytes, 2 * c.vocab_size * h, 0});
+  // The head reads a [vocab, hidden] matrix every token whether or not it is tied to the
+  // embedding, and a pipeline's last stage must hold it (tied: a copy of the embedding).
+  int64_t head_params = c.vocab_size * h + h;
+  nodes.push_back(NodeCost{"head", head_params * weight_bytes, 2 * c.vocab_size * h, 0});
   return nodes;
 }
 
