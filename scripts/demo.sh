@@ -9,7 +9,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$repo/scripts/build.sh" >/dev/null
 launch="${REE_BUILD_DIR:-$repo/build}/launcher/ree-launch"
 args=(--model builtin:tiny-llama --prompt-text "Reproducible inference means" --max-new-tokens 48
-      --operation-set reproducible "$@")
+      --operation-set reproducible --cpu-only "$@")
 echo "== ree-launch ${args[*]}"
 "$launch" "${args[@]}"
 echo "== the same run as JSON, once on 1 CPU thread and once on all of them:"
