@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint_reference.h"
 #include "ree/models/checkpoint.h"
 #include "ree/models/model_config.h"
 #include "ree/models/safetensors.h"
@@ -134,69 +135,8 @@ TEST(Sha256, KnownAnswers) {
 
 // ---- Test environment -----------------------------------------------------------------------
 
-std::string testRoot() {
-  const char* tmp = std::getenv("REE_TEST_TMP");
-  std::string root = (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp/ree_models_safetensors_test";
-  fs::create_directories(root);
-  return root;
-}
-
-// The Python references, generated once per process. Skips when no usable Python is configured.
-class Reference {
- public:
-  static Reference& get() {
-    static Reference instance;
-    return instance;
-  }
-  bool available() const { return available_; }
-  const std::string& why() const { return why_; }
-  const Json& manifest() const { return manifest_; }
-
- private:
-  Reference() {
-    const char* python = std::getenv("REE_PYTHON");
-    const char* source = std::getenv("REE_SOURCE_DIR");
-    if (python == nullptr || *python == '\0' || source == nullptr || *source == '\0') {
-      why_ = "REE_PYTHON / REE_SOURCE_DIR not set (run through ctest)";
-      return;
-    }
-    std::string quiet = " >/dev/null 2>&1";
-    if (std::system(
-            (std::string("\"") + python + "\" -c 'import torch, transformers, safetensors'" + quiet)
-                .c_str()) != 0) {
-      why_ = std::string(python) + " lacks torch/transformers/safetensors";
-      return;
-    }
-    std::string out = testRoot() + "/reference";
-    fs::remove_all(out);
-    std::string log = testRoot() + "/make_tiny_checkpoints.log";
-    std::string command = std::string("\"") + python + "\" \"" + source +
-                          "/scripts/reference/make_tiny_checkpoints.py\" \"" + out + "\" >\"" +
-                          log + "\" 2>&1";
-    // A configured Python that cannot build the references is a failure, not a skip.
-    if (std::system(command.c_str()) != 0) {
-      ADD_FAILURE() << "make_tiny_checkpoints.py failed; see " << log;
-      why_ = "reference generation failed";
-      return;
-    }
-    std::ifstream in(out + "/manifest.json");
-    manifest_ = Json::parse(in, nullptr, false);
-    if (manifest_.is_discarded()) {
-      ADD_FAILURE() << "manifest.json unreadable";
-      why_ = "manifest unreadable";
-      return;
-    }
-    available_ = true;
-  }
-  bool available_ = false;
-  std::string why_;
-  Json manifest_;
-};
-
-#define REQUIRE_REFERENCE()                                                    \
-  do {                                                                         \
-    if (!Reference::get().available()) GTEST_SKIP() << Reference::get().why(); \
-  } while (0)
+using test::Reference;
+using test::testRoot;
 
 // The failing status, with its message checked to be one line naming every `needle`.
 void expectError(Status status, Status expected, const std::vector<std::string>& needles) {
