@@ -453,7 +453,7 @@ Status CausalLM::embed(const std::vector<int32_t>& ids, const StepBatch& batch, 
   return Status::kSuccess;
 }
 
-Status CausalLM::runLayers(Tensor& hidden, const StepBatch& batch) {
+Status CausalLM::runLayers(Tensor& hidden, const StepBatch& batch, const LayerObserver& observer) {
   Impl& m = *impl_;
   REE_CHECK_ARG(m.cache.size() == m.layers.size(), "runLayers: allocateCache() was not called");
   REE_CHECK_ARG(hidden.dim(0) == batch.tokens(), "runLayers: hidden has %lld rows for %d tokens",
@@ -468,8 +468,10 @@ Status CausalLM::runLayers(Tensor& hidden, const StepBatch& batch) {
                       batch.cached_lens[s] + n_new, cacheMaxLen());
     }
   }
-  for (size_t i = 0; i < m.layers.size(); ++i)
+  for (size_t i = 0; i < m.layers.size(); ++i) {
     REE_RETURN_IF_ERROR(m.layer(i, hidden, batch));
+    if (observer) REE_RETURN_IF_ERROR(observer(m.range.begin + static_cast<int64_t>(i), hidden));
+  }
   return Status::kSuccess;
 }
 

@@ -1,5 +1,6 @@
 #include "ree/runtime/tensor.h"
 
+#include <unistd.h>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -178,6 +179,36 @@ Status toDevice(const Tensor& src, Device device, Tensor* out, cudaStream_t stre
   REE_RETURN_IF_ERROR(copyTensor(src, t, stream));
   *out = t;
   return Status::kSuccess;
+}
+
+}  // namespace ree
+
+namespace ree {
+
+Status deviceMemoryBytes(Device device, int64_t* total) {
+  REE_CHECK_ARG(total != nullptr, "deviceMemoryBytes: total is null");
+  if (!device.isCuda()) {
+    long pages = sysconf(_SC_PHYS_PAGES);
+    long page_size = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page_size <= 0) {
+      return REE_FAIL(Status::kInternal, "cannot read the host's physical memory size");
+    }
+    *total = static_cast<int64_t>(pages) * page_size;
+    return Status::kSuccess;
+  }
+#if defined(REE_WITH_CUDA)
+  cudaDeviceProp prop;
+  cudaError_t rc = cudaGetDeviceProperties(&prop, device.index);
+  if (rc != cudaSuccess) {
+    return REE_FAIL(Status::kCudaError, "cudaGetDeviceProperties(%d): %s", device.index,
+                    cudaGetErrorString(rc));
+  }
+  *total = static_cast<int64_t>(prop.totalGlobalMem);
+  return Status::kSuccess;
+#else
+  return REE_FAIL(Status::kUnsupported, "device %s: this build has no CUDA support",
+                  device.str().c_str());
+#endif
 }
 
 }  // namespace ree

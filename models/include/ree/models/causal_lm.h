@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,8 +66,11 @@ class CausalLM {
 
   // hidden [tokens, hidden_size] = token (+ position, GPT-2) embeddings. Needs the embedding.
   Status embed(const std::vector<int32_t>& ids, const StepBatch& batch, Tensor* hidden);
+  // Called after each layer with its model-wide index and the activations it produced (on the
+  // stage's device; the operation set's work may still be in flight).
+  using LayerObserver = std::function<Status(int64_t layer, const Tensor& hidden)>;
   // Runs this instance's layers over hidden, in place, appending to the KV cache.
-  Status runLayers(Tensor& hidden, const StepBatch& batch);
+  Status runLayers(Tensor& hidden, const StepBatch& batch, const LayerObserver& observer = {});
   // logits [rows.size(), vocab] (fp32) of the given token rows of hidden. Needs the head.
   Status logits(const Tensor& hidden, const std::vector<int32_t>& rows, Tensor* out);
 

@@ -21,7 +21,9 @@
 
 #include "ree/kernels/status.h"
 #include "ree/models/model_config.h"
+#include "ree/partitioner/partition.h"
 #include "ree/runtime/operation_set.h"
+#include "ree/runtime/stage_transport.h"
 
 namespace ree {
 
@@ -38,6 +40,24 @@ struct EngineOptions {
   std::optional<DType> weight_dtype;
   int max_batch = 8;    // sequences decoded together (KV cache slots)
   int max_context = 0;  // tokens per sequence; 0 = min(max_position_embeddings, 4096)
+
+  // Pipeline: the model is cut into n_partitions contiguous stages (partitioner/, or the explicit
+  // layers per stage in partition_layers). Without a transport every stage runs in this process,
+  // stage s on stage_devices[s] (empty: all on `device`).
+  int n_partitions = 1;
+  std::vector<int64_t> partition_layers;
+  std::vector<Device> stage_devices;
+  // Per-device memory budget for a stage's parameters + KV cache (0: the device's total memory).
+  int64_t memory_budget_bytes = 0;
+  // Multi-process pipeline: this process runs stage transport->rank() of transport->size()
+  // (which must equal n_partitions) on transport->device(), and loads only that stage's weights.
+  // Rank 0 calls generate()/replay() and then shutdown(); the other ranks call serve(). Not owned.
+  StageTransport* transport = nullptr;
+  // Sequences are grouped into this many micro-batches that are in flight together, so that every
+  // stage has work during decode (0: n_partitions). Results never depend on it.
+  int micro_batches = 0;
+  // Also hash every layer's output activations of every step (GenerationResult::step_layer_sha256).
+  bool trace_layer_hashes = false;
 };
 
 struct SamplingParams {
@@ -63,8 +83,28 @@ struct GenerationResult {
   // SHA-256 (hex) of the fp32 logits bytes that produced each output token, in order.
   std::vector<std::string> step_logits_sha256;
   std::string output_ids_sha256;  // SHA-256 (hex) of output_ids as little-endian int32
-  double prefill_seconds = 0.0;   // from the start of the request's first step to its first token
-  double decode_seconds = 0.0;    // from the first token to the last
+  // With EngineOptions::trace_layer_hashes: [step][layer] SHA-256 (hex) of that layer's output
+  // activations (as stored, row-major) for the token rows the step fed, in position order.
+  std::vector<std::vector<std::string>> step_layer_sha256;
+  double prefill_seconds = 0.0;  // from the start of the request's first step to its first token
+  double decode_seconds = 0.0;   // from the first token to the last
+};
+
+// Re-execution of a finished generation for verification: the prompt and every generated token
+// but the last run as ONE prefill pass (reproducible-mode logits of a position are identical in
+// prefill and decode); each step's logits row is hashed and its token re-drawn with the same key.
+struct ReplayRequest {
+  std::vector<int32_t> prompt_ids;
+  std::vector<int32_t> output_ids;  // the tokens to re-derive (>= 1)
+  SamplingParams sampling;
+  uint64_t request_index = 0;  // the request's index in its original batch (part of the RNG key)
+  bool trace_layer_hashes = false;
+};
+
+struct ReplayResult {
+  std::vector<int32_t> tokens;                  // re-derived token of every step
+  std::vector<std::string> step_logits_sha256;  // as GenerationResult
+  std::vector<std::vector<std::string>> step_layer_sha256;
 };
 
 // Called as each token is produced: request index, token id, and the text that became complete
@@ -86,8 +126,22 @@ class Engine {
   Status generate(const std::vector<GenerationRequest>& requests,
                   std::vector<GenerationResult>* results, const TokenCallback& on_token = {});
 
+  // Verification core (see ReplayRequest). Works on every pipeline layout.
+  Status replay(const ReplayRequest& request, ReplayResult* result);
+
+  // The stages in use (one entry per stage; a single stage without a pipeline).
+  const std::vector<partitioner::Stage>& plan() const;
+  // The stages `options` would use, from config.json and the checkpoint's headers alone (no
+  // weights loaded, no transport used): what `ree-launch --plan` prints.
+  static Status planStages(const EngineOptions& options, std::vector<partitioner::Stage>* stages);
+
+  // Multi-process pipeline, ranks other than 0: serve rank 0's steps until it calls shutdown().
+  Status serve();
+  // Multi-process pipeline, rank 0: releases the other ranks from serve(). Idempotent.
+  Status shutdown();
+
   // Logits [n, vocab] of every position of `ids` in ONE prefill pass (fresh cache slot), as
-  // host fp32. Used by verification and by tests of prefill/decode identity.
+  // host fp32. Used by tests of prefill/decode identity. Single-process only.
   Status prefillLogits(const std::vector<int32_t>& ids, std::vector<float>* logits);
 
  private:

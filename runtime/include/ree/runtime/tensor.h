@@ -33,6 +33,9 @@ struct Device {
 // Parses "cpu", "cuda" (= cuda:0) or "cuda:N"; checks N against the visible GPUs.
 Status parseDevice(const std::string& text, Device* out);
 
+// Total memory of a device: the GPU's global memory, or the host's physical memory for the CPU.
+Status deviceMemoryBytes(Device device, int64_t* total);
+
 class Tensor {
  public:
   Tensor() = default;
