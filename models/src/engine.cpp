@@ -83,6 +83,7 @@ struct Engine::Impl {
   Status computePlan();
   Status loadStage(const partitioner::Stage& stage, Device device);
   Status loadStages();
+  Status loadStagesOnDevices();
   Status runFingerprint(RunFingerprint* out) const;
   Status checkSameRun() const;
   Status computeStage(LocalStage& stage, const models::StepWork& work, Tensor& hidden,
@@ -146,7 +147,8 @@ Status Engine::Impl::runFingerprint(RunFingerprint* out) const {
     for (int64_t d : info.shape)
       weights += "," + std::to_string(d);
     models::TensorView view;
-    if (m.checkpoint->view(name, &view) == Status::kSuccess && view.bytes > 0) {
+    if (!m.checkpoint->isSynthetic() && m.checkpoint->view(name, &view) == Status::kSuccess &&
+        view.bytes > 0) {
       const char* data = static_cast<const char*>(view.data);
       size_t edge = std::min<size_t>(64, view.bytes);
       weights.append(data, edge);
@@ -267,7 +269,16 @@ Status Engine::Impl::createLocal() {
   Impl& m = *this;
   const EngineOptions& options = m.options;
   m.directory = options.model;
-  if (models::isBuiltinModel(options.model)) {
+  const std::string synthetic_prefix = "synthetic:";
+  bool synthetic = options.model.rfind(synthetic_prefix, 0) == 0;
+  if (synthetic) {
+    m.directory = options.model.substr(synthetic_prefix.size());
+    if (!std::filesystem::exists(m.directory + "/config.json")) {
+      return REE_FAIL(Status::kIoError,
+                      "--model %s: expected a directory with config.json after 'synthetic:'",
+                      options.model.c_str());
+    }
+  } else if (models::isBuiltinModel(options.model)) {
     REE_RETURN_IF_ERROR(models::materializeBuiltinModel(options.model, &m.directory));
   } else if (!std::filesystem::is_directory(options.model)) {
     return REE_FAIL(Status::kIoError,
@@ -281,7 +292,11 @@ Status Engine::Impl::createLocal() {
   if (std::filesystem::exists(tokenizer_path)) {
     REE_RETURN_IF_ERROR(Tokenizer::load(tokenizer_path, &m.tokenizer));
   }
-  REE_RETURN_IF_ERROR(Checkpoint::open(m.directory, &m.checkpoint));
+  if (synthetic) {
+    REE_RETURN_IF_ERROR(Checkpoint::synthetic(m.config, /*seed=*/0, &m.checkpoint));
+  } else {
+    REE_RETURN_IF_ERROR(Checkpoint::open(m.directory, &m.checkpoint));
+  }
   int64_t context = std::min<int64_t>(m.config.max_position_embeddings, 4096);
   if (options.max_context > 0) {
     if (options.max_context > m.config.max_position_embeddings) {
@@ -297,6 +312,16 @@ Status Engine::Impl::createLocal() {
 }
 
 Status Engine::Impl::loadStages() {
+  REE_RETURN_IF_ERROR(loadStagesOnDevices());
+  // CPU stages use checkpoint memory in place; GPU stages hold copies, so generated values can go.
+  bool all_gpu = true;
+  for (const LocalStage& stage : stages)
+    all_gpu = all_gpu && stage.ops->device().isCuda();
+  if (all_gpu) checkpoint->releaseSyntheticData();
+  return Status::kSuccess;
+}
+
+Status Engine::Impl::loadStagesOnDevices() {
   Impl& m = *this;
   if (m.transport != nullptr) {
     return loadStage(m.plan[m.transport->rank()], m.transport->device());

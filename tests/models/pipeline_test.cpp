@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "ree/models/builtin.h"
 #include "ree/models/engine.h"
 #include "test_util.h"
 
@@ -150,6 +151,20 @@ TEST(Pipeline, EveryArchitectureIsIdenticalForEveryPartitionCount) {
     checkLayoutsAgree(dir + "/" + name,
                       {{1, {}, 0}, {2, {}, 0}, {3, {}, 3}, {2, {1, 2}, 2}, {2, {2, 1}, 0}});
   }
+}
+
+// Synthetic weights (benchmarks of large shapes): generated per tensor from the seed, so stages
+// that generate only their own tensors agree with one process that generates all of them.
+TEST(Pipeline, SyntheticWeightsAreIdenticalForEveryPartitionCount) {
+  std::string builtin;
+  ASSERT_EQ(models::materializeBuiltinModel("builtin:tiny-llama", &builtin), Status::kSuccess)
+      << lastErrorMessage();
+  const char* tmp = std::getenv("REE_TEST_TMP");
+  std::string dir = std::string(tmp ? tmp : "/tmp/ree_pipeline_test") + "/synthetic";
+  fs::create_directories(dir);
+  fs::copy_file(builtin + "/config.json", dir + "/config.json",
+                fs::copy_options::overwrite_existing);
+  checkLayoutsAgree("synthetic:" + dir, {{1, {}, 0}, {2, {}, 2}, {4, {}, 0}, {3, {1, 1, 2}, 3}});
 }
 
 TEST(Pipeline, ReplayDetectsAChangedToken) {

@@ -29,6 +29,19 @@ class Checkpoint {
   // or a single .safetensors file.
   static Status open(const std::string& path, std::unique_ptr<Checkpoint>* out);
 
+  // A checkpoint without files: every tensor `config` expects (expectedTensors, prefix "model."
+  // or "transformer.", lm_head when untied), in config.dtype (default BF16), with pseudo-random
+  // values that depend only on (seed, tensor name, element index): norms are 1, biases 0, other
+  // weights uniform in +-1/sqrt(fan-in). For benchmarks of model shapes (e.g. Qwen2.5-72B) that
+  // nothing has to download; a stage generates only the tensors it asks for. Views stay valid
+  // until releaseSyntheticData().
+  static Status synthetic(const ModelConfig& config, uint64_t seed,
+                          std::unique_ptr<Checkpoint>* out);
+  bool isSynthetic() const { return synthetic_; }
+  uint64_t syntheticSeed() const { return seed_; }
+  // Frees the generated values (after the model has copied them); later views regenerate them.
+  void releaseSyntheticData() const;
+
   Checkpoint(const Checkpoint&) = delete;
   Checkpoint& operator=(const Checkpoint&) = delete;
 
@@ -65,6 +78,11 @@ class Checkpoint {
   std::map<std::string, size_t> shard_of_;  // tensor name -> index in shard_files_
   mutable std::mutex mutex_;
   mutable std::vector<std::unique_ptr<SafetensorsFile>> shards_;  // mapped on demand
+  // Synthetic checkpoints: the tensors' headers, and the values generated so far.
+  bool synthetic_ = false;
+  uint64_t seed_ = 0;
+  std::map<std::string, TensorInfo> synthetic_infos_;
+  mutable std::map<std::string, std::vector<uint8_t>> synthetic_data_;
 };
 
 // Where a tensor is used, for the pipeline partitioner: before the layers (embeddings), in layer
