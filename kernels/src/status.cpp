@@ -48,6 +48,10 @@ Status setError(Status status, const char* file, int line, const char* format, .
   va_start(args, format);
   std::vsnprintf(buffer, sizeof(buffer), format, args);
   va_end(args);
+  if (file == nullptr) {  // a message that already says where (e.g. relayed from another rank)
+    t_last_error = buffer;
+    return status;
+  }
   // Keep only the path below the repository root: "kernels/src/x.cpp:12".
   const char* short_file = file;
   for (const char* marker :

@@ -30,7 +30,8 @@ const char* statusName(Status status);
 // Message of the last error recorded on this thread ("" if none).
 const char* lastErrorMessage();
 
-// Records "file:line: message" as this thread's last error and returns `status`.
+// Records "message (file:line) [status]" as this thread's last error and returns `status`; with
+// file == nullptr records the message alone (it already carries its origin).
 Status setError(Status status, const char* file, int line, const char* format, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
