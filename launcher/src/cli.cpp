@@ -117,12 +117,30 @@ Status parseCommandLine(int argc, const char* const* argv, LaunchOptions* out) {
     ("device", "cpu, cuda or cuda:N (default: cuda:0 when a GPU is visible, else cpu)", cxxopts::value<std::string>())
     ("cpu-only", "Run on the CPU (same as --device cpu)")
     ("threads", "CPU threads for CPU kernels (results never depend on it); 0 = all", cxxopts::value<int>()->default_value("0"));
+  options.add_options("Pipeline")
+    ("n-partitions", "Pipeline stages. Under mpirun: one rank per stage (-n must match); "
+                     "without: all stages in this process", cxxopts::value<int>()->default_value("1"))
+    ("partition-layers", "Explicit layers per stage, e.g. 8,8,7,9 (default: balanced by the partitioner)", cxxopts::value<std::string>())
+    ("stage-devices", "Single process: the device of each stage, e.g. cuda:0,cuda:1 (default: all on --device)", cxxopts::value<std::string>())
+    ("micro-batches", "Micro-batches in flight; 0 = one per stage (results never depend on it)", cxxopts::value<int>()->default_value("0"))
+    ("memory-budget-gib", "Per-device memory for a stage's weights + KV cache; 0 = the device's memory", cxxopts::value<double>()->default_value("0"))
+    ("transport", "Between GPU ranks: auto (NCCL when every stage is on a GPU), nccl, mpi", cxxopts::value<std::string>()->default_value("auto"))
+    ("comm-timeout", "Seconds a stage waits for a peer before declaring it lost", cxxopts::value<double>()->default_value("20"))
+    ("plan", "Print the partition plan (layers, parameter and KV bytes per stage) and exit");
+  options.add_options("Verification")
+    ("receipt-path", "Write a receipt of the run (docs/receipt.md) to this file", cxxopts::value<std::string>())
+    ("trace-hashes", "Also hash every layer's output at every step (receipt: narrows a dispute to a layer)");
   options.add_options("Output")
     ("json", "Print one JSON object per prompt (ids, text, finish reason, timing, SHA-256 of the output ids)")
     ("version", "Print the version")
     ("h,help", "Print this help");
   // clang-format on
-  out->help_text = options.help({"Model", "Prompt", "Generation", "Execution", "Output"});
+  out->help_text =
+      options.help(
+          {"Model", "Prompt", "Generation", "Execution", "Pipeline", "Verification", "Output"}) +
+      "\nSubcommands:\n  ree-launch validate RECEIPT            check a receipt's structure and "
+      "hashes\n  ree-launch verify RECEIPT --model DIR  re-execute a receipt and check every "
+      "hash\n\nMulti-process pipeline: mpirun -n N ree-launch --n-partitions N ...\n";
 
   std::vector<const char*> args(argv, argv + argc);
   if (args.size() > 1 && std::string(args[1]) == "run") args.erase(args.begin() + 1);
@@ -197,6 +215,68 @@ Status parseCommandLine(int argc, const char* const* argv, LaunchOptions* out) {
                       out->cpu_threads);
     }
     out->json = parsed.count("json") > 0;
+    out->device_given = parsed.count("device") + parsed.count("cpu-only") > 0;
+
+    engine.n_partitions = parsed["n-partitions"].as<int>();
+    if (engine.n_partitions < 1) {
+      return REE_FAIL(Status::kInvalidArgument, "--n-partitions must be >= 1 (got %d)",
+                      engine.n_partitions);
+    }
+    if (parsed.count("partition-layers")) {
+      REE_RETURN_IF_ERROR(partitioner::parseLayerList(parsed["partition-layers"].as<std::string>(),
+                                                      &engine.partition_layers));
+      if (static_cast<int>(engine.partition_layers.size()) != engine.n_partitions) {
+        return REE_FAIL(Status::kInvalidArgument,
+                        "--partition-layers lists %zu stages but --n-partitions is %d",
+                        engine.partition_layers.size(), engine.n_partitions);
+      }
+    }
+    if (parsed.count("stage-devices")) {
+      std::stringstream list(parsed["stage-devices"].as<std::string>());
+      std::string item;
+      while (std::getline(list, item, ',')) {
+        Device device;
+        if (parseDevice(item, &device) != Status::kSuccess) {
+          return REE_FAIL(Status::kInvalidArgument, "--stage-devices: %s", lastErrorMessage());
+        }
+        engine.stage_devices.push_back(device);
+      }
+      if (static_cast<int>(engine.stage_devices.size()) != engine.n_partitions) {
+        return REE_FAIL(Status::kInvalidArgument,
+                        "--stage-devices lists %zu devices but --n-partitions is %d",
+                        engine.stage_devices.size(), engine.n_partitions);
+      }
+    }
+    engine.micro_batches = parsed["micro-batches"].as<int>();
+    if (engine.micro_batches < 0) {
+      return REE_FAIL(Status::kInvalidArgument, "--micro-batches must be >= 0 (got %d)",
+                      engine.micro_batches);
+    }
+    double budget_gib = parsed["memory-budget-gib"].as<double>();
+    if (!(budget_gib >= 0.0) || budget_gib > 1e6) {
+      return REE_FAIL(Status::kInvalidArgument, "--memory-budget-gib must be in [0, 1e6] (got %g)",
+                      budget_gib);
+    }
+    engine.memory_budget_bytes = static_cast<int64_t>(budget_gib * 1073741824.0);
+    out->transport = parsed["transport"].as<std::string>();
+    if (out->transport != "auto" && out->transport != "nccl" && out->transport != "mpi") {
+      return REE_FAIL(Status::kInvalidArgument, "--transport '%s' is not one of auto, nccl, mpi",
+                      out->transport.c_str());
+    }
+    out->comm_timeout_s = parsed["comm-timeout"].as<double>();
+    if (!(out->comm_timeout_s >= 0.1) || out->comm_timeout_s > 86400.0) {
+      return REE_FAIL(Status::kInvalidArgument, "--comm-timeout must be in [0.1, 86400] s (got %g)",
+                      out->comm_timeout_s);
+    }
+    out->plan_only = parsed.count("plan") > 0;
+    engine.trace_layer_hashes = parsed.count("trace-hashes") > 0;
+    if (parsed.count("receipt-path")) {
+      out->receipt_path = parsed["receipt-path"].as<std::string>();
+      if (out->receipt_path.empty()) {
+        return REE_FAIL(Status::kInvalidArgument, "--receipt-path is empty");
+      }
+    }
+    if (out->plan_only) return Status::kSuccess;  // no prompt needed to print a plan
 
     GenerationRequest base;
     base.max_new_tokens = parsed["max-new-tokens"].as<int>();

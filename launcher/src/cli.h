@@ -16,6 +16,13 @@ struct LaunchOptions {
   bool help = false;
   bool version = false;
   int cpu_threads = 0;
+  // Pipeline (docs/pipeline.md).
+  bool plan_only = false;          // --plan: print the stages and exit
+  double comm_timeout_s = 20.0;    // --comm-timeout: longest wait for a peer stage
+  std::string transport = "auto";  // --transport: auto, nccl, mpi
+  bool device_given = false;       // --device / --cpu-only was on the command line
+  // Verification (docs/receipt.md).
+  std::string receipt_path;
   std::string help_text;
 };
 

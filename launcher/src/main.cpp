@@ -1,18 +1,26 @@
 // ree-launch: generate text with a Hugging Face model on the default, deterministic or
-// reproducible operation set. Errors print one line on stderr and exit non-zero.
+// reproducible operation set, alone or as one rank of a pipeline (mpirun -n N ... --n-partitions
+// N); `validate` and `verify` check receipts. Errors print one line on stderr and exit non-zero.
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "process_role.h"
+#if __has_include("receipt_commands.h")
+#include "receipt_commands.h"
+#define REE_HAVE_RECEIPTS 1
+#endif
 #include "ree/kernels/cpu_parallel.h"
 #include "ree/models/tokenizer.h"
 
 namespace {
 
-constexpr const char* kVersion = "0.1.0";
+constexpr const char* kVersion = "0.2.0";
 
 int fail(const char* what) {
   std::fprintf(stderr, "ree-launch: error: %s\n", what);
@@ -24,11 +32,13 @@ nlohmann::json resultJson(const ree::GenerationResult& result, const ree::Engine
   return {{"model", options.model},
           {"operation_set", ree::operationSetName(options.operation_set)},
           {"device", options.device.str()},
+          {"n_partitions", options.n_partitions},
           {"prompt_ids", result.prompt_ids},
           {"output_ids", result.output_ids},
           {"text", result.text},
           {"finish_reason", result.finish_reason},
           {"output_ids_sha256", result.output_ids_sha256},
+          {"step_logits_sha256", result.step_logits_sha256},
           {"timing",
            {{"load_seconds", load_seconds},
             {"prefill_seconds", result.prefill_seconds},
@@ -36,9 +46,22 @@ nlohmann::json resultJson(const ree::GenerationResult& result, const ree::Engine
             {"generated_tokens", result.output_ids.size()}}}};
 }
 
-}  // namespace
+void printPlan(const std::vector<ree::partitioner::Stage>& stages,
+               const ree::launcher::LaunchOptions& options, int world_size) {
+  const ree::EngineOptions& engine = options.engine;
+  std::printf("plan: %zu stage(s), %s\n", stages.size(),
+              world_size > 1 ? "one MPI rank per stage" : "in this process");
+  std::fputs(ree::partitioner::describe(stages).c_str(), stdout);
+  for (size_t s = 0; s < stages.size(); ++s) {
+    std::string device = world_size > 1                 ? "rank " + std::to_string(s)
+                         : engine.stage_devices.empty() ? engine.device.str()
+                                                        : engine.stage_devices[s].str();
+    std::printf("stage %zu device: %s\n", s, device.c_str());
+  }
+}
 
-int main(int argc, char** argv) {
+int generateMain(int argc, char** argv) {
+  using ree::launcher::ProcessRole;
   ree::launcher::LaunchOptions options;
   if (ree::launcher::parseCommandLine(argc, argv, &options) != ree::Status::kSuccess) {
     return fail(ree::lastErrorMessage());
@@ -53,13 +76,55 @@ int main(int argc, char** argv) {
   }
   if (options.cpu_threads > 0) ree::setCpuThreads(options.cpu_threads);
 
+  ProcessRole role;
+  ree::Status status = ree::launcher::setUpProcess(&options, &role);
+  if (status != ree::Status::kSuccess) {
+    int code = fail(ree::lastErrorMessage());
+    // Flag checks fail alike on every rank; a transport that could not start may leave peers
+    // waiting in a collective, which only aborting the job releases.
+    if (status == ree::Status::kTimeout || status == ree::Status::kCommError)
+      ree::launcher::abortJob(&role, code);
+    ree::launcher::finishProcess(&role);
+    return code;
+  }
+  bool rank0 = role.rank == 0;
+
+  if (options.plan_only) {
+    std::vector<ree::partitioner::Stage> stages;
+    if (ree::Engine::planStages(options.engine, &stages) != ree::Status::kSuccess) {
+      int code = fail(ree::lastErrorMessage());
+      ree::launcher::finishProcess(&role);
+      return code;
+    }
+    if (rank0) printPlan(stages, options, role.world_size);
+    ree::launcher::finishProcess(&role);
+    return 0;
+  }
+
   auto start = std::chrono::steady_clock::now();
   std::unique_ptr<ree::Engine> engine;
-  if (ree::Engine::create(options.engine, &engine) != ree::Status::kSuccess) {
-    return fail(ree::lastErrorMessage());
+  status = ree::Engine::create(options.engine, &engine);
+  if (status != ree::Status::kSuccess) {
+    // Multi-process: create() agrees on failures, so every rank reports the same message.
+    int code = fail(ree::lastErrorMessage());
+    if (status == ree::Status::kTimeout || status == ree::Status::kCommError)
+      ree::launcher::abortJob(&role, code);
+    ree::launcher::finishProcess(&role);
+    return code;
   }
   double load_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  if (!rank0) {
+    if (engine->serve() != ree::Status::kSuccess) {
+      int code = fail(ree::lastErrorMessage());
+      ree::launcher::abortJob(&role, code);
+      return code;
+    }
+    engine.reset();
+    ree::launcher::finishProcess(&role);
+    return 0;
+  }
 
   // Stream text to a terminal when there is one prompt; otherwise print each result at the end.
   bool stream = !options.json && options.requests.size() == 1 && isatty(STDOUT_FILENO);
@@ -74,10 +139,17 @@ int main(int argc, char** argv) {
   auto gen_start = std::chrono::steady_clock::now();
   if (engine->generate(options.requests, &results, on_token) != ree::Status::kSuccess) {
     if (stream) std::fputs("\n", stdout);
-    return fail(ree::lastErrorMessage());
+    int code = fail(ree::lastErrorMessage());
+    ree::launcher::abortJob(&role, code);
+    return code;
   }
   double gen_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - gen_start).count();
+  if (engine->shutdown() != ree::Status::kSuccess) {
+    int code = fail(ree::lastErrorMessage());
+    ree::launcher::abortJob(&role, code);
+    return code;
+  }
   size_t tokens = 0;
   for (size_t i = 0; i < results.size(); ++i) {
     const ree::GenerationResult& result = results[i];
@@ -91,9 +163,47 @@ int main(int argc, char** argv) {
       std::printf("%s\n", result.text.c_str());
     }
   }
-  std::fprintf(stderr, "[ree] %zu tokens in %.3f s: %.1f tokens/s (model load %.2f s, %s, %s)\n",
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "[ree] %zu tokens in %.3f s: %.1f tokens/s (model load %.2f s, %s, %s, %d "
+               "stage(s))\n",
                tokens, gen_seconds, gen_seconds > 0 ? tokens / gen_seconds : 0.0, load_seconds,
                ree::operationSetName(options.engine.operation_set),
-               options.engine.device.str().c_str());
-  return 0;
+               options.engine.device.str().c_str(), options.engine.n_partitions);
+  int code = 0;
+#if REE_HAVE_RECEIPTS
+  if (!options.receipt_path.empty()) {
+    if (ree::launcher::writeRunReceipt(options.receipt_path, options.engine, *engine,
+                                       options.requests, results) != ree::Status::kSuccess) {
+      code = fail(ree::lastErrorMessage());
+    } else {
+      std::fprintf(stderr, "[ree] receipt written to %s\n", options.receipt_path.c_str());
+    }
+  }
+#endif
+  engine.reset();
+  ree::launcher::finishProcess(&role);
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#if REE_HAVE_RECEIPTS
+  if (argc > 1 && std::strcmp(argv[1], "validate") == 0) {
+    return ree::launcher::validateCommand(argc - 1, argv + 1);
+  }
+  if (argc > 1 && std::strcmp(argv[1], "verify") == 0) {
+    // Verification runs in one process; --n-partitions N runs N stages in it (any N verifies).
+    if (ree::launcher::startedByMpirun() && std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr &&
+        std::strcmp(std::getenv("OMPI_COMM_WORLD_SIZE"), "1") != 0) {
+      return fail("verify runs in one process (use --n-partitions N without mpirun)");
+    }
+    auto factory = [](ree::EngineOptions& options, std::unique_ptr<ree::Engine>* out) {
+      return ree::Engine::create(options, out);
+    };
+    return ree::launcher::verifyCommand(argc - 1, argv + 1, factory);
+  }
+#endif
+  return generateMain(argc, argv);
 }
