@@ -11,16 +11,11 @@
 
 #include "cli.h"
 #include "process_role.h"
-#if __has_include("receipt_commands.h")
 #include "receipt_commands.h"
-#define REE_HAVE_RECEIPTS 1
-#endif
 #include "ree/kernels/cpu_parallel.h"
 #include "ree/models/tokenizer.h"
 
 namespace {
-
-constexpr const char* kVersion = "0.2.0";
 
 int fail(const char* what) {
   std::fprintf(stderr, "ree-launch: error: %s\n", what);
@@ -71,7 +66,7 @@ int generateMain(int argc, char** argv) {
     return 0;
   }
   if (options.version) {
-    std::printf("ree-launch %s (RepOps spec repops-1)\n", kVersion);
+    std::printf("ree-launch %s (RepOps spec %s)\n", ree::kRuntimeVersion, ree::kRepOpsSpecVersion);
     return 0;
   }
   if (options.cpu_threads > 0) ree::setCpuThreads(options.cpu_threads);
@@ -171,7 +166,6 @@ int generateMain(int argc, char** argv) {
                ree::operationSetName(options.engine.operation_set),
                options.engine.device.str().c_str(), options.engine.n_partitions);
   int code = 0;
-#if REE_HAVE_RECEIPTS
   if (!options.receipt_path.empty()) {
     if (ree::launcher::writeRunReceipt(options.receipt_path, options.engine, *engine,
                                        options.requests, results) != ree::Status::kSuccess) {
@@ -180,7 +174,6 @@ int generateMain(int argc, char** argv) {
       std::fprintf(stderr, "[ree] receipt written to %s\n", options.receipt_path.c_str());
     }
   }
-#endif
   engine.reset();
   ree::launcher::finishProcess(&role);
   return code;
@@ -189,7 +182,6 @@ int generateMain(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-#if REE_HAVE_RECEIPTS
   if (argc > 1 && std::strcmp(argv[1], "validate") == 0) {
     return ree::launcher::validateCommand(argc - 1, argv + 1);
   }
@@ -199,11 +191,7 @@ int main(int argc, char** argv) {
         std::strcmp(std::getenv("OMPI_COMM_WORLD_SIZE"), "1") != 0) {
       return fail("verify runs in one process (use --n-partitions N without mpirun)");
     }
-    auto factory = [](ree::EngineOptions& options, std::unique_ptr<ree::Engine>* out) {
-      return ree::Engine::create(options, out);
-    };
-    return ree::launcher::verifyCommand(argc - 1, argv + 1, factory);
+    return ree::launcher::verifyCommand(argc - 1, argv + 1);
   }
-#endif
   return generateMain(argc, argv);
 }

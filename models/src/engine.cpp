@@ -106,6 +106,12 @@ const models::Tokenizer* Engine::tokenizer() const {
 const EngineOptions& Engine::options() const {
   return impl_->options;
 }
+const std::string& Engine::modelDirectory() const {
+  return impl_->directory;
+}
+int Engine::maxContext() const {
+  return impl_->max_context;
+}
 std::vector<int64_t> Engine::eosTokenIds() const {
   return impl_->eos;
 }

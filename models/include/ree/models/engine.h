@@ -31,6 +31,10 @@ namespace models {
 class Tokenizer;
 }
 
+// The runtime's version and the RepOps spec it implements (receipts record both).
+inline constexpr const char* kRuntimeVersion = "0.2.0";
+inline constexpr const char* kRepOpsSpecVersion = "repops-1";
+
 struct EngineOptions {
   // A model directory (config.json, *.safetensors, tokenizer.json, ...), or "builtin:tiny-llama".
   std::string model;
@@ -119,6 +123,9 @@ class Engine {
   const models::ModelConfig& config() const;
   const models::Tokenizer* tokenizer() const;  // null when the model directory has none
   const EngineOptions& options() const;
+  // The model directory in use (a built-in model's materialised directory; for synthetic:DIR, DIR).
+  const std::string& modelDirectory() const;
+  int maxContext() const;  // tokens per sequence in use
   std::vector<int64_t> eosTokenIds() const;
 
   // Generates for every request; requests beyond max_batch wait for a free slot. The result of a

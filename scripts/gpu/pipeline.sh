@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# Pipeline checks and benchmarks ON A MULTI-GPU MACHINE, after scripts/gpu/run.sh built build-gpu.
+#
+#   scripts/gpu/pipeline.sh identity   # bitwise equivalence: CPU n=1 vs GPU n=1..G (NCCL and MPI
+#                                      # transports, single process), greedy + sampled, 3 models;
+#                                      # deterministic set across n on the GPUs
+#   scripts/gpu/pipeline.sh bench      # Llama-3-8B shape: n=1 vs n=G aggregate decode and batch-1
+#                                      # latency; Qwen2.5-72B shape: n=2 and n=4 (synthetic bf16
+#                                      # weights generated on load), tokens/s, GPU memory, hashes
+#   scripts/gpu/pipeline.sh receipts   # receipts across devices/partitions; verify vs generate time
+#
+# Logs and a summary go to $OUT (or out/gpu). Prints PASS/FAIL lines; exits non-zero on a FAIL.
+set -uo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+out="${REE_GPU_OUT:-${OUT:-$repo/out/gpu}}/pipeline"
+mkdir -p "$out"
+build="${REE_BUILD_DIR:-$repo/build-gpu}"
+launch="$build/launcher/ree-launch"
+python="${REE_PYTHON:-$(command -v python3)}"
+prefix="${REE_DEPS_PREFIX:-/tmp/ree-deps}"
+export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export REE_CACHE_DIR="${REE_CACHE_DIR:-/tmp/ree-cache}"
+mpirun=(mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x REE_CACHE_DIR)
+gpus=$(nvidia-smi --list-gpus | wc -l)
+summary="$out/summary.txt"
+failures=0
+note() { echo "$*" | tee -a "$summary"; }
+check() {  # name, file, reference file
+  if cmp -s "$2" "$3" && [ -s "$2" ]; then note "PASS $1"; else
+    note "FAIL $1"
+    failures=$((failures + 1))
+  fi
+}
+normalise() {
+  "$python" -c '
+import json, sys
+for line in sys.stdin:
+    if line.startswith("{"):
+        r = json.loads(line)
+        print(json.dumps([r["prompt_ids"], r["output_ids"], r["finish_reason"],
+                          r["output_ids_sha256"], r["step_logits_sha256"]]))'
+}
+tokens_per_s() { grep -oE "[0-9.]+ tokens/s" "$1" | tail -1; }
+
+write_config() {  # name dir
+  "$python" - "$1" "$2" <<'EOF'
+import json, os, sys
+name, directory = sys.argv[1], sys.argv[2]
+os.makedirs(directory, exist_ok=True)
+configs = {
+  "llama3-8b": dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=4096,
+                    intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+                    num_key_value_heads=8, vocab_size=128256, max_position_embeddings=8192,
+                    rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=False,
+                    torch_dtype="bfloat16", bos_token_id=128000, eos_token_id=128001,
+                    hidden_act="silu"),
+  "qwen2.5-72b": dict(architectures=["Qwen2ForCausalLM"], model_type="qwen2", hidden_size=8192,
+                      intermediate_size=29568, num_hidden_layers=80, num_attention_heads=64,
+                      num_key_value_heads=8, vocab_size=152064, max_position_embeddings=32768,
+                      rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False,
+                      torch_dtype="bfloat16", bos_token_id=151643, eos_token_id=151643,
+                      hidden_act="silu", use_sliding_window=False, sliding_window=131072,
+                      max_window_layers=80),
+}
+json.dump(configs[name], open(os.path.join(directory, "config.json"), "w"), indent=1)
+EOF
+}
+
+identity() {
+  "$python" -c '
+for i in range(6):
+    print("\"Prompt %d: reproducible pipelines on any hardware%s\"" % (i, "!" * (7 * i)))' \
+    >"$out/prompts.jsonl"
+  "$python" "$repo/scripts/reference/hf_reference.py" "$out/hf" --steps 2 --only llama3,qwen2 \
+    >"$out/hf.log" 2>&1
+  "$python" -c '
+for i in range(6):
+    print("{\"prompt_ids\": [%s]}" % ", ".join(str((j * 37 + i * 11) % 300 + 3) for j in range(3 + 9 * i)))' \
+    >"$out/ids.jsonl"
+  for model in builtin:tiny-llama "$out/hf/llama3" "$out/hf/qwen2"; do
+    tag=$(basename "$model" | tr ':' '-')
+    prompts="$out/prompts.jsonl"
+    [ "$tag" = builtin-tiny-llama ] || prompts="$out/ids.jsonl"
+    for sampling in greedy sampled; do
+      extra=(--prompt-file "$prompts" --json --max-new-tokens 32 --max-context 256)
+      [ "$sampling" = sampled ] && extra+=(--temperature 0.7 --top-k 50 --seed 9)
+      ref="$out/$tag-$sampling-cpu.norm"
+      "$launch" --model "$model" --cpu-only "${extra[@]}" 2>"$out/err.log" | normalise >"$ref"
+      max_n=$gpus
+      [ "$tag" != builtin-tiny-llama ] && [ "$max_n" -gt 3 ] && max_n=3  # 3 layers
+      for n in $(seq 1 "$max_n"); do
+        "${mpirun[@]}" -n "$n" "$launch" --model "$model" --n-partitions "$n" "${extra[@]}" \
+          2>>"$out/err.log" | normalise >"$out/$tag-$sampling-nccl$n.norm"
+        check "$tag $sampling: GPU n=$n (NCCL) == CPU" "$out/$tag-$sampling-nccl$n.norm" "$ref"
+      done
+      "${mpirun[@]}" -n 2 "$launch" --model "$model" --n-partitions 2 --transport mpi \
+        "${extra[@]}" 2>>"$out/err.log" | normalise >"$out/$tag-$sampling-mpi2.norm"
+      check "$tag $sampling: GPU n=2 (MPI transport) == CPU" "$out/$tag-$sampling-mpi2.norm" "$ref"
+      devices=$(seq -s, 0 $((gpus - 1)) | sed 's/\([0-9]\+\)/cuda:\1/g')
+      n_single=$gpus
+      [ "$tag" != builtin-tiny-llama ] && [ "$n_single" -gt 3 ] && n_single=3 &&
+        devices="cuda:0,cuda:1,cuda:2"
+      "$launch" --model "$model" --n-partitions "$n_single" --stage-devices "$devices" \
+        "${extra[@]}" 2>>"$out/err.log" | normalise >"$out/$tag-$sampling-single.norm"
+      check "$tag $sampling: one process, $n_single stages on $devices == CPU" \
+        "$out/$tag-$sampling-single.norm" "$ref"
+    done
+  done
+  # deterministic (ATen) set: identical across n on the same GPU kind (no promise vs the CPU).
+  extra=(--prompt-file "$out/prompts.jsonl" --json --max-new-tokens 32 --operation-set deterministic)
+  "$launch" --model builtin:tiny-llama --device cuda:0 "${extra[@]}" 2>>"$out/err.log" |
+    normalise >"$out/det-n1.norm"
+  for n in 2 "$gpus"; do
+    "${mpirun[@]}" -n "$n" "$launch" --model builtin:tiny-llama --n-partitions "$n" "${extra[@]}" \
+      2>>"$out/err.log" | normalise >"$out/det-n$n.norm"
+    check "deterministic: GPU n=$n == GPU n=1" "$out/det-n$n.norm" "$out/det-n1.norm"
+  done
+}
+
+# Samples GPU memory in use every second while a command runs; prints the per-GPU maximum (MiB).
+with_memory() {  # log, command...
+  local log="$1"
+  shift
+  (while true; do nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits; sleep 1; done) \
+    >"$log.mem" 2>/dev/null &
+  local sampler=$!
+  "$@"
+  local rc=$?
+  kill $sampler 2>/dev/null
+  wait $sampler 2>/dev/null
+  note "  peak GPU memory (MiB): $(awk -F', ' '{ if ($2 > m[$1]) m[$1] = $2 } END { for (g in m) printf "gpu%s=%s ", g, m[g] }' "$log.mem")"
+  return $rc
+}
+
+bench() {
+  write_config llama3-8b "$out/llama3-8b"
+  "$python" -c '
+for i in range(16):
+    print("{\"prompt_ids\": [%s]}" % ", ".join(str(1000 + (j * 7919 + i * 104729) % 120000) for j in range(32)))' \
+    >"$out/bench16.jsonl"
+  head -1 "$out/bench16.jsonl" >"$out/bench1.jsonl"
+  model="synthetic:$out/llama3-8b"
+  common=(--model "$model" --json --max-new-tokens 64 --max-context 128)
+  note "== Llama-3-8B shape (synthetic bf16), reproducible, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+  for case in "1 bench1 1" "$gpus bench1 1" "1 bench16 16" "$gpus bench16 16"; do
+    set -- $case
+    n=$1 file=$2 batch=$3
+    log="$out/bench-8b-n$n-$file.log"
+    with_memory "$log" "${mpirun[@]}" -n "$n" "$launch" "${common[@]}" --n-partitions "$n" \
+      --prompt-file "$out/$file.jsonl" --max-batch "$batch" >"$log.out" 2>"$log"
+    note "  n=$n prompts=$batch max-batch=$batch: $(tokens_per_s "$log") (generated tokens / wall time incl. prefill)"
+    normalise <"$log.out" >"$log.norm"
+  done
+  check "8B n=$gpus == n=1 (batch 16)" "$out/bench-8b-n$gpus-bench16.log.norm" "$out/bench-8b-n1-bench16.log.norm"
+  check "8B n=$gpus == n=1 (batch 1)" "$out/bench-8b-n$gpus-bench1.log.norm" "$out/bench-8b-n1-bench1.log.norm"
+
+  write_config qwen2.5-72b "$out/qwen72b"
+  model="synthetic:$out/qwen72b"
+  note "== Qwen2.5-72B shape (synthetic bf16 generated on load), reproducible"
+  for n in 2 4; do
+    [ "$n" -le "$gpus" ] || continue
+    log="$out/bench-72b-n$n.log"
+    visible=$(seq -s, 0 $((n - 1)))
+    start=$SECONDS
+    CUDA_VISIBLE_DEVICES=$visible with_memory "$log" "${mpirun[@]}" -x CUDA_VISIBLE_DEVICES -n "$n" \
+      "$launch" --model "$model" --n-partitions "$n" --prompt-file "$out/bench16.jsonl" \
+      --max-batch 4 --max-new-tokens 32 --max-context 256 --json --comm-timeout 120 \
+      >"$log.out" 2>"$log"
+    note "  n=$n: rc=$? $(tokens_per_s "$log") (16 prompts x 32 tokens, max-batch 4); wall $((SECONDS - start)) s incl. load"
+    grep "\[ree\]" "$log" | tee -a "$summary"
+    normalise <"$log.out" >"$log.norm"
+  done
+  check "72B n=4 == n=2" "$out/bench-72b-n4.log.norm" "$out/bench-72b-n2.log.norm"
+}
+
+receipts() {
+  work="$out/receipts"
+  mkdir -p "$work"
+  base=(--model builtin:tiny-llama --prompt-text "Receipts make runs checkable" --max-new-tokens 48
+    --trace-hashes)
+  "$launch" "${base[@]}" --device cuda:0 --receipt-path "$work/gpu.json" >/dev/null 2>>"$work/log"
+  "${mpirun[@]}" -n "$gpus" "$launch" "${base[@]}" --n-partitions "$gpus" \
+    --receipt-path "$work/gpu-n$gpus.json" >/dev/null 2>>"$work/log"
+  "$launch" "${base[@]}" --cpu-only --receipt-path "$work/cpu.json" >/dev/null 2>>"$work/log"
+  for pair in "gpu.json --cpu-only" "gpu-n$gpus.json --cpu-only" "cpu.json --device cuda:0" \
+    "gpu-n$gpus.json --device cuda:0 --n-partitions 1" "gpu.json --device cuda:0 --n-partitions 4"; do
+    set -- $pair
+    receipt=$1
+    shift
+    if "$launch" verify "$work/$receipt" --model builtin:tiny-llama "$@" >>"$work/log" 2>&1; then
+      note "PASS receipt $receipt verifies with $*"
+    else
+      note "FAIL receipt $receipt does not verify with $*"
+      failures=$((failures + 1))
+    fi
+  done
+  write_config llama3-8b "$out/llama3-8b"
+  model="synthetic:$out/llama3-8b"
+  note "== verify vs generate, Llama-3-8B shape, batch 1, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+  for tokens in 256 1024; do
+    ids=$(seq -s, 1000 1031)
+    start=$(date +%s.%N)
+    "$launch" --model "$model" --device cuda:0 --prompt-ids "$ids" --max-new-tokens $tokens \
+      --max-context 1100 --receipt-path "$work/8b-$tokens.json" >/dev/null 2>"$work/8b-gen-$tokens.log"
+    "$launch" --model "$model" --device cuda:0 --prompt-ids "$ids" --max-new-tokens $tokens \
+      --max-context 1100 >/dev/null 2>"$work/8b-gen-noreceipt-$tokens.log"
+    "$launch" verify "$work/8b-$tokens.json" --model "$model" --device cuda:0 --json \
+      >"$work/8b-verify-$tokens.json" 2>"$work/8b-verify-$tokens.log"
+    note "  $tokens tokens: generate (with receipt) $(grep -oE '[0-9]+ tokens in [0-9.]+ s' "$work/8b-gen-$tokens.log"); without receipt $(grep -oE '[0-9]+ tokens in [0-9.]+ s' "$work/8b-gen-noreceipt-$tokens.log"); verify: $(cat "$work/8b-verify-$tokens.json" | head -c 600)"
+  done
+}
+
+case "${1:-identity}" in
+  identity) identity ;;
+  bench) bench ;;
+  receipts) receipts ;;
+  *) echo "pipeline.sh: unknown mode '$1'" >&2; exit 2 ;;
+esac
+note "pipeline.sh $1: $failures failure(s)"
+[ "$failures" -eq 0 ]
