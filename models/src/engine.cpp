@@ -259,6 +259,7 @@ Status Engine::Impl::loadStage(const partitioner::Stage& stage, Device device) {
   Impl& m = *this;
   LocalStage local;
   local.stage = stage;
+  REE_RETURN_IF_ERROR(setCurrentDevice(device));
   REE_RETURN_IF_ERROR(createOperationSet(m.options.operation_set, device, &local.ops));
   models::LoadOptions load;
   load.weight_dtype = m.options.weight_dtype;
@@ -391,6 +392,7 @@ const std::vector<partitioner::Stage>& Engine::plan() const {
 Status Engine::Impl::computeStage(LocalStage& stage, const StepWork& work, Tensor& hidden,
                                   std::vector<std::vector<Digest>>* layer_digests) {
   CausalLM& model = *stage.model;
+  REE_RETURN_IF_ERROR(setCurrentDevice(stage.ops->device()));
   if (stage.stage.embedding) REE_RETURN_IF_ERROR(model.embed(work.ids, work.batch, &hidden));
   CausalLM::LayerObserver observer;
   std::vector<uint8_t> host;
@@ -422,6 +424,7 @@ Status Engine::Impl::finishStep(LocalStage& stage, const StepWork& work, const T
   out->id = work.id;
   if (work.logits_rows.empty()) return Status::kSuccess;
   Tensor logits;
+  REE_RETURN_IF_ERROR(setCurrentDevice(stage.ops->device()));
   REE_RETURN_IF_ERROR(stage.model->logits(hidden, work.logits_rows, &logits));
   std::vector<float> host(static_cast<size_t>(logits.numel()));
   REE_RETURN_IF_ERROR(
@@ -789,6 +792,7 @@ Status Engine::prefillLogits(const std::vector<int32_t>& ids, std::vector<float>
   Tensor hidden, out;
   for (size_t s = 0; s < m.stages.size(); ++s) {
     CausalLM& model = *m.stages[s].model;
+    REE_RETURN_IF_ERROR(setCurrentDevice(m.stages[s].ops->device()));
     if (s == 0) REE_RETURN_IF_ERROR(model.embed(ids, batch, &hidden));
     if (hidden.device() != m.stages[s].ops->device()) {
       REE_RETURN_IF_ERROR(m.stages[s - 1].ops->synchronize());
@@ -801,6 +805,7 @@ Status Engine::prefillLogits(const std::vector<int32_t>& ids, std::vector<float>
   std::vector<int32_t> rows(ids.size());
   for (size_t i = 0; i < rows.size(); ++i)
     rows[i] = static_cast<int32_t>(i);
+  REE_RETURN_IF_ERROR(setCurrentDevice(m.stages.back().ops->device()));
   REE_RETURN_IF_ERROR(m.stages.back().model->logits(hidden, rows, &out));
   logits->resize(static_cast<size_t>(out.numel()));
   return copyTensor(out, Tensor::wrap(logits->data(), Device::cpu(), DType::kF32, out.shape()));

@@ -185,6 +185,21 @@ Status toDevice(const Tensor& src, Device device, Tensor* out, cudaStream_t stre
 
 namespace ree {
 
+Status setCurrentDevice(Device device) {
+  if (!device.isCuda()) return Status::kSuccess;
+#if defined(REE_WITH_CUDA)
+  cudaError_t rc = cudaSetDevice(device.index);
+  if (rc != cudaSuccess) {
+    return REE_FAIL(Status::kCudaError, "cudaSetDevice(%d): %s", device.index,
+                    cudaGetErrorString(rc));
+  }
+  return Status::kSuccess;
+#else
+  return REE_FAIL(Status::kUnsupported, "device %s: this build has no CUDA support",
+                  device.str().c_str());
+#endif
+}
+
 Status deviceMemoryBytes(Device device, int64_t* total) {
   REE_CHECK_ARG(total != nullptr, "deviceMemoryBytes: total is null");
   if (!device.isCuda()) {

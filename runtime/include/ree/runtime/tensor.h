@@ -33,6 +33,10 @@ struct Device {
 // Parses "cpu", "cuda" (= cuda:0) or "cuda:N"; checks N against the visible GPUs.
 Status parseDevice(const std::string& text, Device* out);
 
+// Makes `device` the calling thread's current CUDA device (a no-op for the CPU). Operation sets
+// launch on the current device, so a process running stages on several GPUs switches per stage.
+Status setCurrentDevice(Device device);
+
 // Total memory of a device: the GPU's global memory, or the host's physical memory for the CPU.
 Status deviceMemoryBytes(Device device, int64_t* total);
 
