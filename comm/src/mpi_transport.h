@@ -18,9 +18,13 @@ namespace ree::comm {
 class MpiLink {
  public:
   MpiLink(const MpiWorld& world, double timeout_s);
+  // Leaks, on purpose, what an aborted link still has in flight (see abandon()).
   ~MpiLink();
   MpiLink(const MpiLink&) = delete;
   MpiLink& operator=(const MpiLink&) = delete;
+
+  // Collective: duplicates MPI_COMM_WORLD (non-blocking, within the deadline).
+  Status init();
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -32,21 +36,32 @@ class MpiLink {
   // Raw bytes on the tensor channel; `keep_alive` owns `data` until the send completes.
   Status sendBytes(int peer, const void* data, size_t bytes,
                    std::shared_ptr<const void> keep_alive);
-  Status recvBytes(int peer, void* data, size_t bytes);
+  // `keep_alive` owns `data` should a timed-out receive not be cancellable.
+  Status recvBytes(int peer, void* data, size_t bytes, std::shared_ptr<void> keep_alive);
   Status agree(Status local, const std::string& message);
   Status allGather(const std::vector<uint8_t>& mine, std::vector<std::vector<uint8_t>>* all);
   Status flush();
   void abort() { aborted_ = true; }
   bool aborted() const { return aborted_; }
 
-  // Polls `request` until it completes or the deadline passes (then: kTimeout naming `peer`).
+  // Polls `request` until it completes or the deadline passes (then: kTimeout naming `peer`, or
+  // "a peer" when peer < 0, for collectives). On failure the request is still active.
   Status wait(MPI_Request* request, int peer, const char* what);
 
  private:
   struct Pending {
     MPI_Request request = MPI_REQUEST_NULL;
+    int peer = -1;
     std::shared_ptr<const void> keep_alive;
   };
+  // Largest piece of one MPI message (MPI counts are ints). A message whose piece is exactly
+  // this long continues in the next piece, so a message of any length needs no extra header.
+  static constexpr size_t kChunkBytes = size_t{1} << 30;
+
+  // A request that timed out cannot be cancelled (sends, collectives): MPI may still write or
+  // read its buffers, so they are kept (and leaked at destruction) instead of freed.
+  void abandon(MPI_Request* request, std::shared_ptr<void> buffers);
+  Status receiveMessagePiece(int peer, int tag, std::vector<uint8_t>* bytes, size_t* piece);
   Status checkUsable(int peer, const char* what) const;
   Status isend(int peer, int tag, const void* data, size_t bytes,
                std::shared_ptr<const void> keep_alive);
@@ -59,6 +74,7 @@ class MpiLink {
   MPI_Comm comm_ = MPI_COMM_NULL;
   bool aborted_ = false;
   std::list<Pending> pending_;
+  std::list<std::shared_ptr<void>> abandoned_;
 };
 
 }  // namespace ree::comm

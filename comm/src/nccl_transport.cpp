@@ -8,7 +8,10 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <list>
+#include <string>
 #include <thread>
 
 #include "mpi_transport.h"
@@ -48,7 +51,7 @@ class NcclTransport : public StageTransport {
       : link_(world, timeout_s), gpu_(gpu) {}
 
   ~NcclTransport() override {
-    if (!link_.aborted()) flush();
+    if (!link_.aborted() && !nccl_aborted_) flush();
     destroyComm(&send_comm_);
     destroyComm(&recv_comm_);
     for (Pending& p : pending_)
@@ -58,6 +61,7 @@ class NcclTransport : public StageTransport {
   }
 
   Status init() {
+    REE_RETURN_IF_ERROR(link_.init());
     REE_RETURN_IF_ERROR(cuda(cudaSetDevice(gpu_), "cudaSetDevice"));
     REE_RETURN_IF_ERROR(
         cuda(cudaStreamCreateWithFlags(&send_stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
@@ -102,10 +106,12 @@ class NcclTransport : public StageTransport {
     REE_RETURN_IF_ERROR(settle(recv_comm_, r - 1, "initialising the NCCL link from"));
     REE_RETURN_IF_ERROR(settle(send_comm_, r + 1, "initialising the NCCL link to"));
     // Warm-up: connect every link now (NCCL connects lazily on the first transfer).
-    Tensor probe;
-    REE_RETURN_IF_ERROR(Tensor::zeros(Device::cuda(gpu_), DType::kF32, {256}, &probe));
-    if (r + 1 < n) REE_RETURN_IF_ERROR(sendTensor(r + 1, probe));
-    if (r > 0) REE_RETURN_IF_ERROR(recvTensor(r - 1, probe));
+    // Separate buffers: the send and the receive run concurrently on two streams.
+    Tensor outgoing, incoming;
+    REE_RETURN_IF_ERROR(Tensor::zeros(Device::cuda(gpu_), DType::kF32, {256}, &outgoing));
+    REE_RETURN_IF_ERROR(Tensor::zeros(Device::cuda(gpu_), DType::kF32, {256}, &incoming));
+    if (r + 1 < n) REE_RETURN_IF_ERROR(sendTensor(r + 1, outgoing));
+    if (r > 0) REE_RETURN_IF_ERROR(recvTensor(r - 1, incoming));
     REE_RETURN_IF_ERROR(flush());
     return link_.agree(Status::kSuccess, "");
   }
@@ -199,11 +205,18 @@ class NcclTransport : public StageTransport {
   }
 
   void abort() override {
+    abortNccl();
+    link_.abort();
+  }
+
+  // After an NCCL error: the NCCL links are gone (tensor calls fail fast) but MPI still works,
+  // so that the error can be relayed to the other ranks with agree().
+  void abortNccl() {
     if (send_comm_ != nullptr) ncclCommAbort(send_comm_);
     if (recv_comm_ != nullptr) ncclCommAbort(recv_comm_);
     send_comm_ = nullptr;
     recv_comm_ = nullptr;
-    link_.abort();
+    nccl_aborted_ = true;
   }
 
  private:
@@ -213,7 +226,7 @@ class NcclTransport : public StageTransport {
   };
 
   Status checkTensor(const Tensor& tensor, int peer, int expected, const char* what) const {
-    if (link_.aborted()) {
+    if (link_.aborted() || nccl_aborted_) {
       return REE_FAIL(Status::kCommError, "rank %d: %s after the transport was aborted", rank(),
                       what);
     }
@@ -247,7 +260,7 @@ class NcclTransport : public StageTransport {
       ncclCommGetAsyncError(comm, &state);
       if (state == ncclSuccess) return Status::kSuccess;
       if (state != ncclInProgress) {
-        abort();
+        abortNccl();
         return REE_FAIL(Status::kCommError, "rank %d: %s rank %d: NCCL error %s", rank(), what,
                         peer, ncclGetErrorString(state));
       }
@@ -267,7 +280,7 @@ class NcclTransport : public StageTransport {
     ncclResult_t state = ncclSuccess;
     ncclCommGetAsyncError(comm, &state);
     if (state != ncclSuccess && state != ncclInProgress) {
-      abort();
+      abortNccl();
       return REE_FAIL(Status::kCommError, "rank %d: NCCL link with rank %d failed: %s", rank(),
                       peer, ncclGetErrorString(state));
     }
@@ -294,7 +307,7 @@ class NcclTransport : public StageTransport {
   Status ncclFailure(ncclResult_t rc, const char* format, Args... args) {
     char what[256];
     std::snprintf(what, sizeof(what), format, args...);
-    abort();
+    abortNccl();
     return REE_FAIL(Status::kCommError, "rank %d: %s failed: %s", rank(), what,
                     ncclGetErrorString(rc));
   }
@@ -323,6 +336,7 @@ class NcclTransport : public StageTransport {
   cudaStream_t send_stream_ = nullptr;
   cudaStream_t recv_stream_ = nullptr;
   std::list<Pending> pending_;
+  bool nccl_aborted_ = false;
 };
 
 }  // namespace
