@@ -1,11 +1,13 @@
-// Receipts: a run's claim (model, prompt, sampling, outputs, the SHA-256 of every step's logits and
-// optionally of every layer's activations), written as JSON whose bytes and hashes are specified in
-// docs/receipt.md ("ree-receipt/1"), so anyone can recompute them with standard tools.
+// Receipts: a run's claim (model identity, prompts, sampling, outputs, the SHA-256 of every step's
+// logits and optionally of every layer's activations), as JSON whose bytes and hashes are
+// specified in docs/receipt.md ("ree-receipt/1"), so anyone can recompute them with standard tools.
 //
-// validateReceiptFile() checks a receipt's structure and internal hashes without running anything;
-// verifyReceiptFile() re-executes it: each request's prompt and generated tokens run as ONE prefill
-// (Engine::replay), every step's logits are hashed and its token re-drawn, and the first divergent
-// step (and layer, and the stage that owned it) is reported.
+//   makeReceipt() + writeReceipt()    after Engine::generate()
+//   readReceipt()                     strict parse: every field present, typed, in range
+//   validateReceipt()                 internal hashes (no model needed)
+//   verifyReceipt()                   re-execution: each request's prompt and generated tokens run
+//                                     as ONE prefill (Engine::replay); first divergent
+//                                     step / layer / stage
 #pragma once
 
 #include <cstdint>
@@ -14,68 +16,136 @@
 
 #include "ree/kernels/status.h"
 #include "ree/models/engine.h"
+#include "ree/models/model_identity.h"
 
 namespace ree {
 
-// What identifies a model independently of how its files are laid out (docs/receipt.md).
-struct ModelIdentity {
-  std::string config_sha256;     // raw bytes of config.json
-  std::string tokenizer_sha256;  // raw bytes of tokenizer.json; "" when there is none
-  std::string weights_sha256;    // over tensors in name order (independent of sharding)
-  std::string weights_kind;      // "safetensors" or "synthetic"
-};
+inline constexpr const char* kReceiptFormat = "ree-receipt/1";
+inline constexpr const char* kLogitsChainDomain = "ree-logits-chain/1";
 
-// `model` as --model takes it: a directory, builtin:NAME or synthetic:DIR. Hashes every tensor's
-// bytes (in parallel); a checkpoint of N GB reads N GB.
-Status computeModelIdentity(const std::string& model, ModelIdentity* out);
-
-// Everything about a run that a receipt records besides the requests.
+// Everything a run's receipt records besides the requests: what the launcher knows.
 struct ReceiptRunInfo {
   std::string model;  // --model as given (informational)
   ModelIdentity identity;
-  EngineOptions options;
-  int max_context = 0;                     // in use (Engine::maxContext())
+  EngineOptions options;  // operation_set, weight_dtype, trace_layer_hashes are recorded
+  int max_context = 0;    // in use (Engine::maxContext())
   std::vector<partitioner::Stage> plan;    // informational
-  std::vector<std::string> stage_devices;  // informational
+  std::vector<std::string> stage_devices;  // informational, one per stage
+  std::string runtime_version = kRuntimeVersion;
+  std::string repops_spec = kRepOpsSpecVersion;
 };
 
-Status writeReceipt(const std::string& path, const ReceiptRunInfo& run,
-                    const std::vector<GenerationRequest>& requests,
-                    const std::vector<GenerationResult>& results);
-
-// Structure and internal hashes (receipt hash, output ids hash, logits chain, counts). On success
-// `summary` says what was checked; on failure the error names the file and the field.
-Status validateReceiptFile(const std::string& path, std::string* summary);
-
-struct VerifyOptions {
-  std::string model;  // the model to re-execute with (--model)
-  Device device = Device::cpu();
-  int n_partitions = 1;
-  std::vector<int64_t> partition_layers;
-  std::vector<Device> stage_devices;
+struct ReceiptRequest {
+  int64_t index = 0;             // in the original batch: part of the sampler's key
+  bool has_prompt_text = false;  // false: the request gave ids ("prompt_text": null)
+  std::string prompt_text;
+  bool add_special_tokens = true;
+  std::vector<int32_t> prompt_ids;
+  std::string prompt_ids_sha256;
+  int64_t max_new_tokens = 0;
+  SamplingParams sampling;
+  std::vector<int32_t> output_ids;
+  std::string text;
+  std::string finish_reason;  // "eos" or "length"
+  std::string output_ids_sha256;
+  std::vector<std::string> step_logits_sha256;
+  std::string logits_chain_sha256;
+  std::vector<std::vector<std::string>> step_layer_sha256;  // [step][layer]; empty without trace
 };
+
+struct Receipt {
+  std::string format = kReceiptFormat;
+  std::string runtime_name = "ree";
+  std::string runtime_version;
+  std::string repops_spec;
+  std::string model_source;  // informational
+  ModelIdentity identity;
+  std::string operation_set;        // "reproducible", "deterministic", "default"
+  std::string weight_dtype;         // "auto", "f32", "bf16", "f16"
+  int64_t max_context = 0;          // of the run (finish_reason "length" follows from it)
+  bool trace_layer_hashes = false;  // every request has step_layer_sha256
+  // Informational: the result does not depend on them.
+  int64_t n_partitions = 1;
+  std::vector<partitioner::Stage> plan;  // first_layer, end_layer, embedding, head
+  std::vector<std::string> stage_devices;
+  std::vector<ReceiptRequest> requests;
+  std::string receipt_sha256;
+};
+
+// Builds the receipt of a finished Engine::generate() (requests[i] produced results[i]) and
+// computes its hashes.
+Status makeReceipt(const ReceiptRunInfo& run, const std::vector<GenerationRequest>& requests,
+                   const std::vector<GenerationResult>& results, Receipt* out);
+
+// The canonical serialisation that receipt_sha256 covers (everything but receipt_sha256):
+// Python's json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False), UTF-8.
+Status canonicalReceiptBody(const Receipt& receipt, std::string* bytes);
+// The file's content (indented JSON with receipt_sha256, newline-terminated).
+Status receiptFileText(const Receipt& receipt, std::string* text);
+Status writeReceipt(const std::string& path, const Receipt& receipt);
+
+// Strict parse. kIoError when the file cannot be read or is malformed (not JSON, another format
+// version, a field missing, of the wrong type, out of range, unknown, bad hex, counts that
+// disagree); the message names the file and the field: "r.json: requests[0].output_ids[3]:
+// expected an integer". `source` names the text in messages.
+Status parseReceipt(const std::string& text, const std::string& source, Receipt* out);
+Status readReceipt(const std::string& path, Receipt* out);
+
+// Internal hashes: prompt_ids_sha256, output_ids_sha256, logits_chain_sha256, receipt_sha256,
+// and that finish_reason "length" follows from the lengths. kMismatch naming the field when one
+// disagrees. `summary` (may be null): one line saying what was checked.
+Status validateReceipt(const Receipt& receipt, std::string* summary);
+
+// chain_0 = SHA-256(kLogitsChainDomain || prompt_ids digest); chain_t+1 = SHA-256(chain_t ||
+// step_t digest), digests as raw 32 bytes; returns the hex of the last link.
+std::string logitsChainSha256(const std::string& prompt_ids_sha256,
+                              const std::vector<std::string>& step_logits_sha256);
+
+// SHA-256 (hex) of ids as little-endian int32, as GenerationResult::output_ids_sha256.
+std::string idsSha256(const std::vector<int32_t>& ids);
+
+// The EngineOptions fields a verification must take from the receipt: operation_set,
+// weight_dtype, trace_layer_hashes, max_batch 1 and a max_context that fits every request.
+// The caller sets model, device and the pipeline layout (any layout verifies).
+Status receiptEngineOptions(const Receipt& receipt, EngineOptions* options);
 
 enum class Verdict { kVerified = 0, kMismatch = 1, kCouldNotVerify = 2 };
+const char* verdictName(Verdict verdict);  // "verified", "mismatch", "could-not-verify"
 
 struct VerifyReport {
   Verdict verdict = Verdict::kCouldNotVerify;
-  std::string summary;  // one line
-  // First divergence (kMismatch): -1 where not applicable.
+  std::string summary;  // one line: "verified: ...", "mismatch: ...", "could not verify: ..."
+  std::string note;     // e.g. why a non-reproducible operation set limits what verify means
+  // The first divergence (or the identity field that differs); -1 where not applicable.
+  std::string field;  // "output_ids", "step_logits_sha256", "model.weights_sha256", ...
   int64_t request = -1;
   int64_t step = -1;
   int64_t layer = -1;
-  int64_t stage = -1;  // the stage that owned `layer` in the receipt's plan
-  std::string
-      field;  // what differed: "model.weights_sha256", "output_ids", "step_logits_sha256", ...
+  int64_t stage = -1;  // the stage of the receipt's plan that ran `layer`
   int64_t requests_checked = 0;
   int64_t steps_checked = 0;
-  double seconds = 0.0;  // re-execution time (replays only)
-  std::string json;      // the report as one JSON object
+  double replay_seconds = 0.0;
+  std::string json;  // the report as one JSON object (filled by every verify function)
 };
 
-// Returns kSuccess whenever a verdict was reached (verified or mismatch; see report->verdict);
-// an error status (and kCouldNotVerify) when the receipt or the model cannot be used.
-Status verifyReceiptFile(const std::string& path, const VerifyOptions& options,
-                         VerifyReport* report);
+// Compares the model's identity with the receipt's. Returns true when it matches; otherwise fills
+// `report` (verdict kCouldNotVerify, field "model.config_sha256" / "model.tokenizer_sha256" /
+// "model.weights_sha256"): a different model cannot confirm or refute the claim.
+bool checkModelIdentity(const Receipt& receipt, const ModelIdentity& actual, VerifyReport* report);
+
+// Re-executes `receipt` on `engine` (made with receiptEngineOptions() and the receipt's model):
+// validateReceipt, identity, prompt re-tokenisation (when the receipt has prompt text and the
+// model a tokenizer), ids in the vocabulary, one Engine::replay per request, then per step the
+// layer hashes (traced receipts), the logits hash and the token, then finish_reason and text.
+// Returns kSuccess when `report` holds a verdict (any of the three); an error status (report:
+// kCouldNotVerify with the message) when the re-execution itself failed.
+Status verifyReceipt(const Receipt& receipt, Engine& engine, const ModelIdentity& actual,
+                     VerifyReport* report);
+// As above, computing the identity of `model` (a directory, builtin:NAME or synthetic:DIR).
+Status verifyReceipt(const Receipt& receipt, Engine& engine, const std::string& model,
+                     VerifyReport* report);
+
+// Fills report->json from the other fields.
+void finishVerifyReport(VerifyReport* report);
 
 }  // namespace ree

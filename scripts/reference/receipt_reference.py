@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Independent recomputation of REE receipt hashes from docs/receipt.md (ree-receipt/1).
+
+Uses only hashlib/json/struct for the hashes (the safetensors package only to write re-sharded
+test checkpoints), so that it shares no code with the C++ implementation.
+
+  receipt_reference.py receipt RECEIPT      recompute every internal hash; print a JSON report
+  receipt_reference.py identity MODEL_DIR   config/tokenizer/weights SHA-256 as the doc defines
+  receipt_reference.py manifest MODEL_DIR   print the weights manifest (bytes that are hashed)
+  receipt_reference.py reshard MODEL_DIR OUT  the same tensors in 2 shards (other order) + index
+  receipt_reference.py canonical RECEIPT    print the canonical body (what receipt_sha256 covers)
+
+Exit status: 0, or 1 when `receipt` finds a hash that disagrees (the report says which).
+"""
+import hashlib
+import json
+import os
+import shutil
+import struct
+import sys
+
+CHAIN_DOMAIN = b"ree-logits-chain/1"
+MANIFEST_VERSION = "ree-weights/1"
+
+
+def sha256_hex(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def ids_sha256(ids):
+    return sha256_hex(struct.pack("<%di" % len(ids), *ids))
+
+
+def logits_chain(prompt_ids_sha256, steps):
+    chain = hashlib.sha256(CHAIN_DOMAIN + bytes.fromhex(prompt_ids_sha256)).digest()
+    for step in steps:
+        chain = hashlib.sha256(chain + bytes.fromhex(step)).digest()
+    return chain.hex()
+
+
+def canonical(obj):
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def receipt_report(path):
+    with open(path, "rb") as f:
+        receipt = json.loads(f.read().decode("utf-8"))
+    body = {k: v for k, v in receipt.items() if k != "receipt_sha256"}
+    report = {"receipt_sha256": sha256_hex(canonical(body)), "requests": []}
+    ok = report["receipt_sha256"] == receipt.get("receipt_sha256")
+    for r in receipt["requests"]:
+        entry = {
+            "prompt_ids_sha256": ids_sha256(r["prompt_ids"]),
+            "output_ids_sha256": ids_sha256(r["output_ids"]),
+            "logits_chain_sha256": logits_chain(ids_sha256(r["prompt_ids"]), r["step_logits_sha256"]),
+        }
+        for key, value in entry.items():
+            ok = ok and r[key] == value
+        # Sampling floats: the bits are the value; the decimal is their "%.9g" form.
+        for name in ("temperature", "top_p"):
+            value = struct.unpack("<f", bytes.fromhex(r["sampling"][name + "_f32"])[::-1])[0]
+            entry[name] = "%.9g" % value
+            ok = ok and entry[name] == r["sampling"][name]
+        report["requests"].append(entry)
+    report["ok"] = ok
+    return report
+
+
+def read_safetensors_header(path):
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n).decode("utf-8"))
+    return 8 + n, header
+
+
+def checkpoint_tensors(directory):
+    """{name: (file, data_start, dtype, shape, begin, end)} as docs/receipt.md defines the set."""
+    single = os.path.join(directory, "model.safetensors")
+    if os.path.exists(single):
+        files = {"model.safetensors": None}
+    else:
+        with open(os.path.join(directory, "model.safetensors.index.json")) as f:
+            weight_map = json.load(f)["weight_map"]
+        files = {}
+        for name, file in weight_map.items():
+            files.setdefault(file, set()).add(name)
+    tensors = {}
+    for file, wanted in files.items():
+        path = os.path.join(directory, file)
+        start, header = read_safetensors_header(path)
+        for name, info in header.items():
+            if name == "__metadata__" or (wanted is not None and name not in wanted):
+                continue
+            begin, end = info["data_offsets"]
+            tensors[name] = (path, start, info["dtype"], info["shape"], begin, end)
+    return tensors
+
+
+def weights_manifest(directory):
+    lines = [MANIFEST_VERSION + "\n"]
+    tensors = checkpoint_tensors(directory)
+    for name in sorted(tensors, key=lambda n: n.encode("utf-8")):
+        path, start, dtype, shape, begin, end = tensors[name]
+        with open(path, "rb") as f:
+            f.seek(start + begin)
+            digest = sha256_hex(f.read(end - begin))
+        lines.append("%s\t%s\t%s\t%s\n" % (name, dtype, ",".join(str(d) for d in shape), digest))
+    return "".join(lines).encode("utf-8")
+
+
+def file_sha256(path):
+    if not os.path.exists(path):
+        return ""
+    with open(path, "rb") as f:
+        return sha256_hex(f.read())
+
+
+def identity(directory):
+    return {
+        "config_sha256": file_sha256(os.path.join(directory, "config.json")),
+        "tokenizer_sha256": file_sha256(os.path.join(directory, "tokenizer.json")),
+        "weights_sha256": sha256_hex(weights_manifest(directory)),
+    }
+
+
+def write_safetensors_by_hand(path, tensors):
+    """tensors: [(name, dtype, shape, bytes)] written in the given order (not sorted)."""
+    header, offset = {}, 0
+    for name, dtype, shape, data in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for _, _, _, data in tensors:
+            f.write(data)
+
+
+def reshard(directory, out):
+    """The same tensors as 2 shards: the first written by the safetensors package, the second by
+    hand in reverse name order; plus model.safetensors.index.json and the other files."""
+    import torch  # noqa: F401  (safetensors.torch needs it for BF16)
+    from safetensors.torch import load_file, save_file
+
+    os.makedirs(out, exist_ok=True)
+    for file in os.listdir(directory):
+        if not file.endswith(".safetensors") and not file.endswith(".index.json"):
+            shutil.copy(os.path.join(directory, file), os.path.join(out, file))
+    tensors = checkpoint_tensors(directory)
+    names = sorted(tensors)
+    first, second = names[1::2], names[0::2]
+    loaded = {}
+    for name in first:
+        path = tensors[name][0]
+        loaded.setdefault(path, load_file(path))
+    save_file({n: loaded[tensors[n][0]][n].contiguous() for n in first},
+              os.path.join(out, "model-00001-of-00002.safetensors"))
+    by_hand = []
+    for name in reversed(second):
+        path, start, dtype, shape, begin, end = tensors[name]
+        with open(path, "rb") as f:
+            f.seek(start + begin)
+            by_hand.append((name, dtype, shape, f.read(end - begin)))
+    write_safetensors_by_hand(os.path.join(out, "model-00002-of-00002.safetensors"), by_hand)
+    weight_map = {n: "model-00001-of-00002.safetensors" for n in first}
+    weight_map.update({n: "model-00002-of-00002.safetensors" for n in second})
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f, indent=2)
+
+
+def main(argv):
+    if len(argv) < 3:
+        sys.stderr.write(__doc__)
+        return 2
+    command = argv[1]
+    if command == "receipt":
+        report = receipt_report(argv[2])
+        print(json.dumps(report, sort_keys=True))
+        return 0 if report["ok"] else 1
+    if command == "identity":
+        print(json.dumps(identity(argv[2]), sort_keys=True))
+        return 0
+    if command == "manifest":
+        sys.stdout.buffer.write(weights_manifest(argv[2]))
+        return 0
+    if command == "reshard" and len(argv) == 4:
+        reshard(argv[2], argv[3])
+        return 0
+    if command == "canonical":
+        with open(argv[2], "rb") as f:
+            receipt = json.loads(f.read().decode("utf-8"))
+        receipt.pop("receipt_sha256", None)
+        sys.stdout.buffer.write(canonical(receipt))
+        return 0
+    sys.stderr.write(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

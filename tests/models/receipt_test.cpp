@@ -1,0 +1,559 @@
+// Receipts (docs/receipt.md): format round trip; agreement with the independent Python
+// recomputation (scripts/reference/receipt_reference.py) of the receipt hash, the logits chain and
+// the weights hash (also over a re-sharded copy); validate catches tampering and names the field;
+// malformed receipts give errors naming the field; verify re-executes receipts of
+// builtin:tiny-llama (greedy and sampled, traced or not, any partition count) and names the first
+// divergent step / layer / stage of a tampered but re-hashed receipt; another model's identity
+// makes verification impossible, not a mismatch.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ree/kernels/cpu_parallel.h"
+#include "ree/models/builtin.h"
+#include "ree/models/engine.h"
+#include "ree/models/model_identity.h"
+#include "ree/models/receipt.h"
+#include "ree/models/safetensors.h"
+#include "test_util.h"
+
+namespace ree {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+std::string tempDir(const std::string& name) {
+  std::string base = env("REE_TEST_TMP");
+  if (base.empty()) base = fs::temp_directory_path().string() + "/ree_receipt_test";
+  std::string dir = base + "/" + name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Runs a shell command; returns its stdout and sets *code to its exit status.
+std::string run(const std::string& command, int* code) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    *code = -1;
+    return out;
+  }
+  char buffer[4096];
+  size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0)
+    out.append(buffer, n);
+  int status = pclose(pipe);
+  *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+std::string python() {
+  return env("REE_PYTHON");
+}
+std::string referenceScript() {
+  return env("REE_SOURCE_DIR") + "/scripts/reference/receipt_reference.py";
+}
+#define REE_SKIP_WITHOUT_PYTHON()                                              \
+  do {                                                                         \
+    if (python().empty() || env("REE_SOURCE_DIR").empty())                     \
+      GTEST_SKIP() << "REE_PYTHON / REE_SOURCE_DIR not set (ctest sets them)"; \
+  } while (0)
+
+std::string readText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void writeText(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+std::string builtinDirectory() {
+  std::string directory;
+  EXPECT_EQ(models::materializeBuiltinModel("builtin:tiny-llama", &directory), Status::kSuccess)
+      << lastErrorMessage();
+  return directory;
+}
+
+std::unique_ptr<Engine> makeEngine(EngineOptions options) {
+  options.model = options.model.empty() ? "builtin:tiny-llama" : options.model;
+  options.device = Device::cpu();
+  std::unique_ptr<Engine> engine;
+  Status status = Engine::create(options, &engine);
+  EXPECT_EQ(status, Status::kSuccess) << lastErrorMessage();
+  return engine;
+}
+
+// Two requests: greedy from text (with characters JSON must escape), and sampled from text.
+std::vector<GenerationRequest> twoRequests() {
+  std::vector<GenerationRequest> requests(2);
+  requests[0].prompt_text = "Z\xc3\xbcrich \"quoted\"\n\ttab \xf0\x9f\x99\x82 \x01";
+  requests[0].max_new_tokens = 10;
+  requests[1].prompt_text = "Once upon a time";
+  requests[1].max_new_tokens = 12;
+  requests[1].sampling.temperature = 0.7f;
+  requests[1].sampling.top_p = 0.9f;
+  requests[1].sampling.top_k = 20;
+  requests[1].sampling.seed = 18446744073709551557ull;  // > 2^53: must be a string in JSON
+  return requests;
+}
+
+// The receipt of a generation on an engine with `n_partitions` stages.
+Receipt generateReceipt(bool trace, int n_partitions = 1,
+                        std::vector<GenerationRequest> requests = twoRequests()) {
+  EngineOptions options;
+  options.trace_layer_hashes = trace;
+  options.n_partitions = n_partitions;
+  options.max_context = 128;
+  std::unique_ptr<Engine> engine = makeEngine(options);
+  Receipt receipt;
+  if (engine == nullptr) return receipt;
+  std::vector<GenerationResult> results;
+  EXPECT_EQ(engine->generate(requests, &results), Status::kSuccess) << lastErrorMessage();
+  ReceiptRunInfo run;
+  run.model = "builtin:tiny-llama";
+  EXPECT_EQ(computeModelIdentity(run.model, &run.identity), Status::kSuccess) << lastErrorMessage();
+  run.options = engine->options();
+  run.max_context = engine->maxContext();
+  run.plan = engine->plan();
+  run.stage_devices.assign(run.plan.size(), "cpu");
+  EXPECT_EQ(makeReceipt(run, requests, results, &receipt), Status::kSuccess) << lastErrorMessage();
+  return receipt;
+}
+
+// Recomputes every internal hash after a deliberate edit, so that only re-execution can tell.
+void rehash(Receipt* receipt) {
+  for (ReceiptRequest& r : receipt->requests) {
+    r.prompt_ids_sha256 = idsSha256(r.prompt_ids);
+    r.output_ids_sha256 = idsSha256(r.output_ids);
+    r.logits_chain_sha256 = logitsChainSha256(r.prompt_ids_sha256, r.step_logits_sha256);
+  }
+  std::string body;
+  ASSERT_EQ(canonicalReceiptBody(*receipt, &body), Status::kSuccess);
+  receipt->receipt_sha256 = sha256Hex(body.data(), body.size());
+}
+
+VerifyReport verify(const Receipt& receipt, int n_partitions = 1,
+                    const std::string& model = "builtin:tiny-llama") {
+  EngineOptions options;
+  options.n_partitions = n_partitions;
+  EXPECT_EQ(receiptEngineOptions(receipt, &options), Status::kSuccess) << lastErrorMessage();
+  std::unique_ptr<Engine> engine = makeEngine(options);
+  VerifyReport report;
+  if (engine == nullptr) return report;
+  EXPECT_EQ(verifyReceipt(receipt, *engine, model, &report), Status::kSuccess)
+      << lastErrorMessage();
+  return report;
+}
+
+// Parses `text` as a receipt; returns the status and the error message.
+Status parseText(const std::string& text, std::string* message) {
+  Receipt receipt;
+  Status status = parseReceipt(text, "r.json", &receipt);
+  if (status == Status::kSuccess) status = validateReceipt(receipt, nullptr);
+  *message = status == Status::kSuccess ? "" : lastErrorMessage();
+  return status;
+}
+
+std::string fileText(const Receipt& receipt) {
+  std::string text;
+  EXPECT_EQ(receiptFileText(receipt, &text), Status::kSuccess);
+  return text;
+}
+
+// ---- Format --------------------------------------------------------------------------------
+
+TEST(Receipt, RoundTripIsExact) {
+  Receipt receipt = generateReceipt(/*trace=*/true);
+  ASSERT_EQ(receipt.requests.size(), 2u);
+  std::string summary;
+  ASSERT_EQ(validateReceipt(receipt, &summary), Status::kSuccess) << lastErrorMessage();
+  std::string dir = tempDir("round_trip");
+  ASSERT_EQ(writeReceipt(dir + "/r.json", receipt), Status::kSuccess) << lastErrorMessage();
+  Receipt back;
+  ASSERT_EQ(readReceipt(dir + "/r.json", &back), Status::kSuccess) << lastErrorMessage();
+  EXPECT_EQ(fileText(back), readText(dir + "/r.json"));
+  EXPECT_EQ(back.receipt_sha256, receipt.receipt_sha256);
+  EXPECT_EQ(back.requests[1].sampling.seed, 18446744073709551557ull);
+  EXPECT_EQ(std::memcmp(&back.requests[1].sampling.temperature,
+                        &receipt.requests[1].sampling.temperature, 4),
+            0);
+  EXPECT_EQ(back.requests[0].prompt_text, twoRequests()[0].prompt_text);
+  EXPECT_EQ(back.requests[1].step_layer_sha256, receipt.requests[1].step_layer_sha256);
+  // One hash per layer of the model (tiny-llama: 4), every step.
+  EXPECT_EQ(back.requests[0].step_layer_sha256.at(0).size(), 4u);
+  EXPECT_EQ(validateReceipt(back, nullptr), Status::kSuccess) << lastErrorMessage();
+}
+
+TEST(Receipt, PythonReferenceRecomputesReceiptHashAndChain) {
+  REE_SKIP_WITHOUT_PYTHON();
+  for (bool trace : {false, true}) {
+    Receipt receipt = generateReceipt(trace);
+    std::string dir = tempDir(trace ? "python_traced" : "python");
+    ASSERT_EQ(writeReceipt(dir + "/r.json", receipt), Status::kSuccess);
+    int code = 0;
+    std::string out =
+        run(python() + " " + referenceScript() + " receipt " + dir + "/r.json", &code);
+    ASSERT_EQ(code, 0) << out;
+    Json report = Json::parse(out);
+    EXPECT_TRUE(report["ok"].get<bool>()) << out;
+    EXPECT_EQ(report["receipt_sha256"], receipt.receipt_sha256);
+    for (size_t i = 0; i < receipt.requests.size(); ++i) {
+      EXPECT_EQ(report["requests"][i]["logits_chain_sha256"],
+                receipt.requests[i].logits_chain_sha256);
+      EXPECT_EQ(report["requests"][i]["output_ids_sha256"], receipt.requests[i].output_ids_sha256);
+    }
+    // The canonical body byte for byte.
+    std::string body;
+    ASSERT_EQ(canonicalReceiptBody(receipt, &body), Status::kSuccess);
+    EXPECT_EQ(run(python() + " " + referenceScript() + " canonical " + dir + "/r.json", &code),
+              body);
+  }
+}
+
+TEST(Receipt, ChainDefinition) {
+  // chain_0 = SHA-256("ree-logits-chain/1" || prompt digest); chain_1 = SHA-256(chain_0 || step).
+  std::string prompt = idsSha256({1, 2, 3});
+  std::string step = sha256Hex("x", 1);
+  std::vector<unsigned char> buffer = {'r', 'e', 'e', '-', 'l', 'o', 'g', 'i', 't',
+                                       's', '-', 'c', 'h', 'a', 'i', 'n', '/', '1'};
+  auto raw = [](const std::string& hex) {
+    std::vector<unsigned char> out;
+    for (size_t i = 0; i < hex.size(); i += 2)
+      out.push_back(static_cast<unsigned char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+    return out;
+  };
+  auto append = [](std::vector<unsigned char>* a, const std::vector<unsigned char>& b) {
+    a->insert(a->end(), b.begin(), b.end());
+  };
+  append(&buffer, raw(prompt));
+  std::string chain0 = sha256Hex(buffer.data(), buffer.size());
+  EXPECT_EQ(logitsChainSha256(prompt, {}), chain0);
+  std::vector<unsigned char> next = raw(chain0);
+  append(&next, raw(step));
+  EXPECT_EQ(logitsChainSha256(prompt, {step}), sha256Hex(next.data(), next.size()));
+}
+
+// ---- Model identity ------------------------------------------------------------------------
+
+TEST(ModelIdentity, IndependentOfShardingAndMatchesPython) {
+  REE_SKIP_WITHOUT_PYTHON();
+  std::string original = builtinDirectory();
+  ModelIdentity a;
+  ASSERT_EQ(computeModelIdentity(original, &a), Status::kSuccess) << lastErrorMessage();
+  EXPECT_EQ(a.weights_kind, "safetensors");
+  int code = 0;
+  std::string out = run(python() + " " + referenceScript() + " identity " + original, &code);
+  ASSERT_EQ(code, 0) << out;
+  Json reference = Json::parse(out);
+  EXPECT_EQ(reference["weights_sha256"], a.weights_sha256);
+  EXPECT_EQ(reference["config_sha256"], a.config_sha256);
+  EXPECT_EQ(reference["tokenizer_sha256"], a.tokenizer_sha256);
+  // The manifest itself, byte for byte.
+  std::string manifest;
+  ASSERT_EQ(weightsManifest(original, &manifest), Status::kSuccess) << lastErrorMessage();
+  EXPECT_EQ(run(python() + " " + referenceScript() + " manifest " + original, &code), manifest);
+
+  std::string resharded = tempDir("resharded");
+  out = run(python() + " " + referenceScript() + " reshard " + original + " " + resharded + " 2>&1",
+            &code);
+  ASSERT_EQ(code, 0) << out;
+  ASSERT_TRUE(fs::exists(resharded + "/model.safetensors.index.json"));
+  ASSERT_FALSE(fs::exists(resharded + "/model.safetensors"));
+  ModelIdentity b;
+  ASSERT_EQ(computeModelIdentity(resharded, &b), Status::kSuccess) << lastErrorMessage();
+  EXPECT_EQ(b.weights_sha256, a.weights_sha256);
+  EXPECT_EQ(b.config_sha256, a.config_sha256);
+  // The thread count does not matter either.
+  setCpuThreads(1);
+  ModelIdentity c;
+  ASSERT_EQ(computeModelIdentity(resharded, &c), Status::kSuccess) << lastErrorMessage();
+  setCpuThreads(0);
+  EXPECT_EQ(c.weights_sha256, a.weights_sha256);
+}
+
+// Copies the built-in model and flips one byte inside tensor `name`'s data.
+std::string copyWithFlippedWeightByte(const std::string& name) {
+  std::string copy = tempDir("flipped");
+  fs::copy(builtinDirectory(), copy, fs::copy_options::recursive);
+  std::unique_ptr<models::SafetensorsFile> file;
+  EXPECT_EQ(models::SafetensorsFile::open(copy + "/model.safetensors", &file), Status::kSuccess);
+  const models::TensorInfo* info = file->find(name);
+  EXPECT_NE(info, nullptr) << name;
+  uint64_t offset = 8 + file->headerBytes() + info->data_begin + info->bytes() / 2;
+  file.reset();
+  std::fstream f(copy + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char byte = 0;
+  f.read(&byte, 1);
+  byte ^= 0x01;
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(&byte, 1);
+  return copy;
+}
+
+TEST(ModelIdentity, OneWeightByteOrTheConfigChangesIt) {
+  ModelIdentity original;
+  ASSERT_EQ(computeModelIdentity("builtin:tiny-llama", &original), Status::kSuccess);
+  std::string copy = copyWithFlippedWeightByte("model.layers.2.mlp.up_proj.weight");
+  ModelIdentity flipped;
+  ASSERT_EQ(computeModelIdentity(copy, &flipped), Status::kSuccess) << lastErrorMessage();
+  EXPECT_NE(flipped.weights_sha256, original.weights_sha256);
+  EXPECT_EQ(flipped.config_sha256, original.config_sha256);
+  EXPECT_EQ(flipped.tokenizer_sha256, original.tokenizer_sha256);
+  // Missing model: an error naming it.
+  EXPECT_EQ(computeModelIdentity(copy + "/nowhere", &flipped), Status::kIoError);
+  EXPECT_NE(std::string(lastErrorMessage()).find("nowhere"), std::string::npos);
+}
+
+// ---- validate -------------------------------------------------------------------------------
+
+// Applies `edit` to the JSON of a valid receipt and returns what parse + validate say.
+Status afterEdit(const Receipt& receipt, const std::function<void(Json&)>& edit,
+                 std::string* message) {
+  Json j = Json::parse(fileText(receipt));
+  edit(j);
+  return parseText(j.dump(1), message);
+}
+
+TEST(Receipt, ValidateDetectsTampering) {
+  Receipt receipt = generateReceipt(/*trace=*/true);
+  std::string message;
+  ASSERT_EQ(parseText(fileText(receipt), &message), Status::kSuccess) << message;
+  struct Case {
+    const char* what;
+    std::function<void(Json&)> edit;
+    const char* field;
+  } cases[] = {
+      {"one output id", [](Json& j) { j["requests"][0]["output_ids"][3] = 5; },
+       "requests[0].output_ids_sha256"},
+      {"one byte of text",
+       [](Json& j) {
+         std::string t = j["requests"][1]["text"];
+         t[0] = t[0] == 'a' ? 'b' : 'a';
+         j["requests"][1]["text"] = t;
+       },
+       "receipt_sha256"},
+      {"the seed", [](Json& j) { j["requests"][1]["sampling"]["seed"] = "1"; }, "receipt_sha256"},
+      {"the receipt hash", [](Json& j) { j["receipt_sha256"] = std::string(64, '0'); },
+       "receipt_sha256"},
+      {"a step hash",
+       [](Json& j) { j["requests"][0]["step_logits_sha256"][2] = std::string(64, 'a'); },
+       "requests[0].logits_chain_sha256"},
+      {"a layer hash",
+       [](Json& j) { j["requests"][0]["step_layer_sha256"][1][2] = std::string(64, 'a'); },
+       "receipt_sha256"},
+      {"a prompt id", [](Json& j) { j["requests"][0]["prompt_ids"][1] = 7; },
+       "requests[0].prompt_ids_sha256"},
+      {"the config hash", [](Json& j) { j["model"]["config_sha256"] = std::string(64, 'b'); },
+       "receipt_sha256"},
+      {"a dropped step", [](Json& j) { j["requests"][1]["step_logits_sha256"].erase(0); },
+       "requests[1].step_logits_sha256"},
+      {"finish reason",
+       [](Json& j) {
+         j["requests"][0]["max_new_tokens"] = 1000;
+         j["requests"][0]["finish_reason"] = "length";
+       },
+       "requests[0].finish_reason"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(afterEdit(receipt, c.edit, &message), Status::kMismatch) << c.what << ": " << message;
+    EXPECT_NE(message.find(c.field), std::string::npos) << c.what << ": " << message;
+  }
+}
+
+TEST(Receipt, MalformedReceiptsNameTheField) {
+  Receipt receipt = generateReceipt(/*trace=*/false);
+  std::string message;
+  struct Case {
+    const char* what;
+    std::function<void(Json&)> edit;
+    const char* expected;
+  } cases[] = {
+      {"missing field", [](Json& j) { j["requests"][0].erase("text"); },
+       "r.json: requests[0].text: missing"},
+      {"wrong type", [](Json& j) { j["requests"][0]["output_ids"][3] = "x"; },
+       "r.json: requests[0].output_ids[3]: expected an integer"},
+      {"negative id", [](Json& j) { j["requests"][1]["prompt_ids"][0] = -1; },
+       "r.json: requests[1].prompt_ids[0]: integer -1 outside"},
+      {"float id", [](Json& j) { j["requests"][1]["prompt_ids"][0] = 1.5; },
+       "requests[1].prompt_ids[0]: expected an integer"},
+      {"bad hex", [](Json& j) { j["model"]["weights_sha256"] = "ABC"; },
+       "r.json: model.weights_sha256: expected 64 lowercase hex digits"},
+      {"wrong version", [](Json& j) { j["format"] = "ree-receipt/2"; },
+       "r.json: format: 'ree-receipt/2' is not ree-receipt/1"},
+      {"not a receipt", [](Json& j) { j.erase("format"); }, "r.json: format: missing"},
+      {"unknown field", [](Json& j) { j["run"]["extra"] = 1; }, "r.json: run.extra: unknown"},
+      {"float disagrees with bits",
+       [](Json& j) { j["requests"][1]["sampling"]["temperature"] = "0.7"; },
+       "requests[1].sampling.temperature: '0.7' disagrees with temperature_f32"},
+      {"bad seed", [](Json& j) { j["requests"][1]["sampling"]["seed"] = "012"; },
+       "requests[1].sampling.seed"},
+      {"seed as a number", [](Json& j) { j["requests"][1]["sampling"]["seed"] = 12; },
+       "requests[1].sampling.seed: expected a string"},
+      {"bad finish reason", [](Json& j) { j["requests"][0]["finish_reason"] = "stop"; },
+       "requests[0].finish_reason: 'stop' is not one of eos, length"},
+      {"layer hashes without trace",
+       [](Json& j) { j["requests"][0]["step_layer_sha256"] = Json::array(); },
+       "requests[0].step_layer_sha256: present but"},
+      {"plan not contiguous", [](Json& j) { j["execution"]["plan"][0]["first_layer"] = 1; },
+       "execution.plan[0].first_layer"},
+      {"empty requests", [](Json& j) { j["requests"] = Json::array(); }, "requests: expected"},
+      {"top level not an object", [](Json& j) { j = Json::array(); }, "r.json: (top level)"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(afterEdit(receipt, c.edit, &message), Status::kIoError) << c.what << ": " << message;
+    EXPECT_NE(message.find(c.expected), std::string::npos) << c.what << ": " << message;
+  }
+  std::string text = fileText(receipt);
+  EXPECT_EQ(parseText(text.substr(0, text.size() / 2), &message), Status::kIoError);
+  EXPECT_NE(message.find("r.json: (file): not valid JSON"), std::string::npos) << message;
+  EXPECT_EQ(parseText("", &message), Status::kIoError);
+  EXPECT_EQ(parseText("\xff\xfe", &message), Status::kIoError);
+  Receipt unused;
+  EXPECT_EQ(readReceipt(tempDir("missing") + "/none.json", &unused), Status::kIoError);
+  EXPECT_NE(std::string(lastErrorMessage()).find("none.json"), std::string::npos);
+}
+
+// ---- verify ---------------------------------------------------------------------------------
+
+TEST(ReceiptVerify, GeneratedReceiptsVerifyOnAnyPartitionCount) {
+  for (bool trace : {false, true}) {
+    Receipt receipt = generateReceipt(trace, /*n_partitions=*/trace ? 2 : 1);
+    for (int n : {1, 2}) {
+      VerifyReport report = verify(receipt, n);
+      EXPECT_EQ(report.verdict, Verdict::kVerified)
+          << "trace " << trace << " n " << n << ": " << report.summary;
+      EXPECT_EQ(report.requests_checked, 2);
+      EXPECT_EQ(report.steps_checked, static_cast<int64_t>(receipt.requests[0].output_ids.size() +
+                                                           receipt.requests[1].output_ids.size()));
+      EXPECT_NE(report.json.find("\"verdict\":\"verified\""), std::string::npos) << report.json;
+    }
+  }
+}
+
+TEST(ReceiptVerify, ChangedAndRehashedOutputIdNamesTheFirstDivergentStep) {
+  Receipt receipt = generateReceipt(/*trace=*/false);
+  ReceiptRequest& sampled = receipt.requests[1];
+  ASSERT_GT(sampled.output_ids.size(), 5u);
+  sampled.output_ids[4] = (sampled.output_ids[4] + 1) % 200;
+  rehash(&receipt);
+  ASSERT_EQ(validateReceipt(receipt, nullptr), Status::kSuccess) << lastErrorMessage();
+  VerifyReport report = verify(receipt);
+  EXPECT_EQ(report.verdict, Verdict::kMismatch) << report.summary;
+  EXPECT_EQ(report.request, 1);
+  EXPECT_EQ(report.step, 4);
+  EXPECT_EQ(report.field, "output_ids");
+  EXPECT_NE(report.summary.find("request 1 step 4"), std::string::npos) << report.summary;
+}
+
+TEST(ReceiptVerify, TracedReceiptNamesTheFirstDivergentLayerAndStage) {
+  Receipt receipt = generateReceipt(/*trace=*/true, /*n_partitions=*/2);
+  ASSERT_EQ(receipt.plan.size(), 2u);
+  // A layer hash of step 3, layer 3: stage 1 of the receipt's plan (4 layers, 2 stages).
+  receipt.requests[0].step_layer_sha256[3][3] = std::string(64, 'c');
+  rehash(&receipt);
+  VerifyReport report = verify(receipt, /*n_partitions=*/1);
+  EXPECT_EQ(report.verdict, Verdict::kMismatch) << report.summary;
+  EXPECT_EQ(report.request, 0);
+  EXPECT_EQ(report.step, 3);
+  EXPECT_EQ(report.layer, 3);
+  EXPECT_EQ(report.stage, 1);
+  EXPECT_NE(report.summary.find("first divergent layer 3, stage 1"), std::string::npos)
+      << report.summary;
+
+  // A changed prompt id (no prompt text to re-tokenise): everything diverges from step 0, layer 0.
+  Receipt prompt = generateReceipt(/*trace=*/true, /*n_partitions=*/2);
+  prompt.requests[1].has_prompt_text = false;
+  prompt.requests[1].prompt_text.clear();
+  prompt.requests[1].prompt_ids[1] = (prompt.requests[1].prompt_ids[1] + 3) % 200;
+  rehash(&prompt);
+  report = verify(prompt);
+  EXPECT_EQ(report.verdict, Verdict::kMismatch) << report.summary;
+  EXPECT_EQ(report.request, 1);
+  EXPECT_EQ(report.step, 0);
+  EXPECT_EQ(report.layer, 0);
+  EXPECT_EQ(report.stage, 0);
+}
+
+TEST(ReceiptVerify, TamperedButRehashedFieldsAreMismatches) {
+  Receipt base = generateReceipt(/*trace=*/false);
+  {  // The prompt text no longer tokenises to the prompt ids.
+    Receipt r = base;
+    r.requests[0].prompt_text += "!";
+    rehash(&r);
+    VerifyReport report = verify(r);
+    EXPECT_EQ(report.verdict, Verdict::kMismatch) << report.summary;
+    EXPECT_EQ(report.field, "prompt_ids");
+  }
+  {  // The seed of the sampled request.
+    Receipt r = base;
+    r.requests[1].sampling.seed += 1;
+    rehash(&r);
+    VerifyReport report = verify(r);
+    EXPECT_EQ(report.verdict, Verdict::kMismatch) << report.summary;
+    EXPECT_EQ(report.field, "output_ids");
+    EXPECT_EQ(report.request, 1);
+  }
+  {  // One byte of text.
+    Receipt r = base;
+    r.requests[0].text += "x";
+    rehash(&r);
+    VerifyReport report = verify(r);
+    EXPECT_EQ(report.verdict, Verdict::kMismatch) << report.summary;
+    EXPECT_EQ(report.field, "text");
+  }
+  {  // A step's logits hash (with the chain recomputed).
+    Receipt r = base;
+    r.requests[0].step_logits_sha256[6] = std::string(64, 'd');
+    rehash(&r);
+    VerifyReport report = verify(r);
+    EXPECT_EQ(report.verdict, Verdict::kMismatch) << report.summary;
+    EXPECT_EQ(report.field, "step_logits_sha256");
+    EXPECT_EQ(report.step, 6);
+  }
+  {  // Not re-hashed: the receipt itself is inconsistent.
+    Receipt r = base;
+    r.requests[0].output_ids[0] += 1;
+    VerifyReport report = verify(r);
+    EXPECT_EQ(report.verdict, Verdict::kMismatch) << report.summary;
+    EXPECT_EQ(report.field, "receipt");
+  }
+}
+
+TEST(ReceiptVerify, AnotherModelCannotVerify) {
+  Receipt receipt = generateReceipt(/*trace=*/false);
+  std::string flipped = copyWithFlippedWeightByte("model.layers.0.self_attn.q_proj.weight");
+  VerifyReport report = verify(receipt, 1, flipped);
+  EXPECT_EQ(report.verdict, Verdict::kCouldNotVerify) << report.summary;
+  EXPECT_EQ(report.field, "model.weights_sha256");
+
+  std::string config = tempDir("config_changed");
+  fs::copy(builtinDirectory(), config, fs::copy_options::recursive);
+  std::string text = readText(config + "/config.json");
+  writeText(config + "/config.json", text + "\n");  // same meaning, other bytes
+  report = verify(receipt, 1, config);
+  EXPECT_EQ(report.verdict, Verdict::kCouldNotVerify) << report.summary;
+  EXPECT_EQ(report.field, "model.config_sha256");
+  EXPECT_NE(report.summary.find("model identity differs"), std::string::npos) << report.summary;
+}
+
+}  // namespace
+}  // namespace ree
