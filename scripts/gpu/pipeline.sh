@@ -8,6 +8,8 @@
 #                                      # latency; Qwen2.5-72B shape: n=2 and n=4 (synthetic bf16
 #                                      # weights generated on load), tokens/s, GPU memory, hashes
 #   scripts/gpu/pipeline.sh receipts   # receipts across devices/partitions; verify vs generate time
+#   scripts/gpu/pipeline.sh single     # single-process pipelines over several GPUs vs the CPU
+#   scripts/gpu/pipeline.sh mem72      # Qwen2.5-72B shape on every GPU: memory per GPU
 #
 # Logs and a summary go to $OUT (or out/gpu). Prints PASS/FAIL lines; exits non-zero on a FAIL.
 set -uo pipefail
@@ -25,7 +27,8 @@ mpirun=(mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBR
 gpus=$(nvidia-smi --list-gpus | wc -l)
 summary="$out/summary.txt"
 failures=0
-note() { echo "$*" | tee -a "$summary"; }
+exec 3>&1  # notes reach the terminal even from commands whose output is redirected
+note() { echo "$*" | tee -a "$summary" >&3; }
 check() {  # name, file, reference file
   if cmp -s "$2" "$3" && [ -s "$2" ]; then note "PASS $1"; else
     note "FAIL $1"
@@ -198,6 +201,7 @@ receipts() {
   write_config llama3-8b "$out/llama3-8b"
   model="synthetic:$out/llama3-8b"
   note "== verify vs generate, Llama-3-8B shape, batch 1, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+  note "  SHA-256 on this host: $(openssl speed -bytes 524288 -seconds 1 sha256 2>/dev/null | tail -1)"
   for tokens in 256 1024; do
     ids=$(seq -s, 1000 1031)
     start=$(date +%s.%N)
@@ -205,16 +209,49 @@ receipts() {
       --max-context 1100 --receipt-path "$work/8b-$tokens.json" >/dev/null 2>"$work/8b-gen-$tokens.log"
     "$launch" --model "$model" --device cuda:0 --prompt-ids "$ids" --max-new-tokens $tokens \
       --max-context 1100 >/dev/null 2>"$work/8b-gen-noreceipt-$tokens.log"
+    "$launch" --model "$model" --device cuda:0 --prompt-ids "$ids" --max-new-tokens $tokens \
+      --max-context 1100 --trace-hashes >/dev/null 2>"$work/8b-gen-trace-$tokens.log"
     "$launch" verify "$work/8b-$tokens.json" --model "$model" --device cuda:0 --json \
       >"$work/8b-verify-$tokens.json" 2>"$work/8b-verify-$tokens.log"
-    note "  $tokens tokens: generate (with receipt) $(grep -oE '[0-9]+ tokens in [0-9.]+ s' "$work/8b-gen-$tokens.log"); without receipt $(grep -oE '[0-9]+ tokens in [0-9.]+ s' "$work/8b-gen-noreceipt-$tokens.log"); verify: $(cat "$work/8b-verify-$tokens.json" | head -c 600)"
+    note "  $tokens tokens: generate (with receipt) $(grep -oE '[0-9]+ tokens in [0-9.]+ s' "$work/8b-gen-$tokens.log"); without receipt $(grep -oE '[0-9]+ tokens in [0-9.]+ s' "$work/8b-gen-noreceipt-$tokens.log"); with --trace-hashes $(grep -oE '[0-9]+ tokens in [0-9.]+ s' "$work/8b-gen-trace-$tokens.log"); verify: $(cat "$work/8b-verify-$tokens.json" | head -c 600)"
   done
+}
+
+mem72() {
+  write_config qwen2.5-72b "$out/qwen72b"
+  "$python" -c '
+for i in range(4):
+    print("{\"prompt_ids\": [%s]}" % ", ".join(str(1000 + j * 31 + i) for j in range(32)))' >"$out/mem4.jsonl"
+  note "== Qwen2.5-72B shape, n=$gpus: GPU memory"
+  with_memory "$out/mem72.log" "${mpirun[@]}" -n "$gpus" "$launch" --model "synthetic:$out/qwen72b" \
+    --n-partitions "$gpus" --prompt-file "$out/mem4.jsonl" --max-batch 4 --max-new-tokens 8 \
+    --max-context 256 --json --comm-timeout 120 >"$out/mem72.out" 2>"$out/mem72.log"
+  grep "\[ree\]" "$out/mem72.log" | tee -a "$summary"
+}
+
+single() {  # single-process pipelines over several GPUs vs the CPU
+  "$python" -c '
+for i in range(6):
+    print("\"Prompt %d: reproducible pipelines on any hardware%s\"" % (i, "!" * (7 * i)))' \
+    >"$out/prompts.jsonl"
+  extra=(--prompt-file "$out/prompts.jsonl" --json --max-new-tokens 32 --max-context 256)
+  "$launch" --model builtin:tiny-llama --cpu-only "${extra[@]}" 2>"$out/err.log" | normalise >"$out/single-cpu.norm"
+  devices=$(seq -s, 0 $((gpus - 1)) | sed 's/\([0-9]\+\)/cuda:\1/g')
+  "$launch" --model builtin:tiny-llama --n-partitions "$gpus" --stage-devices "$devices" \
+    "${extra[@]}" 2>>"$out/err.log" | normalise >"$out/single-gpus.norm"
+  check "one process, $gpus stages on $devices == CPU" "$out/single-gpus.norm" "$out/single-cpu.norm"
+  "$launch" --model builtin:tiny-llama --n-partitions 4 --device cuda:1 "${extra[@]}" \
+    2>>"$out/err.log" | normalise >"$out/single-gpu1.norm"
+  check "one process, 4 stages on cuda:1 == CPU" "$out/single-gpu1.norm" "$out/single-cpu.norm"
+  tail -3 "$out/err.log"
 }
 
 case "${1:-identity}" in
   identity) identity ;;
   bench) bench ;;
   receipts) receipts ;;
+  mem72) mem72 ;;
+  single) single ;;
   *) echo "pipeline.sh: unknown mode '$1'" >&2; exit 2 ;;
 esac
 note "pipeline.sh $1: $failures failure(s)"
