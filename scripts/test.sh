@@ -17,8 +17,9 @@ if [ "${REE_SKIP_SANITIZE:-0}" != "1" ]; then
     -DREE_CUDA=OFF -DREE_MPI=OFF -DREE_TORCH=OFF -DREE_BUILD_BENCH=OFF \
     -DREE_PYTHON="${REE_VENV:-$repo/.venv}/bin/python" >/dev/null
   cmake --build "$asan" --parallel "${REE_JOBS:-$(nproc)}" --target ree-launch \
-    models_safetensors_test models_model_config_test models_tokenizer_test models_reproducible_test
+    models_safetensors_test models_model_config_test models_tokenizer_test models_reproducible_test \
+    models_receipt_test models_pipeline_test
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$asan" --output-on-failure -j "${REE_TEST_JOBS:-2}" \
-    -R "models_(safetensors|model_config|tokenizer|reproducible)_test|launcher_bad_input"
+    -R "models_(safetensors|model_config|tokenizer|reproducible|receipt|pipeline)_test|launcher_bad_input"
 fi
