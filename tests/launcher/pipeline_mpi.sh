@@ -89,6 +89,16 @@ if cmp -s "$work/greedy-n1.norm" "$work/sampled-n1.norm"; then
   fail "sampling did not change the output (the comparison would not see a difference)"
 fi
 
+# --plan: the stages without loading or running anything (printed once, by rank 0).
+"$launch" --plan --n-partitions 3 --partition-layers 1,1,2 --model builtin:tiny-llama --cpu-only \
+  >"$work/plan.out" 2>&1 || fail "--plan exited non-zero"
+grep -q "^stage 2: layers 2-3 (2) + head" "$work/plan.out" || fail "--plan: wrong last stage"
+"${mpirun[@]}" -n 2 "$launch" --plan --n-partitions 2 --model builtin:tiny-llama --cpu-only \
+  >"$work/plan.out" 2>&1 || fail "--plan under mpirun exited non-zero"
+[ "$(grep -c "^plan: 2 stage(s), one MPI rank per stage" "$work/plan.out")" -eq 1 ] ||
+  fail "--plan under mpirun: expected one plan from rank 0"
+[ "$(grep -c "^stage [01]: layers" "$work/plan.out")" -eq 2 ] || fail "--plan: expected 2 stages"
+
 # Every rank must exit non-zero with the message, and quickly.
 expect_job_error() {  # needle, then the command
   local needle="$1"
