@@ -119,10 +119,10 @@ Status MpiLink::wait(MPI_Request* request, int peer, const char* what) {
   }
 }
 
-void MpiLink::idle(int* spins) {
-  // Spin briefly for latency, then sleep so that waiting ranks leave the CPU to computing ones
-  // (CPU pipelines often run more ranks than cores).
-  if (++*spins < 200) {
+void MpiLink::idle(int* spins) const {
+  // Spin for latency, then sleep so that waiting ranks leave the CPU to computing ones (CPU
+  // pipelines often run more ranks than cores; GPU stages spin much longer, see setSpinLimit).
+  if (++*spins < spin_limit_) {
     std::this_thread::yield();
   } else {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -389,7 +389,10 @@ namespace {
 class MpiTransport : public StageTransport {
  public:
   MpiTransport(const MpiWorld& world, Device device, double timeout_s)
-      : link_(world, timeout_s), device_(device) {}
+      : link_(world, timeout_s), device_(device) {
+    // A GPU stage's host thread is otherwise idle: poll hard so that a hop costs microseconds.
+    if (device.isCuda()) link_.setSpinLimit(MpiLink::kGpuSpinLimit);
+  }
 
   int rank() const override { return link_.rank(); }
   int size() const override { return link_.size(); }

@@ -44,6 +44,11 @@ class MpiLink {
   void abort() { aborted_ = true; }
   bool aborted() const { return aborted_; }
 
+  // Polls per wait before a waiting rank starts sleeping 100 us between polls. CPU stages keep the
+  // default (their cores compute); GPU stages use kGpuSpinLimit (tens of ms of yielding).
+  static constexpr int kGpuSpinLimit = 100000;
+  void setSpinLimit(int polls) { spin_limit_ = polls; }
+
   // Polls `request` until it completes or the deadline passes (then: kTimeout naming `peer`, or
   // "a peer" when peer < 0, for collectives). On failure the request is still active.
   Status wait(MPI_Request* request, int peer, const char* what);
@@ -66,13 +71,14 @@ class MpiLink {
   Status isend(int peer, int tag, const void* data, size_t bytes,
                std::shared_ptr<const void> keep_alive);
   void reap();
-  static void idle(int* spins);
+  void idle(int* spins) const;
 
   int rank_ = 0;
   int size_ = 1;
   double timeout_s_ = 20.0;
   MPI_Comm comm_ = MPI_COMM_NULL;
   bool aborted_ = false;
+  int spin_limit_ = 200;
   std::list<Pending> pending_;
   std::list<std::shared_ptr<void>> abandoned_;
 };

@@ -48,7 +48,9 @@ double secondsSince(Clock::time_point start) {
 class NcclTransport : public StageTransport {
  public:
   NcclTransport(const MpiWorld& world, int gpu, double timeout_s)
-      : link_(world, timeout_s), gpu_(gpu) {}
+      : link_(world, timeout_s), gpu_(gpu) {
+    link_.setSpinLimit(MpiLink::kGpuSpinLimit);  // a GPU stage's host thread is otherwise idle
+  }
 
   ~NcclTransport() override {
     if (!link_.aborted() && !nccl_aborted_) flush();
@@ -288,7 +290,7 @@ class NcclTransport : public StageTransport {
   }
 
   static void idle(int* spins) {
-    if (++*spins < 2000) {
+    if (++*spins < MpiLink::kGpuSpinLimit) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(50));

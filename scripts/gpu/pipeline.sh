@@ -158,6 +158,7 @@ for i in range(16):
   check "8B n=$gpus == n=1 (batch 16)" "$out/bench-8b-n$gpus-bench16.log.norm" "$out/bench-8b-n1-bench16.log.norm"
   check "8B n=$gpus == n=1 (batch 1)" "$out/bench-8b-n$gpus-bench1.log.norm" "$out/bench-8b-n1-bench1.log.norm"
 
+  [ "${REE_SKIP_72B:-0}" = 1 ] && return
   write_config qwen2.5-72b "$out/qwen72b"
   model="synthetic:$out/qwen72b"
   note "== Qwen2.5-72B shape (synthetic bf16 generated on load), reproducible"
