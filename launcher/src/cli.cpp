@@ -87,6 +87,19 @@ Status readPromptFile(const std::string& path, std::vector<FilePrompt>* prompts)
 
 }  // namespace
 
+Status parseDeviceList(const std::string& text, std::vector<Device>* devices) {
+  std::stringstream list(text);
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    Device device;
+    if (parseDevice(item, &device) != Status::kSuccess) {
+      return REE_FAIL(Status::kInvalidArgument, "--stage-devices: %s", lastErrorMessage());
+    }
+    devices->push_back(device);
+  }
+  return Status::kSuccess;
+}
+
 Status parseCommandLine(int argc, const char* const* argv, LaunchOptions* out) {
   cxxopts::Options options("ree-launch", kDescription);
   options.custom_help(
@@ -232,15 +245,8 @@ Status parseCommandLine(int argc, const char* const* argv, LaunchOptions* out) {
       }
     }
     if (parsed.count("stage-devices")) {
-      std::stringstream list(parsed["stage-devices"].as<std::string>());
-      std::string item;
-      while (std::getline(list, item, ',')) {
-        Device device;
-        if (parseDevice(item, &device) != Status::kSuccess) {
-          return REE_FAIL(Status::kInvalidArgument, "--stage-devices: %s", lastErrorMessage());
-        }
-        engine.stage_devices.push_back(device);
-      }
+      REE_RETURN_IF_ERROR(
+          parseDeviceList(parsed["stage-devices"].as<std::string>(), &engine.stage_devices));
       if (static_cast<int>(engine.stage_devices.size()) != engine.n_partitions) {
         return REE_FAIL(Status::kInvalidArgument,
                         "--stage-devices lists %zu devices but --n-partitions is %d",

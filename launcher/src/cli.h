@@ -26,6 +26,9 @@ struct LaunchOptions {
   std::string help_text;
 };
 
+// Parses "cuda:0,cuda:1" (--stage-devices); the error names the flag.
+Status parseDeviceList(const std::string& text, std::vector<Device>* devices);
+
 // Parses argv. On a bad flag returns kInvalidArgument with a one-line message naming the flag.
 Status parseCommandLine(int argc, const char* const* argv, LaunchOptions* out);
 

@@ -1,5 +1,7 @@
 #include "receipt_commands.h"
 
+#include "cli.h"
+
 #include <cstdio>
 #include <cxxopts.hpp>
 #include <nlohmann/json.hpp>
@@ -152,16 +154,10 @@ int verifyCommand(int argc, const char* const* argv, const EngineFactory& make_e
                                     &engine_options.partition_layers) != Status::kSuccess) {
       return error(lastErrorMessage());
     }
-    if (parsed.count("stage-devices")) {
-      std::stringstream list(parsed["stage-devices"].as<std::string>());
-      std::string item;
-      while (std::getline(list, item, ',')) {
-        Device device;
-        if (parseDevice(item, &device) != Status::kSuccess) {
-          return error(std::string("--stage-devices: ") + lastErrorMessage());
-        }
-        engine_options.stage_devices.push_back(device);
-      }
+    if (parsed.count("stage-devices") &&
+        parseDeviceList(parsed["stage-devices"].as<std::string>(), &engine_options.stage_devices) !=
+            Status::kSuccess) {
+      return error(lastErrorMessage());
     }
     int threads = parsed["threads"].as<int>();
     if (threads < 0) return error("--threads must be >= 0");

@@ -69,18 +69,9 @@ std::string bitsHex(float value) {
   return buffer;
 }
 
+// "auto" (as stored) or the dtype's name ("f32", "bf16", "f16"), as --dtype spells it.
 std::string weightDtypeName(const std::optional<DType>& dtype) {
-  if (!dtype) return "auto";
-  switch (*dtype) {
-    case DType::kF32:
-      return "f32";
-    case DType::kBF16:
-      return "bf16";
-    case DType::kF16:
-      return "f16";
-    default:
-      return "unsupported";
-  }
+  return dtype ? dtypeName(*dtype) : "auto";
 }
 
 int64_t layerCount(const std::vector<partitioner::Stage>& plan) {
