@@ -93,7 +93,9 @@ Status parseDeviceList(const std::string& text, std::vector<Device>* devices) {
   while (std::getline(list, item, ',')) {
     Device device;
     if (parseDevice(item, &device) != Status::kSuccess) {
-      return REE_FAIL(Status::kInvalidArgument, "--stage-devices: %s", lastErrorMessage());
+      // parseDevice's message already says where it came from.
+      return setError(Status::kInvalidArgument, nullptr, 0, "--stage-devices: %s",
+                      lastErrorMessage());
     }
     devices->push_back(device);
   }
