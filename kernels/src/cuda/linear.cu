@@ -121,168 +121,282 @@ __device__ __forceinline__ void cpAsyncWait() {
 }
 
 // ==== GEMV =======================================================================================
-constexpr int kGemvWarps = 4;  // chunks per stage
-constexpr int kGemvThreads = kGemvWarps * 32;
-constexpr int kGemvRows = 32;                           // output features per block (lanes)
-constexpr int kGemvStageK = kGemvWarps * kReduceChunk;  // k per stage
+// Decode shapes are bound by the weight bytes, so the kernel is organised around keeping enough of
+// them in flight on every SM: a block owns 32 output features (lane l of every warp computes
+// output n0 + l) and W warps (2, 4 or 8, chosen per launch so the grid fills the GPU in one wave
+// where it can). Warp w computes chunks w, w + W, w + 2W, ... of its 32 outputs; each chunk
+// arrives in shared memory through the warp's own cp.async ring (3-4 stages of kStageK k: the
+// 32 weight row segments and the matching x segments), so warps never wait for each other to
+// load. Lane l runs the chunk's fma chain for every row of x over row l of the stage. After each
+// round of W chunks the block synchronises once and the thread that owns output (m, n) adds the
+// round's W partials to its running total in chunk order, exactly as reduce.h's ChunkMerge.
+constexpr int kGemvRowsPerBlock = 32;  // output features per block (one per lane)
+constexpr int kGemvMaxWarps = 8;
 
-template <typename TW, int kMaxRows>
+template <typename TW, typename TX, int kMaxRows>
 struct GemvLayout {
-  static constexpr int kRowBytes = kGemvStageK * static_cast<int>(sizeof(TW)) + 16;  // +16: banks
-  static constexpr int kStageBytes = kGemvRows * kRowBytes;
-  static constexpr int kStages = (sizeof(TW) == 4 || kMaxRows > 8) ? 2 : 3;
-  static constexpr int kPartialBytes = 2 * kGemvWarps * kMaxRows * 32 * 4;
-  static constexpr int kSharedBytes = kStages * kStageBytes + kPartialBytes;
-  static constexpr int kMergePerThread = (kMaxRows * 32 + kGemvThreads - 1) / kGemvThreads;
+  static constexpr int kStagesPerChunk = sizeof(TW) == 4 ? 4 : 2;
+  static constexpr int kStageK = kReduceChunk / kStagesPerChunk;  // 32 or 64: 128 bytes per row
+  static constexpr int kWRowBytes = kStageK * static_cast<int>(sizeof(TW)) + 16;  // +16: banks
+  static constexpr int kWBytes = kGemvRowsPerBlock * kWRowBytes;
+  static constexpr int kXRowBytes = kStageK * static_cast<int>(sizeof(TX));
+  static constexpr int kStageBytes = kWBytes + kMaxRows * kXRowBytes;  // multiple of 16
+  // cp.async stages per warp: four keep 12 KiB of weights in flight per warp; with many x rows
+  // the stages are larger, and three leave room for eight warps per block.
+  static constexpr int kRing = kMaxRows >= 4 ? 3 : 4;
+  static constexpr int kWarpBytes = kRing * kStageBytes;
+  static constexpr int kPartialBytesPerWarp = 2 * kMaxRows * kGemvRowsPerBlock * 4;
+  static constexpr int sharedBytes(int warps) {
+    return warps * (kWarpBytes + kPartialBytesPerWarp);
+  }
+  static_assert(kStageBytes % 16 == 0, "stages must stay 16-byte aligned");
 };
 
-// Issues the copies of stage `stage` (k in [stage * 512, +512), rows n0..n0+31) into `buffer`.
-template <typename TW, int kMaxRows>
-__device__ __forceinline__ void gemvLoadStage(const DeviceArgs& a, int n0, int stage,
-                                              unsigned char* buffer) {
-  using L = GemvLayout<TW, kMaxRows>;
-  constexpr int kElemsPerPiece = 16 / sizeof(TW);
-  constexpr int kPiecesPerRow = kGemvStageK / kElemsPerPiece;
+struct GemvShape {
+  int warps;     // W
+  int n_chunks;  // ceil(K / 128)
+  int rounds;    // ceil(n_chunks / W)
+};
+
+// Issues the cp.async copies of this warp's stage `t` (chunk q * W + warp, part t % stages).
+template <typename TW, typename TX, int kMaxRows>
+__device__ __forceinline__ void gemvLoadStage(const DeviceArgs& a, const GemvShape& g, int n0,
+                                              int m0, int rows, int warp, int lane, int t,
+                                              unsigned char* slot) {
+  using L = GemvLayout<TW, TX, kMaxRows>;
+  const int chunk = (t / L::kStagesPerChunk) * g.warps + warp;
+  const int k0 = chunk * kReduceChunk + (t % L::kStagesPerChunk) * L::kStageK;
+  // Weights: 32 rows x 128 bytes, 8 pieces of 16 bytes per row; lane l copies pieces l, l+32, ...
+  constexpr int kWElemsPerPiece = 16 / sizeof(TW);
   const TW* w = static_cast<const TW*>(a.w);
-  const int k_begin = stage * kGemvStageK;
-#pragma unroll 4
-  for (int piece = threadIdx.x; piece < kGemvRows * kPiecesPerRow; piece += kGemvThreads) {
-    int row = piece / kPiecesPerRow;
-    int col = piece % kPiecesPerRow;
-    int k = k_begin + col * kElemsPerPiece;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int piece = i * 32 + lane;
+    const int row = piece / 8;
+    const int col = piece % 8;
+    const int k = k0 + col * kWElemsPerPiece;
     int valid = a.k - k;
-    valid = valid < 0 ? 0 : (valid > kElemsPerPiece ? kElemsPerPiece : valid);
+    valid = valid < 0 ? 0 : (valid > kWElemsPerPiece ? kWElemsPerPiece : valid);
     if (n0 + row >= a.n) valid = 0;
     const TW* src = valid ? w + static_cast<int64_t>(n0 + row) * a.w_stride + k : w;
-    cpAsync16(buffer + row * L::kRowBytes + col * 16, src, valid * static_cast<int>(sizeof(TW)));
+    cpAsync16(slot + row * L::kWRowBytes + col * 16, src, valid * static_cast<int>(sizeof(TW)));
+  }
+  // x: kMaxRows rows x kXRowBytes.
+  constexpr int kXElemsPerPiece = 16 / sizeof(TX);
+  constexpr int kXPiecesPerRow = L::kXRowBytes / 16;
+  const TX* x = static_cast<const TX*>(a.x);
+  for (int piece = lane; piece < kMaxRows * kXPiecesPerRow; piece += 32) {
+    const int r = piece / kXPiecesPerRow;
+    const int col = piece % kXPiecesPerRow;
+    const int k = k0 + col * kXElemsPerPiece;
+    int valid = a.k - k;
+    valid = valid < 0 ? 0 : (valid > kXElemsPerPiece ? kXElemsPerPiece : valid);
+    if (r >= rows) valid = 0;
+    const TX* src = valid ? x + static_cast<int64_t>(m0 + r) * a.x_stride + k : x;
+    cpAsync16(slot + L::kWBytes + r * L::kXRowBytes + col * 16, src,
+              valid * static_cast<int>(sizeof(TX)));
   }
 }
 
 template <typename TW, typename TX, int kMaxRows>
-__global__ void __launch_bounds__(kGemvThreads) gemvKernel(DeviceArgs a) {
-  using L = GemvLayout<TW, kMaxRows>;
+__global__ void __launch_bounds__(kGemvMaxWarps * 32) gemvKernel(DeviceArgs a, GemvShape g) {
+  using L = GemvLayout<TW, TX, kMaxRows>;
   extern __shared__ __align__(16) unsigned char shared[];
-  float* partials = reinterpret_cast<float*>(shared + L::kStages * L::kStageBytes);
-
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const int n0 = blockIdx.x * kGemvRows;
+  const int threads = g.warps * 32;
+  const int n0 = blockIdx.x * kGemvRowsPerBlock;
   const int m0 = blockIdx.y * kMaxRows;
   const int rows = min(kMaxRows, a.m - m0);
-  const int stages = (a.k + kGemvStageK - 1) / kGemvStageK;
-  const TX* x = static_cast<const TX*>(a.x) + static_cast<int64_t>(m0) * a.x_stride;
+  unsigned char* ring = shared + warp * L::kWarpBytes;
+  float* partials = reinterpret_cast<float*>(shared + g.warps * L::kWarpBytes);
 
-  float totals[L::kMergePerThread];
-#pragma unroll
-  for (int i = 0; i < L::kMergePerThread; ++i)
-    totals[i] = 0.0f;
+  // This warp's stages: every round in which it has a chunk.
+  const int my_chunks = warp < g.n_chunks ? (g.n_chunks - warp + g.warps - 1) / g.warps : 0;
+  const int my_stages = my_chunks * L::kStagesPerChunk;
 
 #pragma unroll
-  for (int s = 0; s < L::kStages - 1; ++s) {
-    if (s < stages) gemvLoadStage<TW, kMaxRows>(a, n0, s, shared + s * L::kStageBytes);
+  for (int t = 0; t < L::kRing - 1; ++t) {
+    if (t < my_stages) {
+      gemvLoadStage<TW, TX, kMaxRows>(a, g, n0, m0, rows, warp, lane, t, ring + t * L::kStageBytes);
+    }
     cpAsyncCommit();
   }
 
-  for (int stage = 0; stage < stages; ++stage) {
-    cpAsyncWait<L::kStages - 2>();
-    __syncthreads();  // stage ready for all; everyone is done with the buffer refilled below
-    {
-      int next = stage + L::kStages - 1;
-      if (next < stages) {
-        gemvLoadStage<TW, kMaxRows>(a, n0, next, shared + (next % L::kStages) * L::kStageBytes);
-      }
-      cpAsyncCommit();
-    }
+  // Outputs (m, n0 + l) owned by this thread for the merge: index o = tid + i * threads.
+  constexpr int kMaxMergePerThread = (kMaxRows * 32 + 63) / 64;  // W >= 2
+  float totals[kMaxMergePerThread];
+#pragma unroll
+  for (int i = 0; i < kMaxMergePerThread; ++i)
+    totals[i] = 0.0f;
 
-    // This warp's chunk: one fma chain per row of x, in k order, starting from +0.
-    const int chunk_begin = stage * kGemvStageK + warp * kReduceChunk;
-    float* my_partials = partials + ((stage & 1) * kGemvWarps + warp) * kMaxRows * 32;
-    if (chunk_begin < a.k) {
-      const int length = min(kReduceChunk, a.k - chunk_begin);
-      const TW* w_row = reinterpret_cast<const TW*>(shared + (stage % L::kStages) * L::kStageBytes +
-                                                    lane * L::kRowBytes) +
-                        warp * kReduceChunk;
-      float partial[kMaxRows];
+  for (int q = 0; q < g.rounds; ++q) {
+    const int chunk = q * g.warps + warp;
+    const bool active = chunk < g.n_chunks;  // warp-uniform
+    float partial[kMaxRows];
 #pragma unroll
-      for (int r = 0; r < kMaxRows; ++r)
-        partial[r] = 0.0f;
-      const int full = length & ~7;
-      for (int j = 0; j < full; j += 8) {
-        float w8[8];
-        load8(w_row + j, w8);
+    for (int r = 0; r < kMaxRows; ++r)
+      partial[r] = 0.0f;
+    for (int part = 0; part < L::kStagesPerChunk; ++part) {
+      const int t = q * L::kStagesPerChunk + part;
+      cpAsyncWait<L::kRing - 2>();
+      __syncwarp();  // stage t visible to all lanes; slot (t - 1) % ring no longer read
+      {
+        const int next = t + L::kRing - 1;
+        if (next < my_stages) {
+          gemvLoadStage<TW, TX, kMaxRows>(a, g, n0, m0, rows, warp, lane, next,
+                                          ring + (next % L::kRing) * L::kStageBytes);
+        }
+        cpAsyncCommit();
+      }
+      if (!active) continue;
+      const unsigned char* slot = ring + (t % L::kRing) * L::kStageBytes;
+      const TW* w_row = reinterpret_cast<const TW*>(slot + lane * L::kWRowBytes);
+      const TX* x_rows = reinterpret_cast<const TX*>(slot + L::kWBytes);
+      const int k0 = chunk * kReduceChunk + part * L::kStageK;
+      const int valid = min(L::kStageK, a.k - k0);
+      if (valid == L::kStageK) {
 #pragma unroll
-        for (int r = 0; r < kMaxRows; ++r) {
-          if (r < rows) {
-            float x8[8];
-            ldg8(x + static_cast<int64_t>(r) * a.x_stride + chunk_begin + j, x8);
+        for (int j = 0; j < L::kStageK; j += 8) {
+          float w8[8];
+          load8(w_row + j, w8);
 #pragma unroll
-            for (int e = 0; e < 8; ++e)
-              partial[r] = fmaF32(x8[e], w8[e], partial[r]);
+          for (int r = 0; r < kMaxRows; ++r) {
+            if (r < rows) {
+              float x8[8];
+              load8(x_rows + r * L::kStageK + j, x8);
+#pragma unroll
+              for (int e = 0; e < 8; ++e)
+                partial[r] = fmaF32(x8[e], w8[e], partial[r]);
+            }
+          }
+        }
+      } else {
+        for (int j = 0; j < valid; ++j) {
+          const float wj = loadFloat(w_row[j]);
+#pragma unroll
+          for (int r = 0; r < kMaxRows; ++r) {
+            if (r < rows)
+              partial[r] = fmaF32(loadFloat(x_rows[r * L::kStageK + j]), wj, partial[r]);
           }
         }
       }
-      for (int j = full; j < length; ++j) {
-        float wj = loadFloat(w_row[j]);
-#pragma unroll
-        for (int r = 0; r < kMaxRows; ++r) {
-          if (r < rows) {
-            float xj = loadFloat(x[static_cast<int64_t>(r) * a.x_stride + chunk_begin + j]);
-            partial[r] = fmaF32(xj, wj, partial[r]);
-          }
-        }
-      }
+    }
+    float* round_partials = partials + ((q & 1) * g.warps + warp) * kMaxRows * 32;
+    if (active) {
 #pragma unroll
       for (int r = 0; r < kMaxRows; ++r)
-        my_partials[r * 32 + lane] = partial[r];
+        round_partials[r * 32 + lane] = partial[r];
     }
     __syncthreads();
 
-    // Ordered merge: output (r, lane) adds the stage's chunk partials left to right.
-    const float* stage_partials = partials + (stage & 1) * kGemvWarps * kMaxRows * 32;
+    // Ordered merge of this round's chunks. Round q + 2 reuses this buffer only after every thread
+    // passed round q + 1's barrier, i.e. after this merge.
+    const float* merge_from = partials + (q & 1) * g.warps * kMaxRows * 32;
+    const int round_chunks = min(g.warps, g.n_chunks - q * g.warps);
 #pragma unroll
-    for (int i = 0; i < L::kMergePerThread; ++i) {
-      int output = threadIdx.x + i * kGemvThreads;
-      if (output < kMaxRows * 32) {
-#pragma unroll
-        for (int c = 0; c < kGemvWarps; ++c) {
-          int chunk = stage * kGemvWarps + c;
-          if (chunk * kReduceChunk < a.k) {
-            float partial = stage_partials[c * kMaxRows * 32 + output];
-            totals[i] = chunk == 0 ? partial : totals[i] + partial;
-          }
+    for (int i = 0; i < kMaxMergePerThread; ++i) {
+      const int o = threadIdx.x + i * threads;
+      if (o < kMaxRows * 32) {
+        for (int c = 0; c < round_chunks; ++c) {
+          const float p = merge_from[c * kMaxRows * 32 + o];
+          totals[i] = (q == 0 && c == 0) ? p : totals[i] + p;
         }
       }
     }
   }
+  cpAsyncWait<0>();
 
 #pragma unroll
-  for (int i = 0; i < L::kMergePerThread; ++i) {
-    int output = threadIdx.x + i * kGemvThreads;
-    int r = output / 32;
-    int col = n0 + output % 32;
-    if (output < kMaxRows * 32 && r < rows && col < a.n) storeOutput(a, m0 + r, col, totals[i]);
+  for (int i = 0; i < kMaxMergePerThread; ++i) {
+    const int o = threadIdx.x + i * threads;
+    const int r = o / 32;
+    const int col = n0 + o % 32;
+    if (o < kMaxRows * 32 && r < rows && col < a.n) storeOutput(a, m0 + r, col, totals[i]);
   }
+}
+
+// Per-device facts the launch shape depends on (looked up once per device).
+struct GemvDevice {
+  int sms = 0;
+  int smem_per_sm = 0;
+  int smem_optin = 0;
+};
+
+Status gemvDevice(GemvDevice* out) {
+  int device = 0;
+  REE_CUDA_CHECK(cudaGetDevice(&device));
+  static std::mutex mutex;
+  static GemvDevice cache[64];
+  std::lock_guard<std::mutex> lock(mutex);
+  GemvDevice* entry = device < 64 ? &cache[device] : nullptr;
+  if (entry != nullptr && entry->sms > 0) {
+    *out = *entry;
+    return Status::kSuccess;
+  }
+  GemvDevice d;
+  REE_CUDA_CHECK(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, device));
+  REE_CUDA_CHECK(
+      cudaDeviceGetAttribute(&d.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  REE_CUDA_CHECK(
+      cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (entry != nullptr) *entry = d;
+  *out = d;
+  return Status::kSuccess;
 }
 
 template <typename TW, typename TX, int kMaxRows>
 Status launchGemv(const DeviceArgs& a, cudaStream_t stream) {
-  using L = GemvLayout<TW, kMaxRows>;
+  using L = GemvLayout<TW, TX, kMaxRows>;
   auto kernel = gemvKernel<TW, TX, kMaxRows>;
-  int device = 0;
-  REE_CUDA_CHECK(cudaGetDevice(&device));
-  // The attribute is per device; setting it is cheap but not free, so once per device.
-  static std::mutex mutex;
-  static uint64_t configured = 0;
+  GemvDevice dev;
+  REE_RETURN_IF_ERROR(gemvDevice(&dev));
+  const long long tiles =
+      static_cast<long long>(divUp(a.n, kGemvRowsPerBlock)) * divUp(a.m, kMaxRows);
+  // The most warps per block that still fits every tile on the GPU at once (one wave); tiles
+  // beyond one wave take two warps each (short rounds, many blocks per SM).
+  int warps = 2;
+  for (int w = kGemvMaxWarps; w >= 2; w /= 2) {
+    const int bytes = L::sharedBytes(w);
+    if (bytes > dev.smem_optin) continue;
+    const long long per_sm = dev.smem_per_sm / (bytes + 1024);  // + the per-block reservation
+    if (per_sm >= 1 && tiles <= per_sm * dev.sms) {
+      warps = w;
+      break;
+    }
+  }
+  const int bytes = L::sharedBytes(warps);
+  if (bytes > dev.smem_optin) {
+    return REE_FAIL(Status::kUnsupported,
+                    "linear: the GEMV kernel needs %d bytes of shared memory per block; the device "
+                    "allows %d",
+                    bytes, dev.smem_optin);
+  }
   {
+    // The attribute is per device and kernel; setting it is cheap but not free, so once.
+    int device = 0;
+    REE_CUDA_CHECK(cudaGetDevice(&device));
+    static std::mutex mutex;
+    static uint64_t configured = 0;
     std::lock_guard<std::mutex> lock(mutex);
     if (device >= 64 || !(configured & (1ull << device))) {
-      REE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          L::kSharedBytes));
+      int largest = 0;  // the largest block any launch on this device may ask for
+      for (int w = kGemvMaxWarps; w >= 2; w /= 2) {
+        if (L::sharedBytes(w) <= dev.smem_optin && L::sharedBytes(w) > largest) {
+          largest = L::sharedBytes(w);
+        }
+      }
+      REE_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, largest));
       if (device < 64) configured |= 1ull << device;
     }
   }
-  dim3 grid(divUp(a.n, kGemvRows), divUp(a.m, kMaxRows));
-  kernel<<<grid, kGemvThreads, L::kSharedBytes, stream>>>(a);
+  GemvShape g;
+  g.warps = warps;
+  g.n_chunks = static_cast<int>(divUp(a.k, kReduceChunk));
+  g.rounds = static_cast<int>(divUp(g.n_chunks, warps));
+  dim3 grid(divUp(a.n, kGemvRowsPerBlock), divUp(a.m, kMaxRows));
+  kernel<<<grid, warps * 32, bytes, stream>>>(a, g);
   REE_CUDA_CHECK_LAUNCH();
   return Status::kSuccess;
 }
