@@ -295,6 +295,29 @@ struct RowArgs {
   DType bias_dtype;
 };
 
+// The output element of row-op kOp for input v at column k, given the row statistics.
+template <int kOp, typename InT>
+__device__ __forceinline__ float rowOutput(const RowArgs& a, float v, int64_t k, float s0, float s1,
+                                           float s2) {
+  if constexpr (kOp == kRms) {
+    float scaled = v * s0;
+    if (a.cast_before_weight) scaled = loadFloat(storeAs<InT>(scaled));
+    return a.weight ? scaled * rowmath::loadAt(a.weight, a.weight_dtype, k) : scaled;
+  } else if constexpr (kOp == kLayer) {
+    const bool has_w = a.weight != nullptr, has_b = a.bias != nullptr;
+    return rowmath::layerNormValue(v, s0, s1, has_w,
+                                   has_w ? rowmath::loadAt(a.weight, a.weight_dtype, k) : 0.0f,
+                                   has_b, has_b ? rowmath::loadAt(a.bias, a.bias_dtype, k) : 0.0f);
+  } else if constexpr (kOp == kSoftmax) {
+    return rowmath::softmaxExp(v, s0) / s1;
+  } else if constexpr (kOp == kLogSoftmax) {
+    return rowmath::logSoftmaxValue(v, s0, s2);
+  } else {
+    (void)a, (void)k, (void)s0, (void)s1, (void)s2;
+    return v;
+  }
+}
+
 // One kernel for the row-normalising family and casts: kOp selects the statistics; the output
 // pass applies the per-element formula of rowmath.
 template <int kOp, typename InT, typename OutT, bool kVec>
@@ -327,23 +350,7 @@ __global__ void __launch_bounds__(kThreads) rowKernel(RowArgs a) {
   if (!c.active) return;
 
   auto compute = [&](float v, int64_t k) -> float {
-    if constexpr (kOp == kRms) {
-      float scaled = v * s0;
-      if (a.cast_before_weight) scaled = loadFloat(storeAs<InT>(scaled));
-      return a.weight ? scaled * rowmath::loadAt(a.weight, a.weight_dtype, k) : scaled;
-    } else if constexpr (kOp == kLayer) {
-      const bool has_w = a.weight != nullptr, has_b = a.bias != nullptr;
-      return rowmath::layerNormValue(
-          v, s0, s1, has_w, has_w ? rowmath::loadAt(a.weight, a.weight_dtype, k) : 0.0f, has_b,
-          has_b ? rowmath::loadAt(a.bias, a.bias_dtype, k) : 0.0f);
-    } else if constexpr (kOp == kSoftmax) {
-      return rowmath::softmaxExp(v, s0) / s1;
-    } else if constexpr (kOp == kLogSoftmax) {
-      return rowmath::logSoftmaxValue(v, s0, s2);
-    } else {
-      (void)k;
-      return v;
-    }
+    return rowOutput<kOp, InT>(a, v, k, s0, s1, s2);
   };
 
   if constexpr (kVec) {
@@ -415,6 +422,97 @@ __global__ void __launch_bounds__(kThreads) reduceKernel(ReduceArgs a) {
   if (c.active && c.thread == 0) rowmath::storeAt(a.out, a.out_dtype, c.row, value);
 }
 
+// ---- few short rows (decode) -------------------------------------------------------------------
+// RMSNorm and LayerNorm of a decode step see a handful of rows of a few thousand elements; the
+// general kernel gives such a row to one warp, which then walks it in several dependent passes.
+// Here one block per row stages the whole row in shared memory in one coalesced pass
+// ([chunk][128 + 1]: lane c walks chunk c without bank conflicts), thread c runs chunk c's
+// canonical chain from there, thread 0 merges the partials left to right (ChunkMerge), and every
+// thread writes outputs. Same operations in the same order as rowKernel, so the same bits; the
+// row is read once, before any output is written, so y may alias x.
+constexpr int kSmallRowMaxRows = 64;
+constexpr int kSmallRowMaxChunks = kThreads;  // rows of up to 32768 elements
+constexpr int kSmallRowStride = kReduceChunk + 1;
+
+size_t smallRowSharedBytes(int64_t cols) {
+  const int64_t chunks = (cols + kReduceChunk - 1) / kReduceChunk;
+  return static_cast<size_t>(chunks) * kSmallRowStride * sizeof(float);
+}
+
+// Canonical chain of every chunk (thread c: chunk c), merged by thread 0; the total is returned
+// to every thread. kDot chains fma(t, t, p) with t = v (or v - shift with kShift), else p + v.
+template <bool kDot, bool kShift>
+__device__ float smallRowReduce(const float* row, int n, float shift, float* partials,
+                                float* broadcast) {
+  const int chunks = (n + kReduceChunk - 1) / kReduceChunk;
+  for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
+    const float* values = row + c * kSmallRowStride;
+    const int length = min(kReduceChunk, n - c * kReduceChunk);
+    auto step = [&](float p, float v) {
+      if constexpr (kDot) {
+        const float t = kShift ? v - shift : v;
+        return fmaF32(t, t, p);
+      } else {
+        return p + v;
+      }
+    };
+    float p = 0.0f;
+    if (length == kReduceChunk) {  // unrolled: the loads run ahead of the dependent chain
+#pragma unroll 32
+      for (int j = 0; j < kReduceChunk; ++j)
+        p = step(p, values[j]);
+    } else {
+      for (int j = 0; j < length; ++j)
+        p = step(p, values[j]);
+    }
+    partials[c] = p;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = partials[0];
+#pragma unroll 8
+    for (int c = 1; c < chunks; ++c)
+      total = total + partials[c];
+    *broadcast = total;
+  }
+  __syncthreads();
+  const float total = *broadcast;
+  __syncthreads();  // partials and broadcast may be reused by the caller's next reduction
+  return total;
+}
+
+template <int kOp, typename InT, typename OutT>
+__global__ void __launch_bounds__(kThreads) smallRowKernel(RowArgs a) {
+  extern __shared__ float row[];  // [chunks][kSmallRowStride]
+  __shared__ float partials[kSmallRowMaxChunks];
+  __shared__ float broadcast;
+  const int64_t r = blockIdx.x;
+  const InT* xr = static_cast<const InT*>(a.x) + r * a.x_stride;
+  OutT* yr = static_cast<OutT*>(a.y) + r * a.y_stride;
+  const int n = a.n;
+#pragma unroll 4
+  for (int e = threadIdx.x; e < n; e += blockDim.x) {
+    row[(e / kReduceChunk) * kSmallRowStride + e % kReduceChunk] = loadFloat(xr[e]);
+  }
+  __syncthreads();
+  float s0 = 0.0f, s1 = 0.0f;
+  if constexpr (kOp == kRms) {
+    s0 = rowmath::inverseRms(smallRowReduce<true, false>(row, n, 0.0f, partials, &broadcast), n,
+                             a.eps);
+  } else {
+    const float mean =
+        rowmath::divideByCount(smallRowReduce<false, false>(row, n, 0.0f, partials, &broadcast), n);
+    s0 = mean;
+    s1 = rowmath::inverseRms(smallRowReduce<true, true>(row, n, mean, partials, &broadcast), n,
+                             a.eps);
+  }
+#pragma unroll 4
+  for (int e = threadIdx.x; e < n; e += blockDim.x) {
+    const float v = row[(e / kReduceChunk) * kSmallRowStride + e % kReduceChunk];
+    yr[e] = rowmath::storeOut<OutT>(rowOutput<kOp, InT>(a, v, e, s0, s1, 0.0f));
+  }
+}
+
 // ---- launch helpers ---------------------------------------------------------------------------
 
 int warpsPerRow(int64_t cols) {
@@ -473,6 +571,22 @@ Status launchRowKernel(RowsIn x, RowsOut y, int64_t rows, int64_t cols, RowArgs 
   args.n = static_cast<int>(cols);
   args.warps_per_row = warpsPerRow(cols);
   const unsigned grid = gridFor(rows, args.warps_per_row);
+  if constexpr (kOp == kRms || kOp == kLayer) {
+    if (rows <= kSmallRowMaxRows &&
+        cols <= static_cast<int64_t>(kSmallRowMaxChunks) * kReduceChunk &&
+        smallRowSharedBytes(cols) <= 48 * 1024) {
+      withType(x.dtype, [&](auto in_tag) {
+        using InT = decltype(in_tag);
+        withType(y.dtype, [&](auto out_tag) {
+          using OutT = decltype(out_tag);
+          smallRowKernel<kOp, InT, OutT>
+              <<<static_cast<unsigned>(rows), kThreads, smallRowSharedBytes(cols), stream>>>(args);
+        });
+      });
+      REE_CUDA_CHECK_LAUNCH();
+      return Status::kSuccess;
+    }
+  }
   withType(x.dtype, [&](auto in_tag) {
     using InT = decltype(in_tag);
     withType(y.dtype, [&](auto out_tag) {
