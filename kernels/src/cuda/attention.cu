@@ -13,7 +13,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "cuda_check.cuh"
@@ -548,6 +553,23 @@ Status launchAppend(const KvAppendArgs& a, const long long* dst, int tokens, int
   return Status::kSuccess;
 }
 
+// Lets `kernel` take up to the device's opt-in shared memory per block. Set once per device and
+// kernel: the attribute call is not free, and the launch still passes the bytes it uses.
+template <typename Kernel>
+Status allowFullSharedMemory(Kernel kernel) {
+  int device = 0, optin = 0;
+  REE_CUDA_CHECK(cudaGetDevice(&device));
+  static std::mutex mutex;
+  static std::set<std::pair<const void*, int>> configured;  // (kernel, device)
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
+  if (configured.count(key) != 0) return Status::kSuccess;
+  REE_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  REE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  configured.insert(key);
+  return Status::kSuccess;
+}
+
 template <typename T>
 Status launchChunkKernels(const KernelParams& base, const WorkItem* split_items, int n_split,
                           int split_rows_cap, const MergeItem* merge_items, int n_merge,
@@ -557,9 +579,7 @@ Status launchChunkKernels(const KernelParams& base, const WorkItem* split_items,
     KernelParams p = base;
     p.rows_cap = split_rows_cap;
     const size_t bytes = smemLayout(p.head_dim, p.rows_cap, p.kv_stride, sizeof(T), false).bytes;
-    REE_CUDA_CHECK(cudaFuncSetAttribute(attentionChunkKernel<T, false>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(bytes)));
+    REE_RETURN_IF_ERROR(allowFullSharedMemory(attentionChunkKernel<T, false>));
     attentionChunkKernel<T, false><<<n_split, kSplitThreads, bytes, stream>>>(p, split_items);
     REE_CUDA_CHECK_LAUNCH();
     attentionMergeKernel<<<n_merge, kMergeThreads, 0, stream>>>(p, merge_items);
@@ -569,9 +589,7 @@ Status launchChunkKernels(const KernelParams& base, const WorkItem* split_items,
     KernelParams p = base;
     p.rows_cap = flash_rows_cap;
     const size_t bytes = smemLayout(p.head_dim, p.rows_cap, p.kv_stride, sizeof(T), true).bytes;
-    REE_CUDA_CHECK(cudaFuncSetAttribute(attentionChunkKernel<T, true>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(bytes)));
+    REE_RETURN_IF_ERROR(allowFullSharedMemory(attentionChunkKernel<T, true>));
     attentionChunkKernel<T, true><<<n_flash, kFlashThreads, bytes, stream>>>(p, flash_items);
     REE_CUDA_CHECK_LAUNCH();
   }
@@ -609,7 +627,7 @@ class PinnedUploader {
   }
 
  private:
-  static constexpr int kSlots = 8;
+  static constexpr int kSlots = 32;  // two uploads per layer: the host may run 16 layers ahead
   struct Slot {
     unsigned char* host = nullptr;
     size_t capacity = 0;
@@ -619,9 +637,13 @@ class PinnedUploader {
   unsigned next_ = 0;
 };
 
+// One ring per device: a slot's event is recorded on the stream it served, and an event may only
+// be recorded on streams of the device it was created on.
 Status uploadTables(void* device_dst, const void* host_src, size_t bytes, cudaStream_t stream) {
-  thread_local PinnedUploader uploader;
-  return uploader.upload(device_dst, host_src, bytes, stream);
+  thread_local std::map<int, PinnedUploader> uploaders;
+  int device = 0;
+  REE_CUDA_CHECK(cudaGetDevice(&device));
+  return uploaders[device].upload(device_dst, host_src, bytes, stream);
 }
 
 }  // namespace
