@@ -60,6 +60,7 @@ class NcclTransport : public StageTransport {
       cudaEventDestroy(p.done);
     if (send_stream_ != nullptr) cudaStreamDestroy(send_stream_);
     if (recv_stream_ != nullptr) cudaStreamDestroy(recv_stream_);
+    if (legacy_done_ != nullptr) cudaEventDestroy(legacy_done_);
   }
 
   Status init() {
@@ -69,6 +70,8 @@ class NcclTransport : public StageTransport {
         cuda(cudaStreamCreateWithFlags(&send_stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
     REE_RETURN_IF_ERROR(
         cuda(cudaStreamCreateWithFlags(&recv_stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
+    REE_RETURN_IF_ERROR(
+        cuda(cudaEventCreateWithFlags(&legacy_done_, cudaEventDisableTiming), "cudaEventCreate"));
     int r = rank(), n = size();
     // Link r -> r+1: this rank creates its id and hands it downstream over MPI.
     ncclUniqueId send_id{}, recv_id{};
@@ -136,6 +139,7 @@ class NcclTransport : public StageTransport {
   Status sendTensor(int peer, const Tensor& tensor) override {
     REE_RETURN_IF_ERROR(checkTensor(tensor, peer, rank() + 1, "sendTensor"));
     reap();
+    REE_RETURN_IF_ERROR(afterLegacyStream(send_stream_));
     REE_RETURN_IF_ERROR(
         nccl(ncclSend(tensor.data(), tensor.nbytes(), ncclUint8, 1, send_comm_, send_stream_),
              "ncclSend"));
@@ -152,6 +156,7 @@ class NcclTransport : public StageTransport {
   Status recvTensor(int peer, const Tensor& tensor) override {
     REE_RETURN_IF_ERROR(checkTensor(tensor, peer, rank() - 1, "recvTensor"));
     reap();
+    REE_RETURN_IF_ERROR(afterLegacyStream(recv_stream_));
     REE_RETURN_IF_ERROR(
         nccl(ncclRecv(tensor.data(), tensor.nbytes(), ncclUint8, 0, recv_comm_, recv_stream_),
              "ncclRecv"));
@@ -242,6 +247,15 @@ class NcclTransport : public StageTransport {
                       tensor.describe().c_str(), gpu_);
     }
     return Status::kSuccess;
+  }
+
+  // Orders `stream` after the work queued so far on the legacy default stream: tensors are
+  // allocated in that stream's order (Tensor::empty), and the compute that produced or last read
+  // a tensor is ordered with it, so the transfer never touches memory before it is ready or while
+  // an earlier user of the same pool block still reads it.
+  Status afterLegacyStream(cudaStream_t stream) {
+    REE_RETURN_IF_ERROR(cuda(cudaEventRecord(legacy_done_, cudaStreamLegacy), "cudaEventRecord"));
+    return cuda(cudaStreamWaitEvent(stream, legacy_done_, 0), "cudaStreamWaitEvent");
   }
 
   // Reaps completed sends (their tensors' storage is released).
@@ -337,6 +351,7 @@ class NcclTransport : public StageTransport {
   ncclComm_t recv_comm_ = nullptr;  // link rank - 1 -> rank (this rank is 1 in it)
   cudaStream_t send_stream_ = nullptr;
   cudaStream_t recv_stream_ = nullptr;
+  cudaEvent_t legacy_done_ = nullptr;
   std::list<Pending> pending_;
   bool nccl_aborted_ = false;
 };

@@ -264,18 +264,32 @@ class ReproducibleOps final : public OperationSet {
     return Activation::kSilu;
   }
 
-  // Copies host int32 metadata to a reusable device buffer ordered on the stream (the buffer is
-  // typed f32 only for its 4-byte size; its bytes are int32).
-  Status upload(const std::vector<int32_t>& values, Tensor* buffer, const int32_t** out) {
+  // A device copy of host int32 metadata (token ids, positions) and the values it holds.
+  struct UploadBuffer {
+    Tensor device;  // typed f32 only for its 4-byte size; its bytes are int32
+    std::vector<int32_t> values;
+  };
+
+  // Copies host int32 metadata to a reusable device buffer ordered on the stream. A copy from
+  // pageable memory can make the host wait for the stream, so values the buffer already holds
+  // (every layer's rope calls of a step share one positions vector) are not sent again.
+  Status upload(const std::vector<int32_t>& values, UploadBuffer* buffer, const int32_t** out) {
     int64_t n = static_cast<int64_t>(values.size());
-    if (buffer->numel() < n || !buffer->data()) {
-      REE_RETURN_IF_ERROR(Tensor::empty(device_, DType::kF32, {std::max<int64_t>(n, 256)}, buffer));
+    if (buffer->device.data() != nullptr && buffer->values == values) {
+      *out = buffer->device.as<int32_t>();
+      return Status::kSuccess;
     }
-    Tensor view = Tensor::wrap(buffer->data(), device_, DType::kF32, {n});
+    buffer->values.clear();  // unknown contents until the copy below is queued
+    if (buffer->device.numel() < n || !buffer->device.data()) {
+      REE_RETURN_IF_ERROR(
+          Tensor::empty(device_, DType::kF32, {std::max<int64_t>(n, 256)}, &buffer->device));
+    }
+    Tensor view = Tensor::wrap(buffer->device.data(), device_, DType::kF32, {n});
     REE_RETURN_IF_ERROR(copyTensor(
         Tensor::wrap(const_cast<int32_t*>(values.data()), Device::cpu(), DType::kF32, {n}), view,
         stream_));
-    *out = buffer->as<int32_t>();
+    buffer->values = values;
+    *out = buffer->device.as<int32_t>();
     return Status::kSuccess;
   }
 
@@ -307,7 +321,8 @@ class ReproducibleOps final : public OperationSet {
   }
 
   std::list<std::pair<RopeSpec, std::vector<float>>> inv_freq_cache_;
-  Tensor ids_buffer_, positions_buffer_, device_inv_freq_;
+  UploadBuffer ids_buffer_, positions_buffer_;
+  Tensor device_inv_freq_;
   const std::vector<float>* device_inv_freq_key_ = nullptr;
   Device device_;
   cudaStream_t stream_ = nullptr;

@@ -1,8 +1,11 @@
 #include "ree/runtime/tensor.h"
 
 #include <unistd.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 
 #include "ree/kernels/device.h"
@@ -12,6 +15,62 @@
 #endif
 
 namespace ree {
+
+#if defined(REE_WITH_CUDA)
+namespace {
+
+// Device tensors come from the device's default memory pool, allocated and freed in the order of
+// the legacy default stream. Every operation set and copy in REE queues its work on that stream
+// or on a blocking stream (ordered with it), so a free is ordered after the work queued before
+// it without a device-wide synchronisation (cudaFree imposes one per tensor), and freed blocks are
+// reused from the pool instead of going back to the driver (release threshold: unlimited). The
+// NCCL transport's own streams wait for the legacy stream before they touch a tensor.
+Status configureDevicePool(int device) {
+  static std::mutex mutex;
+  static uint64_t configured = 0;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (device < 64 && (configured & (1ull << device))) return Status::kSuccess;
+  cudaMemPool_t pool = nullptr;
+  cudaError_t err = cudaDeviceGetDefaultMemPool(&pool, device);
+  uint64_t threshold = UINT64_MAX;
+  if (err == cudaSuccess) {
+    err = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+  }
+  // Peers may read and write this device's tensors (copies between the stages of one process).
+  int count = 0;
+  if (err == cudaSuccess) err = cudaGetDeviceCount(&count);
+  for (int peer = 0; err == cudaSuccess && peer < count; ++peer) {
+    int can_access = 0;
+    if (peer == device) continue;
+    if (cudaDeviceCanAccessPeer(&can_access, peer, device) != cudaSuccess || !can_access) {
+      cudaGetLastError();
+      continue;
+    }
+    cudaMemAccessDesc access{};
+    access.location.type = cudaMemLocationTypeDevice;
+    access.location.id = peer;
+    access.flags = cudaMemAccessFlagsProtReadWrite;
+    if (cudaMemPoolSetAccess(pool, &access, 1) != cudaSuccess) cudaGetLastError();
+  }
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return REE_FAIL(Status::kCudaError, "cannot configure the memory pool of cuda:%d: %s", device,
+                    cudaGetErrorString(err));
+  }
+  if (device < 64) configured |= 1ull << device;
+  return Status::kSuccess;
+}
+
+void freeDeviceMemory(int device, void* pointer) {
+  int previous = 0;
+  cudaGetDevice(&previous);
+  if (previous != device) cudaSetDevice(device);
+  cudaFreeAsync(pointer, cudaStreamLegacy);
+  if (previous != device) cudaSetDevice(previous);
+}
+
+}  // namespace
+#endif
 
 std::string Device::str() const {
   return kind == Kind::kCpu ? std::string("cpu") : "cuda:" + std::to_string(index);
@@ -88,18 +147,20 @@ Status Tensor::empty(Device device, DType dtype, std::vector<int64_t> shape, Ten
     t.storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   } else {
 #if defined(REE_WITH_CUDA)
+    REE_RETURN_IF_ERROR(configureDevicePool(device.index));
     int previous = 0;
     cudaGetDevice(&previous);
-    cudaSetDevice(device.index);
+    if (previous != device.index) cudaSetDevice(device.index);
     void* p = nullptr;
-    cudaError_t err = cudaMalloc(&p, bytes);
-    cudaSetDevice(previous);
+    cudaError_t err = cudaMallocAsync(&p, bytes, cudaStreamLegacy);
+    if (previous != device.index) cudaSetDevice(previous);
     if (err != cudaSuccess) {
       cudaGetLastError();
-      return REE_FAIL(Status::kOutOfMemory, "cudaMalloc of %zu bytes on %s failed: %s", bytes,
+      return REE_FAIL(Status::kOutOfMemory, "allocating %zu bytes on %s failed: %s", bytes,
                       device.str().c_str(), cudaGetErrorString(err));
     }
-    t.storage_ = std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+    const int index = device.index;
+    t.storage_ = std::shared_ptr<void>(p, [index](void* q) { freeDeviceMemory(index, q); });
 #else
     return REE_FAIL(Status::kUnsupported, "REE was built without CUDA: cannot allocate on %s",
                     device.str().c_str());
@@ -118,7 +179,12 @@ Status Tensor::zeros(Device device, DType dtype, std::vector<int64_t> shape, Ten
     return Status::kSuccess;
   }
 #if defined(REE_WITH_CUDA)
-  if (cudaMemset(out->data(), 0, out->nbytes()) != cudaSuccess) {
+  int previous = 0;
+  cudaGetDevice(&previous);
+  if (previous != device.index) cudaSetDevice(device.index);  // the tensor's legacy stream
+  cudaError_t err = cudaMemset(out->data(), 0, out->nbytes());
+  if (previous != device.index) cudaSetDevice(previous);
+  if (err != cudaSuccess) {
     return REE_FAIL(Status::kCudaError, "cudaMemset on %s failed", device.str().c_str());
   }
 #endif
@@ -159,11 +225,60 @@ Status copyTensor(const Tensor& src, const Tensor& dst, cudaStream_t stream) {
     return Status::kSuccess;
   }
 #if defined(REE_WITH_CUDA)
+  // On the legacy stream, the copy is queued on the device whose work it must follow: the
+  // source's for reads from a GPU (device-to-host, and between GPUs, which then also completes
+  // before returning: the destination device's streams are not ordered with it), else the
+  // destination's. Tensors are allocated in the order of their device's legacy stream.
+  const bool cross_device =
+      src.device().isCuda() && dst.device().isCuda() && src.device() != dst.device();
+  int previous = -1, device = -1;
+  if (stream == nullptr) {
+    device = src.device().isCuda() ? src.device().index : dst.device().index;
+    cudaGetDevice(&previous);
+    if (previous != device) cudaSetDevice(device);
+  }
   cudaMemcpyKind kind = cudaMemcpyDefault;
   cudaError_t err = cudaMemcpyAsync(dst.data(), src.data(), bytes, kind, stream);
-  if (err == cudaSuccess && !dst.device().isCuda()) err = cudaStreamSynchronize(stream);
+  if (err == cudaSuccess && (!dst.device().isCuda() || (cross_device && stream == nullptr))) {
+    err = cudaStreamSynchronize(stream);
+  }
+  if (previous >= 0 && previous != device) cudaSetDevice(previous);
   if (err != cudaSuccess) {
     return REE_FAIL(Status::kCudaError, "copy %s -> %s failed: %s", src.describe().c_str(),
+                    dst.describe().c_str(), cudaGetErrorString(err));
+  }
+  return Status::kSuccess;
+#else
+  (void)stream;
+  return REE_FAIL(Status::kUnsupported, "REE was built without CUDA");
+#endif
+}
+
+Status copyColumns(const Tensor& src, int64_t col_begin, const Tensor& dst, cudaStream_t stream) {
+  REE_CHECK_ARG(src.rank() == 2 && dst.rank() == 2 && src.dtype() == dst.dtype() &&
+                    src.device() == dst.device() && src.dim(0) == dst.dim(0) && col_begin >= 0 &&
+                    col_begin + dst.dim(1) <= src.dim(1),
+                "copyColumns: columns [%lld, +%lld) of %s into %s",
+                static_cast<long long>(col_begin),
+                static_cast<long long>(dst.rank() == 2 ? dst.dim(1) : -1), src.describe().c_str(),
+                dst.describe().c_str());
+  const size_t elem = dtypeSize(src.dtype());
+  const size_t src_pitch = static_cast<size_t>(src.dim(1)) * elem;
+  const size_t width = static_cast<size_t>(dst.dim(1)) * elem;
+  const char* from = static_cast<const char*>(src.data()) + static_cast<size_t>(col_begin) * elem;
+  char* to = static_cast<char*>(dst.data());
+  if (width == 0 || dst.dim(0) == 0) return Status::kSuccess;
+  if (!src.device().isCuda()) {
+    for (int64_t r = 0; r < dst.dim(0); ++r)
+      std::memcpy(to + r * width, from + r * src_pitch, width);
+    return Status::kSuccess;
+  }
+#if defined(REE_WITH_CUDA)
+  cudaError_t err =
+      cudaMemcpy2DAsync(to, width, from, src_pitch, width, static_cast<size_t>(dst.dim(0)),
+                        cudaMemcpyDeviceToDevice, stream);
+  if (err != cudaSuccess) {
+    return REE_FAIL(Status::kCudaError, "copyColumns %s -> %s failed: %s", src.describe().c_str(),
                     dst.describe().c_str(), cudaGetErrorString(err));
   }
   return Status::kSuccess;

@@ -44,7 +44,10 @@ class Tensor {
  public:
   Tensor() = default;
 
-  // New uninitialised storage (CPU: 64-byte aligned; CUDA: cudaMalloc on device.index).
+  // New uninitialised storage (CPU: 64-byte aligned). CUDA: from device.index's default memory
+  // pool, allocated and freed in the order of the legacy default stream (cudaMallocAsync /
+  // cudaFreeAsync on cudaStreamLegacy), so it needs no device-wide synchronisation; work on a
+  // non-blocking stream must wait for the legacy stream before it uses a new tensor.
   static Status empty(Device device, DType dtype, std::vector<int64_t> shape, Tensor* out);
   // Same, filled with zero bytes.
   static Status zeros(Device device, DType dtype, std::vector<int64_t> shape, Tensor* out);
@@ -82,9 +85,16 @@ class Tensor {
 };
 
 // Copies all bytes of `src` into `dst` (same dtype and element count, any devices). With CUDA
-// involved the copy is ordered on `stream` (nullptr: the legacy default stream) and synchronous
-// for device-to-host copies.
+// involved the copy is ordered on `stream`; nullptr means the legacy default stream of the GPU
+// whose work the copy must follow (the source's when it is on a GPU, else the destination's).
+// Synchronous for device-to-host copies and, on the legacy stream, for copies between GPUs.
 Status copyTensor(const Tensor& src, const Tensor& dst, cudaStream_t stream = nullptr);
+
+// Copies columns [col_begin, col_begin + dst.dim(1)) of every row of the 2-D `src` into the dense
+// 2-D `dst` (same dtype, device and row count): splits the output of a fused projection. Ordered
+// on `stream` like copyTensor (both tensors on the same device).
+Status copyColumns(const Tensor& src, int64_t col_begin, const Tensor& dst,
+                   cudaStream_t stream = nullptr);
 
 // Copies `src` to a new tensor on `device`.
 Status toDevice(const Tensor& src, Device device, Tensor* out, cudaStream_t stream = nullptr);
