@@ -1,7 +1,9 @@
 #include "ree/models/causal_lm.h"
 
 #include <cstring>
+#include <initializer_list>
 #include <map>
+#include <utility>
 
 namespace ree::models {
 namespace {
@@ -70,8 +72,16 @@ enum BufferId {
   kAct,
   kPositions,
   kSelected,
-  kFinalNorm
+  kFinalNorm,
+  kQkv,
+  kGateUp
 };
+
+// Steps with at most this many tokens run the fused projections (q|k|v and gate|up): decode-sized
+// steps are bound by weight bytes and launches, and one GEMV over the concatenated rows streams
+// the same bytes in one launch with a fuller grid. Each output still comes from its own weight
+// row with the same K, so the reproducible set's bits are those of the separate projections.
+constexpr int64_t kFusedProjectionMaxTokens = 16;
 
 struct Linear {
   Tensor weight;  // [N, K]
@@ -84,6 +94,9 @@ struct Layer {
   Linear q, k, v, o;
   Tensor q_norm, k_norm;  // Qwen3
   Linear gate, up, down;  // GPT-2: up = c_fc, down = c_proj
+  // GPU only: the rows of q, k, v (and gate, up) side by side in one tensor; q.weight etc. are
+  // then views into it. Undefined where the projections are not fused.
+  Linear qkv, gate_up;
 };
 
 }  // namespace
@@ -219,6 +232,49 @@ struct CausalLM::Impl {
     REE_RETURN_IF_ERROR(linear("mlp.gate_proj", config.mlp_bias, &layer->gate));
     REE_RETURN_IF_ERROR(linear("mlp.up_proj", config.mlp_bias, &layer->up));
     REE_RETURN_IF_ERROR(linear("mlp.down_proj", config.mlp_bias, &layer->down));
+    if (device().isCuda()) {
+      REE_RETURN_IF_ERROR(fuseRows({&layer->q, &layer->k, &layer->v}, &layer->qkv));
+      REE_RETURN_IF_ERROR(fuseRows({&layer->gate, &layer->up}, &layer->gate_up));
+    }
+    return Status::kSuccess;
+  }
+
+  // Concatenates the weight rows (and biases) of `parts` into `fused` and turns each part into a
+  // view of its rows, so the device holds every weight once.
+  Status fuseRows(std::initializer_list<Linear*> parts, Linear* fused) {
+    const Linear& first = **parts.begin();
+    int64_t rows = 0;
+    bool biases = true;
+    for (const Linear* part : parts) {
+      REE_CHECK_ARG(part->weight.rank() == 2 && part->weight.dim(1) == first.weight.dim(1) &&
+                        part->weight.dtype() == first.weight.dtype(),
+                    "fuseRows: %s does not match %s", part->weight.describe().c_str(),
+                    first.weight.describe().c_str());
+      rows += part->weight.dim(0);
+      biases = biases && part->bias.defined() && part->bias.dtype() == first.bias.dtype();
+    }
+    bool any_bias = false;
+    for (const Linear* part : parts)
+      any_bias = any_bias || part->bias.defined();
+    if (any_bias && !biases) return Status::kSuccess;  // mixed biases: keep them separate
+    REE_RETURN_IF_ERROR(
+        Tensor::empty(device(), first.weight.dtype(), {rows, first.weight.dim(1)}, &fused->weight));
+    if (biases) {
+      REE_RETURN_IF_ERROR(Tensor::empty(device(), first.bias.dtype(), {rows}, &fused->bias));
+    }
+    int64_t offset = 0;
+    for (Linear* part : parts) {
+      const int64_t n = part->weight.dim(0);
+      Tensor weight_rows = fused->weight.rows(offset, n);
+      REE_RETURN_IF_ERROR(copyTensor(part->weight, weight_rows));
+      part->weight = weight_rows;
+      if (biases) {
+        Tensor bias_rows = fused->bias.rows(offset, n);
+        REE_RETURN_IF_ERROR(copyTensor(part->bias, bias_rows));
+        part->bias = bias_rows;
+      }
+      offset += n;
+    }
     return Status::kSuccess;
   }
 
@@ -253,6 +309,28 @@ struct CausalLM::Impl {
     return ops->linear(x, l.weight, l.biasOrNull(), *out);
   }
 
+  // The column blocks of a fused projection's output [t, sum of widths] as dense [t, width]
+  // tensors: views when t == 1 (the blocks are contiguous), else copies into scratch buffers.
+  Status split(const Tensor& fused, std::initializer_list<std::pair<int, int64_t>> blocks,
+               std::initializer_list<Tensor*> outs) {
+    const int64_t t = fused.dim(0);
+    int64_t offset = 0;
+    auto out = outs.begin();
+    for (const auto& block : blocks) {
+      const int64_t width = block.second;
+      if (t == 1) {
+        **out = Tensor::wrap(static_cast<char*>(fused.data()) + offset * dtypeSize(fused.dtype()),
+                             fused.device(), fused.dtype(), {1, width});
+      } else {
+        REE_RETURN_IF_ERROR(scratch(block.first, {t, width}, *out, fused.dtype()));
+        REE_RETURN_IF_ERROR(copyColumns(fused, offset, **out));
+      }
+      offset += width;
+      ++out;
+    }
+    return Status::kSuccess;
+  }
+
   Status norm(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out) {
     float eps = static_cast<float>(config.norm_eps);
     if (config.norm == NormKind::kLayerNorm) return ops->layerNorm(x, w, b, eps, out);
@@ -266,9 +344,17 @@ struct CausalLM::Impl {
     Tensor normed, q, k, v, attn, proj;
     REE_RETURN_IF_ERROR(scratch(kNormed, {t, h}, &normed, act_dtype));
     REE_RETURN_IF_ERROR(norm(hidden, l.norm1_w, l.norm1_b, normed));
-    REE_RETURN_IF_ERROR(linear(l.q, normed, kQ, &q));
-    REE_RETURN_IF_ERROR(linear(l.k, normed, kK, &k));
-    REE_RETURN_IF_ERROR(linear(l.v, normed, kV, &v));
+    const bool fused = t <= kFusedProjectionMaxTokens;
+    if (fused && l.qkv.weight.defined()) {
+      Tensor qkv;
+      REE_RETURN_IF_ERROR(linear(l.qkv, normed, kQkv, &qkv));
+      REE_RETURN_IF_ERROR(
+          split(qkv, {{kQ, nh * hd}, {kK, nkv * hd}, {kV, nkv * hd}}, {&q, &k, &v}));
+    } else {
+      REE_RETURN_IF_ERROR(linear(l.q, normed, kQ, &q));
+      REE_RETURN_IF_ERROR(linear(l.k, normed, kK, &k));
+      REE_RETURN_IF_ERROR(linear(l.v, normed, kV, &v));
+    }
     Tensor q3 = q.reshaped({t, nh, hd}), k3 = k.reshaped({t, nkv, hd}),
            v3 = v.reshaped({t, nkv, hd});
     if (config.qk_norm) {
@@ -277,8 +363,16 @@ struct CausalLM::Impl {
       REE_RETURN_IF_ERROR(ops->rmsNorm(kr, l.k_norm, static_cast<float>(config.norm_eps), kr));
     }
     if (config.rope_type != RopeType::kNone) {
-      REE_RETURN_IF_ERROR(ops->rope(q3, batch.positions, rope));
-      REE_RETURN_IF_ERROR(ops->rope(k3, batch.positions, rope));
+      const bool qk_adjacent =
+          t == 1 && static_cast<char*>(q.data()) + q.nbytes() == static_cast<char*>(k.data());
+      if (qk_adjacent) {
+        // One token of a fused projection: k's heads follow q's, so one launch rotates both.
+        Tensor qk = Tensor::wrap(q.data(), q.device(), q.dtype(), {1, nh + nkv, hd});
+        REE_RETURN_IF_ERROR(ops->rope(qk, batch.positions, rope));
+      } else {
+        REE_RETURN_IF_ERROR(ops->rope(q3, batch.positions, rope));
+        REE_RETURN_IF_ERROR(ops->rope(k3, batch.positions, rope));
+      }
     }
     REE_RETURN_IF_ERROR(scratch(kAttn, {t, nh, hd}, &attn, act_dtype));
     REE_RETURN_IF_ERROR(ops->attention(q3, k3, v3, cache[index], batch, attn));
@@ -294,8 +388,15 @@ struct CausalLM::Impl {
       REE_RETURN_IF_ERROR(ops->activation(activationKind(config.activation), up, act));
     } else {
       Tensor gate, up;
-      REE_RETURN_IF_ERROR(linear(l.gate, normed, kGate, &gate));
-      REE_RETURN_IF_ERROR(linear(l.up, normed, kUp, &up));
+      if (fused && l.gate_up.weight.defined()) {
+        Tensor gate_up;
+        REE_RETURN_IF_ERROR(linear(l.gate_up, normed, kGateUp, &gate_up));
+        const int64_t inner = l.gate.weight.dim(0);
+        REE_RETURN_IF_ERROR(split(gate_up, {{kGate, inner}, {kUp, inner}}, {&gate, &up}));
+      } else {
+        REE_RETURN_IF_ERROR(linear(l.gate, normed, kGate, &gate));
+        REE_RETURN_IF_ERROR(linear(l.up, normed, kUp, &up));
+      }
       REE_RETURN_IF_ERROR(scratch(kAct, up.shape(), &act, act_dtype));
       REE_RETURN_IF_ERROR(ops->gatedActivation(activationKind(config.activation), gate, up, act));
     }
