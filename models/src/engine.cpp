@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -74,6 +76,24 @@ struct Engine::Impl {
   // Steps submitted and not yet collected (single process: computed at submission).
   std::deque<models::StepOutput> local_outputs;
   std::deque<uint64_t> in_flight;
+  // Host-side phases of every step, printed to stderr at destruction when REE_PROFILE_STEPS is
+  // set (a diagnostic for benchmarks: where a step's wall time goes besides the GPU's kernels).
+  struct StepProfile {
+    bool enabled = std::getenv("REE_PROFILE_STEPS") != nullptr;
+    long seen = 0;   // steps finished; the first (a prefill) is left out of the means
+    long steps = 0;  // steps measured
+    double enqueue = 0, wait = 0, logits = 0, hash_sample = 0, between = 0;
+    std::chrono::steady_clock::time_point last_end;
+    ~StepProfile() {
+      if (!enabled || steps == 0) return;
+      std::fprintf(stderr,
+                   "[ree] step profile, mean of %ld steps (ms): enqueue layers %.3f | wait for "
+                   "layers %.3f | logits + copy to host %.3f | hash + sample %.3f | between "
+                   "steps %.3f\n",
+                   steps, 1e3 * enqueue / steps, 1e3 * wait / steps, 1e3 * logits / steps,
+                   1e3 * hash_sample / steps, 1e3 * between / steps);
+    }
+  } profile;
 
   int rank() const { return transport ? transport->rank() : 0; }
   int nStages() const { return static_cast<int>(plan.size()); }
@@ -393,6 +413,10 @@ Status Engine::Impl::computeStage(LocalStage& stage, const StepWork& work, Tenso
                                   std::vector<std::vector<Digest>>* layer_digests) {
   CausalLM& model = *stage.model;
   REE_RETURN_IF_ERROR(setCurrentDevice(stage.ops->device()));
+  const auto started = Clock::now();
+  if (profile.enabled && profile.seen > 0 && stage.stage.embedding) {
+    profile.between += std::chrono::duration<double>(started - profile.last_end).count();
+  }
   if (stage.stage.embedding) REE_RETURN_IF_ERROR(model.embed(work.ids, work.batch, &hidden));
   CausalLM::LayerObserver observer;
   std::vector<uint8_t> host;
@@ -415,7 +439,12 @@ Status Engine::Impl::computeStage(LocalStage& stage, const StepWork& work, Tenso
     };
   }
   REE_RETURN_IF_ERROR(model.runLayers(hidden, work.batch, observer));
-  return stage.ops->synchronize();
+  if (!profile.enabled || profile.seen == 0) return stage.ops->synchronize();
+  auto enqueued = Clock::now();
+  profile.enqueue += std::chrono::duration<double>(enqueued - started).count();
+  Status status = stage.ops->synchronize();
+  profile.wait += std::chrono::duration<double>(Clock::now() - enqueued).count();
+  return status;
 }
 
 // The last stage: logits of the requested rows, their hashes and the sampled tokens.
@@ -423,12 +452,14 @@ Status Engine::Impl::finishStep(LocalStage& stage, const StepWork& work, const T
                                 StepOutput* out) {
   out->id = work.id;
   if (work.logits_rows.empty()) return Status::kSuccess;
+  const auto started = Clock::now();
   Tensor logits;
   REE_RETURN_IF_ERROR(setCurrentDevice(stage.ops->device()));
   REE_RETURN_IF_ERROR(stage.model->logits(hidden, work.logits_rows, &logits));
   std::vector<float> host(static_cast<size_t>(logits.numel()));
   REE_RETURN_IF_ERROR(
       copyTensor(logits, Tensor::wrap(host.data(), Device::cpu(), DType::kF32, logits.shape())));
+  const auto copied = Clock::now();
   int64_t vocab = config.vocab_size;
   for (size_t i = 0; i < work.rows.size(); ++i) {
     const float* row = host.data() + i * vocab;
@@ -437,6 +468,14 @@ Status Engine::Impl::finishStep(LocalStage& stage, const StepWork& work, const T
     REE_RETURN_IF_ERROR(models::sampleNextToken(row, vocab, work.rows[i].sampling,
                                                 work.rows[i].request, work.rows[i].step, &token));
     out->tokens.push_back(token);
+  }
+  if (profile.enabled) {
+    profile.last_end = Clock::now();
+    if (profile.seen++ > 0) {
+      profile.logits += std::chrono::duration<double>(copied - started).count();
+      profile.hash_sample += std::chrono::duration<double>(profile.last_end - copied).count();
+      ++profile.steps;
+    }
   }
   return Status::kSuccess;
 }
