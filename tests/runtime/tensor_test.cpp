@@ -5,29 +5,14 @@
 #include <vector>
 
 #include "ree/runtime/tensor.h"
+#include "tensor_test_common.h"
 #include "test_util.h"
 
 namespace ree {
 namespace {
 
-// [rows, cols] of distinct fp32 bit patterns.
-std::vector<float> pattern(int64_t rows, int64_t cols) {
-  std::vector<float> values(static_cast<size_t>(rows * cols));
-  for (size_t i = 0; i < values.size(); ++i)
-    values[i] = static_cast<float>(i) * 0.5f - 7.0f;
-  return values;
-}
-
-// Independent reference: element (r, begin + c) of the source for every (r, c).
-std::vector<float> expectedColumns(const std::vector<float>& src, int64_t cols, int64_t rows,
-                                   int64_t begin, int64_t width) {
-  std::vector<float> out;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < width; ++c)
-      out.push_back(src[static_cast<size_t>(r * cols + begin + c)]);
-  }
-  return out;
-}
+using tensor_test::expectedColumns;
+using tensor_test::pattern;
 
 TEST(CopyColumns, CpuCopiesEachBlockOfEveryRow) {
   const int64_t rows = 5, cols = 24;
