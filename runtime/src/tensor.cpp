@@ -61,12 +61,29 @@ Status configureDevicePool(int device) {
   return Status::kSuccess;
 }
 
+// Makes `device` current for the scope (a negative index leaves the current device alone), so
+// legacy-stream work lands on that device's legacy stream.
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(int device) : device_(device) {
+    if (device_ < 0) return;
+    cudaGetDevice(&previous_);
+    if (previous_ != device_) cudaSetDevice(device_);
+  }
+  ~ScopedDevice() {
+    if (device_ >= 0 && previous_ != device_) cudaSetDevice(previous_);
+  }
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+
+ private:
+  int device_;
+  int previous_ = -1;
+};
+
 void freeDeviceMemory(int device, void* pointer) {
-  int previous = 0;
-  cudaGetDevice(&previous);
-  if (previous != device) cudaSetDevice(device);
+  ScopedDevice scope(device);
   cudaFreeAsync(pointer, cudaStreamLegacy);
-  if (previous != device) cudaSetDevice(previous);
 }
 
 }  // namespace
@@ -148,12 +165,12 @@ Status Tensor::empty(Device device, DType dtype, std::vector<int64_t> shape, Ten
   } else {
 #if defined(REE_WITH_CUDA)
     REE_RETURN_IF_ERROR(configureDevicePool(device.index));
-    int previous = 0;
-    cudaGetDevice(&previous);
-    if (previous != device.index) cudaSetDevice(device.index);
     void* p = nullptr;
-    cudaError_t err = cudaMallocAsync(&p, bytes, cudaStreamLegacy);
-    if (previous != device.index) cudaSetDevice(previous);
+    cudaError_t err;
+    {
+      ScopedDevice scope(device.index);
+      err = cudaMallocAsync(&p, bytes, cudaStreamLegacy);
+    }
     if (err != cudaSuccess) {
       cudaGetLastError();
       return REE_FAIL(Status::kOutOfMemory, "allocating %zu bytes on %s failed: %s", bytes,
@@ -179,11 +196,8 @@ Status Tensor::zeros(Device device, DType dtype, std::vector<int64_t> shape, Ten
     return Status::kSuccess;
   }
 #if defined(REE_WITH_CUDA)
-  int previous = 0;
-  cudaGetDevice(&previous);
-  if (previous != device.index) cudaSetDevice(device.index);  // the tensor's legacy stream
+  ScopedDevice scope(device.index);  // the tensor's legacy stream
   cudaError_t err = cudaMemset(out->data(), 0, out->nbytes());
-  if (previous != device.index) cudaSetDevice(previous);
   if (err != cudaSuccess) {
     return REE_FAIL(Status::kCudaError, "cudaMemset on %s failed", device.str().c_str());
   }
@@ -231,18 +245,14 @@ Status copyTensor(const Tensor& src, const Tensor& dst, cudaStream_t stream) {
   // destination's. Tensors are allocated in the order of their device's legacy stream.
   const bool cross_device =
       src.device().isCuda() && dst.device().isCuda() && src.device() != dst.device();
-  int previous = -1, device = -1;
-  if (stream == nullptr) {
-    device = src.device().isCuda() ? src.device().index : dst.device().index;
-    cudaGetDevice(&previous);
-    if (previous != device) cudaSetDevice(device);
-  }
+  ScopedDevice scope(stream != nullptr       ? -1
+                     : src.device().isCuda() ? src.device().index
+                                             : dst.device().index);
   cudaMemcpyKind kind = cudaMemcpyDefault;
   cudaError_t err = cudaMemcpyAsync(dst.data(), src.data(), bytes, kind, stream);
   if (err == cudaSuccess && (!dst.device().isCuda() || (cross_device && stream == nullptr))) {
     err = cudaStreamSynchronize(stream);
   }
-  if (previous >= 0 && previous != device) cudaSetDevice(previous);
   if (err != cudaSuccess) {
     return REE_FAIL(Status::kCudaError, "copy %s -> %s failed: %s", src.describe().c_str(),
                     dst.describe().c_str(), cudaGetErrorString(err));
@@ -274,6 +284,7 @@ Status copyColumns(const Tensor& src, int64_t col_begin, const Tensor& dst, cuda
     return Status::kSuccess;
   }
 #if defined(REE_WITH_CUDA)
+  ScopedDevice scope(stream == nullptr ? src.device().index : -1);
   cudaError_t err =
       cudaMemcpy2DAsync(to, width, from, src_pitch, width, static_cast<size_t>(dst.dim(0)),
                         cudaMemcpyDeviceToDevice, stream);
