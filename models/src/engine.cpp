@@ -10,8 +10,10 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
+#include "async_digester.h"
 #include "generation_sampling.h"
 #include "pipeline_step.h"
 #include "ree/models/builtin.h"
@@ -76,6 +78,10 @@ struct Engine::Impl {
   // Steps submitted and not yet collected (single process: computed at submission).
   std::deque<models::StepOutput> local_outputs;
   std::deque<uint64_t> in_flight;
+  // Logits rows are hashed off the critical path (async_digester.h): the last stage queues them
+  // and the digests are taken later, by step id (single process: ticket of each step).
+  std::unique_ptr<models::AsyncDigester> digester;
+  std::map<uint64_t, uint64_t> digest_tickets;
   // Host-side phases of every step, printed to stderr at destruction when REE_PROFILE_STEPS is
   // set (a diagnostic for benchmarks: where a step's wall time goes besides the GPU's kernels).
   struct StepProfile {
@@ -88,7 +94,7 @@ struct Engine::Impl {
       if (!enabled || steps == 0) return;
       std::fprintf(stderr,
                    "[ree] step profile, mean of %ld steps (ms): enqueue layers %.3f | wait for "
-                   "layers %.3f | logits + copy to host %.3f | hash + sample %.3f | between "
+                   "layers %.3f | logits + copy to host %.3f | sample + queue hash %.3f | between "
                    "steps %.3f\n",
                    steps, 1e3 * enqueue / steps, 1e3 * wait / steps, 1e3 * logits / steps,
                    1e3 * hash_sample / steps, 1e3 * between / steps);
@@ -109,7 +115,8 @@ struct Engine::Impl {
   Status computeStage(LocalStage& stage, const models::StepWork& work, Tensor& hidden,
                       std::vector<std::vector<models::Digest>>* layer_digests);
   Status finishStep(LocalStage& stage, const models::StepWork& work, const Tensor& hidden,
-                    models::StepOutput* out);
+                    models::StepOutput* out, uint64_t* digest_ticket);
+  Status takeLogitsDigests(uint64_t step_id, std::vector<models::Digest>* digests);
   Status submit(models::StepWork work);
   Status collect(models::StepOutput* out);
 };
@@ -144,8 +151,9 @@ using models::StepOutput;
 using models::StepWork;
 
 // Message tags between stages (StageTransport tags are the caller's).
-constexpr int kTagStep = 1;    // stage k -> k+1: step header (then the activation tensor)
-constexpr int kTagResult = 2;  // last stage -> stage 0: sampled tokens and hashes
+constexpr int kTagStep = 1;     // stage k -> k+1: step header (then the activation tensor)
+constexpr int kTagResult = 2;   // last stage -> stage 0: sampled tokens (and layer hashes)
+constexpr int kTagDigests = 3;  // last stage -> stage 0: the step's logits hashes, sent after
 
 std::string readFileBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -447,9 +455,10 @@ Status Engine::Impl::computeStage(LocalStage& stage, const StepWork& work, Tenso
   return status;
 }
 
-// The last stage: logits of the requested rows, their hashes and the sampled tokens.
+// The last stage: logits of the requested rows and the sampled tokens. The rows' SHA-256 is
+// queued on the digester (*digest_ticket); the caller takes it when the digests are needed.
 Status Engine::Impl::finishStep(LocalStage& stage, const StepWork& work, const Tensor& hidden,
-                                StepOutput* out) {
+                                StepOutput* out, uint64_t* digest_ticket) {
   out->id = work.id;
   if (work.logits_rows.empty()) return Status::kSuccess;
   const auto started = Clock::now();
@@ -462,13 +471,16 @@ Status Engine::Impl::finishStep(LocalStage& stage, const StepWork& work, const T
   const auto copied = Clock::now();
   int64_t vocab = config.vocab_size;
   for (size_t i = 0; i < work.rows.size(); ++i) {
-    const float* row = host.data() + i * vocab;
-    out->logits_digests.push_back(models::sha256Digest(row, vocab * sizeof(float)));
     int32_t token = 0;
-    REE_RETURN_IF_ERROR(models::sampleNextToken(row, vocab, work.rows[i].sampling,
-                                                work.rows[i].request, work.rows[i].step, &token));
+    REE_RETURN_IF_ERROR(models::sampleNextToken(host.data() + i * vocab, vocab,
+                                                work.rows[i].sampling, work.rows[i].request,
+                                                work.rows[i].step, &token));
     out->tokens.push_back(token);
   }
+  if (!digester) {
+    digester = std::make_unique<models::AsyncDigester>(models::AsyncDigester::defaultThreads());
+  }
+  *digest_ticket = digester->submit(std::move(host), work.rows.size(), static_cast<size_t>(vocab));
   if (profile.enabled) {
     profile.last_end = Clock::now();
     if (profile.seen++ > 0) {
@@ -476,6 +488,36 @@ Status Engine::Impl::finishStep(LocalStage& stage, const StepWork& work, const T
       profile.hash_sample += std::chrono::duration<double>(profile.last_end - copied).count();
       ++profile.steps;
     }
+  }
+  return Status::kSuccess;
+}
+
+// The logits digests of a collected step, in row order. Multi-process: the last stage sends them
+// after the step's tokens, so a rank 0 that takes them before collecting the next step never
+// waits longer than it would for that step.
+Status Engine::Impl::takeLogitsDigests(uint64_t step_id, std::vector<Digest>* digests) {
+  if (!multiProcess()) {
+    auto it = digest_tickets.find(step_id);
+    REE_CHECK_ARG(it != digest_tickets.end() && digester != nullptr,
+                  "no logits digests queued for step %llu",
+                  static_cast<unsigned long long>(step_id));
+    uint64_t ticket = it->second;
+    digest_tickets.erase(it);
+    REE_CHECK_ARG(digester->take(ticket, digests), "logits digests of step %llu were taken",
+                  static_cast<unsigned long long>(step_id));
+    return Status::kSuccess;
+  }
+  int last = nStages() - 1;
+  std::vector<uint8_t> bytes;
+  REE_RETURN_IF_ERROR(transport->recvMessage(last, kTagDigests, &bytes));
+  uint64_t id = 0;
+  REE_RETURN_IF_ERROR(models::decodeStepDigests(bytes, &id, digests));
+  if (id != step_id) {
+    return REE_FAIL(Status::kCommError,
+                    "rank 0: stage %d sent the logits hashes of step %llu, "
+                    "expected step %llu",
+                    last, static_cast<unsigned long long>(id),
+                    static_cast<unsigned long long>(step_id));
   }
   return Status::kSuccess;
 }
@@ -495,7 +537,9 @@ Status Engine::Impl::submit(StepWork work) {
       REE_RETURN_IF_ERROR(computeStage(stages[s], work, hidden, &work.layer_digests));
     }
     StepOutput out;
-    REE_RETURN_IF_ERROR(finishStep(stages.back(), work, hidden, &out));
+    uint64_t ticket = 0;
+    REE_RETURN_IF_ERROR(finishStep(stages.back(), work, hidden, &out, &ticket));
+    if (!work.logits_rows.empty()) digest_tickets[work.id] = ticket;
     out.layer_digests = std::move(work.layer_digests);
     local_outputs.push_back(std::move(out));
     return Status::kSuccess;
@@ -553,9 +597,17 @@ Status Engine::serve() {
     REE_RETURN_IF_ERROR(m.computeStage(stage, work, hidden, &work.layer_digests));
     if (last) {
       StepOutput out;
-      REE_RETURN_IF_ERROR(m.finishStep(stage, work, hidden, &out));
+      uint64_t ticket = 0;
+      REE_RETURN_IF_ERROR(m.finishStep(stage, work, hidden, &out, &ticket));
       out.layer_digests = std::move(work.layer_digests);
+      // Tokens first: rank 0 starts the next step while this rank hashes the logits.
       REE_RETURN_IF_ERROR(m.transport->sendMessage(0, kTagResult, models::encodeStepOutput(out)));
+      if (!work.logits_rows.empty()) {
+        std::vector<Digest> digests;
+        m.digester->take(ticket, &digests);
+        REE_RETURN_IF_ERROR(
+            m.transport->sendMessage(0, kTagDigests, models::encodeStepDigests(work.id, digests)));
+      }
     } else {
       REE_RETURN_IF_ERROR(
           m.transport->sendMessage(rank + 1, kTagStep, models::encodeStepHeader(work)));
@@ -650,6 +702,34 @@ Status Engine::generate(const std::vector<GenerationRequest>& requests,
   std::vector<int> group_size(groups, 0);
   // The sequences (requests) each in-flight step carries, by step id.
   std::deque<std::pair<int, std::vector<size_t>>> steps;
+  // Collected steps whose logits digests are still being computed: for each of the step's rows,
+  // the request and the index of its placeholder in step_logits_sha256.
+  struct PendingDigests {
+    uint64_t step = 0;
+    std::vector<std::pair<size_t, size_t>> slots;
+  };
+  std::deque<PendingDigests> pending_digests;
+  auto resolveDigests = [&](size_t keep) -> Status {
+    while (pending_digests.size() > keep) {
+      PendingDigests& front = pending_digests.front();
+      std::vector<Digest> digests;
+      REE_RETURN_IF_ERROR(m.takeLogitsDigests(front.step, &digests));
+      if (digests.size() != front.slots.size()) {
+        return REE_FAIL(Status::kCommError, "step %llu: %zu logits hashes for %zu sequences",
+                        static_cast<unsigned long long>(front.step), digests.size(),
+                        front.slots.size());
+      }
+      for (size_t i = 0; i < digests.size(); ++i) {
+        auto [request, index] = front.slots[i];
+        (*results)[request].step_logits_sha256[index] = models::digestHex(digests[i]);
+      }
+      pending_digests.pop_front();
+    }
+    return Status::kSuccess;
+  };
+  // Single process: digests of older steps are long done; taking them bounds what is held.
+  // Multi-process: every pending digest message precedes the next step's tokens on the wire.
+  const size_t keep_pending = m.multiProcess() ? 0 : 8;
 
   for (;;) {
     while (!waiting.empty() && !free_slots.empty()) {
@@ -698,6 +778,7 @@ Status Engine::generate(const std::vector<GenerationRequest>& requests,
     }
     if (steps.empty()) break;
 
+    REE_RETURN_IF_ERROR(resolveDigests(keep_pending));
     StepOutput out;
     REE_RETURN_IF_ERROR(m.collect(&out));
     auto [group, members] = std::move(steps.front());
@@ -707,6 +788,8 @@ Status Engine::generate(const std::vector<GenerationRequest>& requests,
       return REE_FAIL(Status::kCommError, "a pipeline step returned %zu tokens for %zu sequences",
                       out.tokens.size(), members.size());
     }
+    pending_digests.push_back({out.id, {}});
+    pending_digests.back().slots.resize(members.size());
     std::vector<ActiveSequence> still_active;
     for (ActiveSequence& seq : active) {
       auto it = std::find(members.begin(), members.end(), seq.request);
@@ -718,7 +801,8 @@ Status Engine::generate(const std::vector<GenerationRequest>& requests,
       const GenerationRequest& req = requests[seq.request];
       GenerationResult& res = (*results)[seq.request];
       int32_t token = out.tokens[i];
-      res.step_logits_sha256.push_back(models::digestHex(out.logits_digests[i]));
+      pending_digests.back().slots[i] = {seq.request, res.step_logits_sha256.size()};
+      res.step_logits_sha256.emplace_back();  // filled by resolveDigests
       if (m.options.trace_layer_hashes) {
         std::vector<std::string> layers;
         for (const std::vector<Digest>& layer : out.layer_digests)
@@ -758,7 +842,7 @@ Status Engine::generate(const std::vector<GenerationRequest>& requests,
     }
     active = std::move(still_active);
   }
-  return Status::kSuccess;
+  return resolveDigests(0);
 }
 
 Status Engine::replay(const ReplayRequest& request, ReplayResult* result) {
@@ -802,6 +886,11 @@ Status Engine::replay(const ReplayRequest& request, ReplayResult* result) {
   REE_RETURN_IF_ERROR(m.submit(std::move(work)));
   StepOutput out;
   REE_RETURN_IF_ERROR(m.collect(&out));
+  REE_RETURN_IF_ERROR(m.takeLogitsDigests(out.id, &out.logits_digests));
+  if (out.logits_digests.size() != out.tokens.size()) {
+    return REE_FAIL(Status::kCommError, "replay: %zu logits hashes for %zu tokens",
+                    out.logits_digests.size(), out.tokens.size());
+  }
   *result = ReplayResult();
   result->tokens = out.tokens;
   for (const Digest& d : out.logits_digests)

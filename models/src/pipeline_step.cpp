@@ -198,11 +198,32 @@ Status decodeStepOutput(const std::vector<uint8_t>& bytes, StepOutput* output) {
   for (std::vector<Digest>& layer : output->layer_digests)
     REE_RETURN_IF_ERROR(r.digests(&layer, "layer_digests"));
   REE_RETURN_IF_ERROR(r.end());
-  if (output->logits_digests.size() != output->tokens.size()) {
+  if (!output->logits_digests.empty() && output->logits_digests.size() != output->tokens.size()) {
     return REE_FAIL(Status::kCommError, "pipeline step result: %zu digests for %zu tokens",
                     output->logits_digests.size(), output->tokens.size());
   }
   return Status::kSuccess;
+}
+
+std::vector<uint8_t> encodeStepDigests(uint64_t id, const std::vector<Digest>& digests) {
+  Writer w;
+  w.u32(kMagic);
+  w.u64(id);
+  w.digests(digests);
+  return w.take();
+}
+
+Status decodeStepDigests(const std::vector<uint8_t>& bytes, uint64_t* id,
+                         std::vector<Digest>* digests) {
+  Reader r(bytes, "pipeline step logits hashes");
+  uint32_t magic = 0;
+  REE_RETURN_IF_ERROR(r.u32(&magic, "magic"));
+  if (magic != kMagic) {
+    return REE_FAIL(Status::kCommError, "pipeline step logits hashes: bad magic 0x%08x", magic);
+  }
+  REE_RETURN_IF_ERROR(r.u64(id, "id"));
+  REE_RETURN_IF_ERROR(r.digests(digests, "logits_digests"));
+  return r.end();
 }
 
 std::string digestHex(const Digest& digest) {

@@ -44,8 +44,10 @@ struct StepWork {
 
 struct StepOutput {
   uint64_t id = 0;
-  std::vector<int32_t> tokens;                     // one per logits row
-  std::vector<Digest> logits_digests;              // SHA-256 of each logits row (fp32 bytes)
+  std::vector<int32_t> tokens;  // one per logits row
+  // SHA-256 of each logits row (fp32 bytes). Computed off the critical path: empty in the tokens
+  // message; the last stage sends them in a digests message (encodeStepDigests) after it.
+  std::vector<Digest> logits_digests;
   std::vector<std::vector<Digest>> layer_digests;  // [layer][group], all layers
 };
 
@@ -58,6 +60,10 @@ std::vector<uint8_t> encodeShutdown();
 Status decodeStepHeader(const std::vector<uint8_t>& bytes, StepMessageKind* kind, StepWork* work);
 std::vector<uint8_t> encodeStepOutput(const StepOutput& output);
 Status decodeStepOutput(const std::vector<uint8_t>& bytes, StepOutput* output);
+// The logits digests of step `id`, sent by the last stage after the step's tokens.
+std::vector<uint8_t> encodeStepDigests(uint64_t id, const std::vector<Digest>& digests);
+Status decodeStepDigests(const std::vector<uint8_t>& bytes, uint64_t* id,
+                         std::vector<Digest>* digests);
 
 std::string digestHex(const Digest& digest);
 Digest sha256Digest(const void* data, size_t bytes);

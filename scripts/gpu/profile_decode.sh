@@ -4,8 +4,8 @@
 # nothing downloaded) with the reproducible operation set:
 #   1. wall time of a 64-token generation (tokens/s as ree-launch prints it) and the host-side
 #      phases of its decode steps (REE_PROFILE_STEPS);
-#   2. ncu: the duration of every kernel of a few decode steps, summed per kernel name, against
-#      the steps' wall time (the difference is time the GPU waits for the host);
+#   2. a kernel timeline of a few decode steps at the GPU's own clocks (libree_kernel_trace.so,
+#      CUPTI): kernel time per step summed per kernel name, and the GPU's idle time per step;
 #   3. ncu: the Speed Of Light, occupancy and warp-state sections of the GEMV at 4096 x 4096 and
 #      4096 x 14336 (from bench_gpu_linear_bench).
 # ncu runs with --clock-control none (the device README asks to leave the clocks alone).
@@ -48,51 +48,55 @@ echo "== wall time, batch 1, 64 new tokens" | tee "$out/profile.txt"
 REE_PROFILE_STEPS=1 "$launch" "${common[@]}" --max-new-tokens 64 >"$out/wall.log" 2>&1
 grep -E "tokens/s|step profile|error" "$out/wall.log" | tail -3 | tee -a "$out/profile.txt"
 
-if [ -z "$ncu_bin" ]; then
-  echo "ncu not found: skipping the kernel profile" | tee -a "$out/profile.txt"
-  exit 0
-fi
-# Kernel launches of one 8-token run: the first decode steps follow the prefill; skip the load and
-# the prefill by name order (the prefill is the first forward pass) and keep the last steps.
-"$ncu_bin" --clock-control none --csv --metrics gpu__time_duration.sum \
-  "$launch" "${common[@]}" --max-new-tokens 8 >"$out/ncu-steps.csv" 2>"$out/ncu-steps.err"
-"$python" - "$out/ncu-steps.csv" <<'EOF' | tee -a "$out/profile.txt"
-import csv, collections, sys
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-header, rows = rows[0], rows[1:]
-name_i, id_i, value_i = header.index("Kernel Name"), header.index("ID"), header.index("Metric Value")
-unit_i = header.index("Metric Unit")
-kernels = []
-for r in rows:
-    v = float(r[value_i].replace(",", ""))
-    unit = r[unit_i]
-    v = v / 1000.0 if unit == "nsecond" else (v if unit == "usecond" else v * 1000.0)
-    kernels.append((int(r[id_i]), r[name_i].split("(")[0].split("<")[0], v))
-kernels.sort()
-print(f"ncu: {len(kernels)} kernels in an 8-token run")
-# Every forward step starts with the embedding gather (sampling runs on the host).
-steps, current = [], []
-for k in kernels:
-    if "embedding" in k[1] and current:
-        steps.append(current)
-        current = []
-    current.append(k)
-steps.append(current)
-print(f"steps found: {len(steps)} (kernels per step: {[len(s) for s in steps]})")
-decode = steps[2:] if len(steps) > 3 else steps[1:]  # steps[0]: load-time kernels + prefill
-per = collections.defaultdict(float)
-count = collections.Counter()
-for s in decode:
-    for _, name, us in s:
-        per[name] += us / len(decode)
+# Kernel timeline of a 16-token run at the GPU's own clocks (bench/cuda/kernel_trace.cpp).
+tracer="$(find "$build" -name 'libree_kernel_trace.so' -type f | head -1)"
+if [ -z "$tracer" ]; then
+  echo "libree_kernel_trace.so not built (no CUPTI): skipping the kernel timeline" | tee -a "$out/profile.txt"
+else
+  CUDA_INJECTION64_PATH="$tracer" REE_KERNEL_TRACE="$out/trace.csv" \
+    "$launch" "${common[@]}" --max-new-tokens 16 >"$out/trace.log" 2>&1
+  "$python" - "$out/trace.csv" <<'EOF' | tee -a "$out/profile.txt"
+import collections, csv, re, sys
+acts = []
+for r in csv.DictReader(open(sys.argv[1])):
+    name = r["name"]
+    if r["kind"] == "kernel":
+        name = name.replace("(anonymous namespace)::", "")
+        name = re.sub(r"\(.*$", "", name)  # drop the argument list
+        name = re.sub(r"^(void )?(ree::)?(repops::)?(cuda::)?", "", name)
+    acts.append((int(r["start_ns"]), int(r["end_ns"]), r["kind"], name))
+acts.sort()
+# A forward step starts with the embedding gather (tokens come from the host).
+starts = [a[0] for a in acts if a[2] == "kernel" and "embedding" in a[3].lower()]
+print(f"trace: {len(acts)} activities, {len(starts)} forward steps")
+if len(starts) < 5:
+    sys.exit(0)
+decode = list(zip(starts[2:-1], starts[3:]))  # skip the prefill and the first decode step
+per, count = collections.defaultdict(float), collections.Counter()
+busy_total = span_total = 0.0
+for begin, end in decode:
+    inside = [a for a in acts if begin <= a[0] < end]
+    span_total += (end - begin) / 1e3
+    covered, last = 0, begin
+    for s, e, kind, name in inside:
+        per[name] += (e - s) / 1e3 / len(decode)
         count[name] += 1
+        s = max(s, last)
+        if e > s:
+            covered += e - s
+            last = e
+    busy_total += covered / 1e3
+n = len(decode)
+print(f"decode step (mean of {n}): {span_total / n:.1f} us from one embedding to the next; "
+      f"GPU busy {busy_total / n:.1f} us, idle {(span_total - busy_total) / n:.1f} us")
 total = sum(per.values())
-print(f"decode step, kernels only (mean of {len(decode)} steps): {total:.1f} us")
-for name, us in sorted(per.items(), key=lambda x: -x[1]):
-    print(f"  {us:9.1f} us  {100 * us / total:5.1f}%  x{count[name] // max(1, len(decode)):4d}  {name}")
+for name, us in sorted(per.items(), key=lambda x: -x[1])[:25]:
+    calls = count[name] / n
+    print(f"  {us:9.1f} us  {100 * us / total:5.1f}%  x{calls:5.1f}  {us / calls:7.2f} us/call  {name[:90]}")
 EOF
+fi
 
-if ((skip_gemv)); then exit 0; fi
+if ((skip_gemv)) || [ -z "$ncu_bin" ]; then exit 0; fi
 bench="$build/bench/bench_gpu_linear_bench"
 [ -x "$bench" ] || bench="$(find "$build" -name 'bench_gpu_linear_bench' -type f | head -1)"
 if [ -n "$bench" ]; then
