@@ -5,17 +5,59 @@
 #include <cmath>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 #include "ree/kernels/cpu_parallel.h"
 
 namespace ree::repops::cpu {
 namespace {
 
+// The argmaxBetter order in two passes: the largest number (and whether a NaN occurs), then the
+// first index holding a NaN or that value. Equal values, -0 and +0 included, compare equal, so
+// the second pass returns the lowest index among them, as argmaxBetter does. On x86 both passes
+// run four lanes at a time: MAXPS computes exactly `v > m ? v : m` per lane (a compiler may not
+// vectorise that ternary without fast-math flags). The scalar single pass over a 128k vocabulary
+// cost as much per token as a GPU decode step's small kernels together.
 int32_t argmaxRow(const float* row, int64_t vocab) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < vocab; ++i) {
-    if (argmaxBetter(row[i], i, row[best], best)) best = i;
+  int64_t i = 0;
+  float best = -INFINITY;
+  bool nan = false;
+#if defined(__SSE2__)
+  __m128 max0 = _mm_set1_ps(-INFINITY), max1 = max0;
+  __m128 nan0 = _mm_setzero_ps(), nan1 = nan0;
+  for (; i + 8 <= vocab; i += 8) {
+    const __m128 a = _mm_loadu_ps(row + i), b = _mm_loadu_ps(row + i + 4);
+    max0 = _mm_max_ps(a, max0);  // a > max0 ? a : max0, per lane
+    max1 = _mm_max_ps(b, max1);
+    nan0 = _mm_or_ps(nan0, _mm_cmpunord_ps(a, a));
+    nan1 = _mm_or_ps(nan1, _mm_cmpunord_ps(b, b));
   }
-  return static_cast<int32_t>(best);
+  alignas(16) float lanes[8];
+  _mm_store_ps(lanes, max0);
+  _mm_store_ps(lanes + 4, max1);
+  for (float v : lanes)
+    best = v > best ? v : best;
+  nan = _mm_movemask_ps(_mm_or_ps(nan0, nan1)) != 0;
+#endif
+  for (; i < vocab; ++i) {
+    nan |= row[i] != row[i];
+    best = row[i] > best ? row[i] : best;
+  }
+  int64_t k = 0;
+#if defined(__SSE2__)
+  const __m128 target = _mm_set1_ps(best);
+  for (; k + 4 <= vocab; k += 4) {
+    const __m128 v = _mm_loadu_ps(row + k);
+    const int hits = _mm_movemask_ps(nan ? _mm_cmpunord_ps(v, v) : _mm_cmpeq_ps(v, target));
+    if (hits != 0) return static_cast<int32_t>(k + __builtin_ctz(static_cast<unsigned>(hits)));
+  }
+#endif
+  for (; k < vocab; ++k) {
+    if (nan ? row[k] != row[k] : row[k] == best) return static_cast<int32_t>(k);
+  }
+  return 0;  // unreachable: best is one of the values (all -inf: the first)
 }
 
 Status checkLogits(const char* name, const float* logits, int64_t batch, int64_t vocab,

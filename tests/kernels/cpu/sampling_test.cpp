@@ -102,6 +102,28 @@ TEST(Argmax, MatchesReferenceOnRandomRowsWithDuplicates) {
   }
 }
 
+TEST(Argmax, MatchesReferenceWithSpecialValuesAnywhere) {
+  // Lengths around the CPU kernel's 8-wide blocks; NaN, infinities, signed zeros and ties at
+  // random places, including the tail after the last full block.
+  std::mt19937_64 rng(11);
+  const float specials[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 7.0f, -7.0f};
+  for (int64_t vocab : {1, 2, 7, 8, 9, 15, 16, 17, 63, 129, 1000, 4099}) {
+    for (int trial = 0; trial < 60; ++trial) {
+      std::vector<float> row(vocab);
+      for (auto& v : row)
+        v = static_cast<float>(static_cast<int>(rng() % 9) - 4);  // ties in [-4, 4]
+      const int n_special = static_cast<int>(rng() % 4);
+      for (int s = 0; s < n_special; ++s)
+        row[rng() % vocab] = specials[rng() % 8];
+      if (trial % 7 == 0) std::fill(row.begin(), row.end(), -INFINITY);
+      if (trial % 11 == 0) std::fill(row.begin(), row.end(), (trial & 1) ? -0.0f : 0.0f);
+      int32_t out = -1;
+      ASSERT_EQ(cpu::argmax(row.data(), 1, vocab, &out), Status::kSuccess);
+      ASSERT_EQ(out, referenceArgmax(row)) << "vocab " << vocab << " trial " << trial;
+    }
+  }
+}
+
 std::vector<float> randomLogits(int64_t n, uint64_t seed, float scale) {
   return test::randomValues<float>(n, seed, scale);
 }
