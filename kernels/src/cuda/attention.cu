@@ -16,13 +16,14 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
-#include <mutex>
-#include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "chained_launch.cuh"
 #include "cuda_check.cuh"
 #include "ree/kernels/attention.h"
+#include "shared_memory.cuh"
 
 namespace ree {
 namespace repops {
@@ -56,6 +57,7 @@ struct MergeItem {
   int n_chunks;         // chunks this row reads
   int token;            // global token index
   int head;             // query head
+  int unused = 0;       // explicit padding: the tables are compared byte for byte (TableCache)
 };
 
 struct KernelParams {
@@ -194,6 +196,8 @@ __device__ void loadKvChunk(const KernelParams& p, const T* __restrict__ cache, 
 // otherwise compute the one chunk item.chunk and store its states to the workspace.
 template <typename T, bool kFlash>
 __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict__ items) {
+  waitForPredecessor();
+  allowSuccessorLaunch();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const WorkItem item = items[blockIdx.x];
   const int head_dim = p.head_dim;
@@ -444,6 +448,8 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
 // maximum (exact, so computed as a parallel scan); the factors crExp(M_{j-1} - M_j) and
 // crExp(m_j - M_j) of a tile of chunks are computed in parallel, then each thread folds its d's.
 __global__ void attentionMergeKernel(KernelParams p, const MergeItem* __restrict__ items) {
+  waitForPredecessor();
+  allowSuccessorLaunch();
   __shared__ float prefix_max[kMergeThreads];
   __shared__ float factor_running[kMergeThreads];
   __shared__ float factor_chunk[kMergeThreads];
@@ -518,6 +524,8 @@ template <typename TIn, typename TCache>
 __global__ void appendKvKernel(const TIn* __restrict__ k_new, const TIn* __restrict__ v_new,
                                TCache* k_cache, TCache* v_cache,
                                const long long* __restrict__ dst_slot, int row_elems) {
+  waitForPredecessor();
+  allowSuccessorLaunch();
   const long long token = blockIdx.x;
   const long long dst = dst_slot[token] * row_elems;
   for (int e = threadIdx.x; e < row_elems; e += blockDim.x) {
@@ -534,39 +542,20 @@ Status launchAppend(const KvAppendArgs& a, const long long* dst, int tokens, int
   const auto* v_new = static_cast<const TIn*>(a.v_new);
   switch (a.cache_dtype) {
     case DType::kF32:
-      appendKvKernel<TIn, float>
-          <<<tokens, threads, 0, stream>>>(k_new, v_new, static_cast<float*>(a.k_cache),
-                                           static_cast<float*>(a.v_cache), dst, row_elems);
+      launchChained(appendKvKernel<TIn, float>, tokens, threads, 0, stream, k_new, v_new,
+                    static_cast<float*>(a.k_cache), static_cast<float*>(a.v_cache), dst, row_elems);
       break;
     case DType::kBF16:
-      appendKvKernel<TIn, bf16_t>
-          <<<tokens, threads, 0, stream>>>(k_new, v_new, static_cast<bf16_t*>(a.k_cache),
-                                           static_cast<bf16_t*>(a.v_cache), dst, row_elems);
+      launchChained(appendKvKernel<TIn, bf16_t>, tokens, threads, 0, stream, k_new, v_new,
+                    static_cast<bf16_t*>(a.k_cache), static_cast<bf16_t*>(a.v_cache), dst,
+                    row_elems);
       break;
     case DType::kF16:
-      appendKvKernel<TIn, f16_t>
-          <<<tokens, threads, 0, stream>>>(k_new, v_new, static_cast<f16_t*>(a.k_cache),
-                                           static_cast<f16_t*>(a.v_cache), dst, row_elems);
+      launchChained(appendKvKernel<TIn, f16_t>, tokens, threads, 0, stream, k_new, v_new,
+                    static_cast<f16_t*>(a.k_cache), static_cast<f16_t*>(a.v_cache), dst, row_elems);
       break;
   }
   REE_CUDA_CHECK_LAUNCH();
-  return Status::kSuccess;
-}
-
-// Lets `kernel` take up to the device's opt-in shared memory per block. Set once per device and
-// kernel: the attribute call is not free, and the launch still passes the bytes it uses.
-template <typename Kernel>
-Status allowFullSharedMemory(Kernel kernel) {
-  int device = 0, optin = 0;
-  REE_CUDA_CHECK(cudaGetDevice(&device));
-  static std::mutex mutex;
-  static std::set<std::pair<const void*, int>> configured;  // (kernel, device)
-  std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
-  if (configured.count(key) != 0) return Status::kSuccess;
-  REE_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  REE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-  configured.insert(key);
   return Status::kSuccess;
 }
 
@@ -580,9 +569,10 @@ Status launchChunkKernels(const KernelParams& base, const WorkItem* split_items,
     p.rows_cap = split_rows_cap;
     const size_t bytes = smemLayout(p.head_dim, p.rows_cap, p.kv_stride, sizeof(T), false).bytes;
     REE_RETURN_IF_ERROR(allowFullSharedMemory(attentionChunkKernel<T, false>));
-    attentionChunkKernel<T, false><<<n_split, kSplitThreads, bytes, stream>>>(p, split_items);
+    launchChained(attentionChunkKernel<T, false>, n_split, kSplitThreads, bytes, stream, p,
+                  split_items);
     REE_CUDA_CHECK_LAUNCH();
-    attentionMergeKernel<<<n_merge, kMergeThreads, 0, stream>>>(p, merge_items);
+    launchChained(attentionMergeKernel, n_merge, kMergeThreads, 0, stream, p, merge_items);
     REE_CUDA_CHECK_LAUNCH();
   }
   if (n_flash > 0) {
@@ -590,7 +580,8 @@ Status launchChunkKernels(const KernelParams& base, const WorkItem* split_items,
     p.rows_cap = flash_rows_cap;
     const size_t bytes = smemLayout(p.head_dim, p.rows_cap, p.kv_stride, sizeof(T), true).bytes;
     REE_RETURN_IF_ERROR(allowFullSharedMemory(attentionChunkKernel<T, true>));
-    attentionChunkKernel<T, true><<<n_flash, kFlashThreads, bytes, stream>>>(p, flash_items);
+    launchChained(attentionChunkKernel<T, true>, n_flash, kFlashThreads, bytes, stream, p,
+                  flash_items);
     REE_CUDA_CHECK_LAUNCH();
   }
   return Status::kSuccess;
@@ -644,6 +635,77 @@ Status uploadTables(void* device_dst, const void* host_src, size_t bytes, cudaSt
   int device = 0;
   REE_CUDA_CHECK(cudaGetDevice(&device));
   return uploaders[device].upload(device_dst, host_src, bytes, stream);
+}
+
+// Device copies of the small host tables that repeat from call to call: a decode step runs the
+// same attention work lists and KV slots in every layer, so without this every layer would queue
+// two host-to-device copies between its kernels. A table whose bytes equal one of the last few
+// uploaded on the same device and stream is reused; an evicted copy is freed in stream order
+// after the work that read it (on the caller's stream, which is the cache's key and alive during
+// the call: a stream that an operation set created may be destroyed before the thread ends). The
+// copies are read-only for the kernels.
+class TableCache {
+ public:
+  TableCache() = default;
+  TableCache(const TableCache&) = delete;
+  TableCache& operator=(const TableCache&) = delete;
+  ~TableCache() {  // thread exit: no stream of ours is known to be alive, so a synchronous free
+    for (Entry& e : entries_)
+      cudaFree(e.device);  // errors ignored: nothing to report them to
+  }
+
+  Status get(const void* host, size_t bytes, cudaStream_t stream, const unsigned char** device) {
+    ++clock_;
+    for (Entry& e : entries_) {
+      if (e.bytes.size() == bytes && std::memcmp(e.bytes.data(), host, bytes) == 0) {
+        e.used = clock_;
+        *device = e.device;
+        return Status::kSuccess;
+      }
+    }
+    if (entries_.size() == kEntries) {
+      auto oldest =
+          std::min_element(entries_.begin(), entries_.end(),
+                           [](const Entry& a, const Entry& b) { return a.used < b.used; });
+      REE_CUDA_CHECK(cudaFreeAsync(oldest->device, stream));
+      entries_.erase(oldest);
+    }
+    Entry e;
+    e.bytes.assign(static_cast<const unsigned char*>(host),
+                   static_cast<const unsigned char*>(host) + bytes);
+    e.used = clock_;
+    REE_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&e.device), bytes, stream));
+    Status status = uploadTables(e.device, host, bytes, stream);
+    if (status != Status::kSuccess) {
+      cudaFreeAsync(e.device, stream);
+      return status;
+    }
+    *device = e.device;
+    entries_.push_back(std::move(e));
+    return Status::kSuccess;
+  }
+
+ private:
+  static constexpr size_t kEntries = 4;  // micro-batches in flight on one stage each have tables
+  struct Entry {
+    std::vector<unsigned char> bytes;
+    unsigned char* device = nullptr;
+    uint64_t used = 0;
+  };
+  std::vector<Entry> entries_;
+  uint64_t clock_ = 0;
+};
+
+enum class TableKind : int { kAttention = 0, kKvSlots = 1 };
+
+// The calling thread's cache for (kind, current device, stream).
+Status cachedTables(TableKind kind, const void* host, size_t bytes, cudaStream_t stream,
+                    const unsigned char** device) {
+  thread_local std::map<std::tuple<int, int, cudaStream_t>, TableCache> caches;
+  int current = 0;
+  REE_CUDA_CHECK(cudaGetDevice(&current));
+  return caches[std::make_tuple(static_cast<int>(kind), current, stream)].get(host, bytes, stream,
+                                                                              device);
 }
 
 }  // namespace
@@ -732,10 +794,10 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
   const size_t merge_off = align256(split_off + split_items.size() * sizeof(WorkItem));
   const size_t flash_off = align256(merge_off + merge_items.size() * sizeof(MergeItem));
   const size_t upload_bytes = align256(flash_off + flash_items.size() * sizeof(WorkItem));
-  const size_t ws_max_off = upload_bytes;
+  const size_t ws_max_off = 0;  // the split path's workspace: a separate, per-call buffer
   const size_t ws_sum_off = align256(ws_max_off + states * sizeof(float));
   const size_t ws_acc_off = align256(ws_sum_off + states * sizeof(float));
-  const size_t total_bytes = align256(ws_acc_off + states * head_dim * sizeof(float));
+  const size_t workspace_bytes = align256(ws_acc_off + states * head_dim * sizeof(float));
 
   std::vector<unsigned char> staging(upload_bytes, 0);
   std::memcpy(staging.data() + table_off, table.data(), table.size() * sizeof(int32_t));
@@ -751,12 +813,12 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
     std::memcpy(staging.data() + flash_off, flash_items.data(),
                 flash_items.size() * sizeof(WorkItem));
   }
-  unsigned char* device_buffer = nullptr;
-  REE_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&device_buffer), total_bytes, stream));
-  Status upload_status = uploadTables(device_buffer, staging.data(), upload_bytes, stream);
-  if (upload_status != Status::kSuccess) {
-    cudaFreeAsync(device_buffer, stream);
-    return upload_status;
+  const unsigned char* tables = nullptr;
+  REE_RETURN_IF_ERROR(
+      cachedTables(TableKind::kAttention, staging.data(), upload_bytes, stream, &tables));
+  unsigned char* workspace = nullptr;
+  if (states > 0) {
+    REE_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&workspace), workspace_bytes, stream));
   }
 
   KernelParams p{};
@@ -766,7 +828,7 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
   p.out_dtype = args.out_dtype;
   p.k = cache.k;
   p.v = cache.v;
-  p.block_table = reinterpret_cast<const int32_t*>(device_buffer + table_off);
+  p.block_table = reinterpret_cast<const int32_t*>(tables + table_off);
   p.max_blocks_per_seq = cache.max_blocks_per_seq;
   p.block_size = cache.block_size;
   p.n_heads = args.n_heads;
@@ -777,12 +839,12 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
   p.kv_stride = kv_stride;
   p.vec16 = (head_dim * kv_bytes) % 16 == 0 && reinterpret_cast<uintptr_t>(cache.k) % 16 == 0 &&
             reinterpret_cast<uintptr_t>(cache.v) % 16 == 0;
-  p.ws_max = reinterpret_cast<float*>(device_buffer + ws_max_off);
-  p.ws_sum = reinterpret_cast<float*>(device_buffer + ws_sum_off);
-  p.ws_acc = reinterpret_cast<float*>(device_buffer + ws_acc_off);
-  const auto* split_dev = reinterpret_cast<const WorkItem*>(device_buffer + split_off);
-  const auto* merge_dev = reinterpret_cast<const MergeItem*>(device_buffer + merge_off);
-  const auto* flash_dev = reinterpret_cast<const WorkItem*>(device_buffer + flash_off);
+  p.ws_max = reinterpret_cast<float*>(workspace + ws_max_off);
+  p.ws_sum = reinterpret_cast<float*>(workspace + ws_sum_off);
+  p.ws_acc = reinterpret_cast<float*>(workspace + ws_acc_off);
+  const auto* split_dev = reinterpret_cast<const WorkItem*>(tables + split_off);
+  const auto* merge_dev = reinterpret_cast<const MergeItem*>(tables + merge_off);
+  const auto* flash_dev = reinterpret_cast<const WorkItem*>(tables + flash_off);
   const int n_split = static_cast<int>(split_items.size());
   const int n_merge = static_cast<int>(merge_items.size());
   const int n_flash = static_cast<int>(flash_items.size());
@@ -802,7 +864,7 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
                                          flash_dev, n_flash, flash_rows_cap, stream);
       break;
   }
-  cudaError_t free_status = cudaFreeAsync(device_buffer, stream);
+  cudaError_t free_status = workspace ? cudaFreeAsync(workspace, stream) : cudaSuccess;
   REE_RETURN_IF_ERROR(status);
   REE_CUDA_CHECK(free_status);
   return Status::kSuccess;
@@ -822,10 +884,10 @@ Status appendKv(const KvAppendArgs& args, cudaStream_t stream) {
       dst[token] = block * args.block_size + pos % args.block_size;
     }
   }
-  long long* dst_dev = nullptr;
-  REE_CUDA_CHECK(
-      cudaMallocAsync(reinterpret_cast<void**>(&dst_dev), dst.size() * sizeof(long long), stream));
-  Status status = uploadTables(dst_dev, dst.data(), dst.size() * sizeof(long long), stream);
+  const unsigned char* slots = nullptr;
+  Status status =
+      cachedTables(TableKind::kKvSlots, dst.data(), dst.size() * sizeof(long long), stream, &slots);
+  const auto* dst_dev = reinterpret_cast<const long long*>(slots);
   if (status == Status::kSuccess) {
     const int row_elems = args.n_kv_heads * args.head_dim;
     switch (args.new_dtype) {
@@ -840,10 +902,7 @@ Status appendKv(const KvAppendArgs& args, cudaStream_t stream) {
         break;
     }
   }
-  cudaError_t free_status = cudaFreeAsync(dst_dev, stream);
-  REE_RETURN_IF_ERROR(status);
-  REE_CUDA_CHECK(free_status);
-  return Status::kSuccess;
+  return status;
 }
 
 }  // namespace cuda

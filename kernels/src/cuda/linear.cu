@@ -16,9 +16,11 @@
 #include <cstdint>
 #include <mutex>
 
+#include "chained_launch.cuh"
 #include "cuda_check.cuh"
 #include "ree/kernels/linear.h"
 #include "ree/kernels/reduce.h"
+#include "shared_memory.cuh"
 
 namespace ree::repops::cuda {
 namespace {
@@ -104,22 +106,6 @@ __device__ __forceinline__ void ldg8(const float* p, float out[8]) {
   out[4] = hi.x, out[5] = hi.y, out[6] = hi.z, out[7] = hi.w;
 }
 
-// ---- cp.async
-// ------------------------------------------------------------------------------------ Copies
-// src_bytes (0..16) from global and zero-fills the rest of the 16 shared bytes.
-__device__ __forceinline__ void cpAsync16(void* shared, const void* global, int src_bytes) {
-  unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global),
-               "r"(src_bytes));
-}
-__device__ __forceinline__ void cpAsyncCommit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int kPending>
-__device__ __forceinline__ void cpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
-
 // ==== GEMV =======================================================================================
 // Decode shapes are bound by the weight bytes, so the kernel is organised around keeping enough of
 // them in flight on every SM: a block owns 32 output features (lane l of every warp computes
@@ -200,6 +186,8 @@ __device__ __forceinline__ void gemvLoadStage(const DeviceArgs& a, const GemvSha
 
 template <typename TW, typename TX, int kMaxRows>
 __global__ void __launch_bounds__(kGemvMaxWarps * 32) gemvKernel(DeviceArgs a, GemvShape g) {
+  waitForPredecessor();
+  allowSuccessorLaunch();
   using L = GemvLayout<TW, TX, kMaxRows>;
   extern __shared__ __align__(16) unsigned char shared[];
   const int warp = threadIdx.x / 32;
@@ -396,7 +384,7 @@ Status launchGemv(const DeviceArgs& a, cudaStream_t stream) {
   g.n_chunks = static_cast<int>(divUp(a.k, kReduceChunk));
   g.rounds = static_cast<int>(divUp(g.n_chunks, warps));
   dim3 grid(divUp(a.n, kGemvRowsPerBlock), divUp(a.m, kMaxRows));
-  kernel<<<grid, warps * 32, bytes, stream>>>(a, g);
+  launchChained(kernel, grid, warps * 32, bytes, stream, a, g);
   REE_CUDA_CHECK_LAUNCH();
   return Status::kSuccess;
 }

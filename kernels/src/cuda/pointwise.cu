@@ -2,6 +2,7 @@
 // arithmetic as the CPU: pointwise.h.
 #include <climits>
 
+#include "chained_launch.cuh"
 #include "cuda_check.cuh"
 #include "ree/kernels/pointwise.h"
 
@@ -30,6 +31,8 @@ template <typename Word>
 __global__ void embeddingKernel(const Word* table, int64_t vocab, int64_t row_words,
                                 const int32_t* ids, int64_t count, Word* out,
                                 unsigned long long* first_bad) {
+  waitForPredecessor();
+  allowSuccessorLaunch();
   const int64_t total = count * row_words;
   for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < total;
        k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -50,9 +53,9 @@ Status launchEmbedding(const void* table, int64_t vocab, int64_t row_bytes, cons
                        int64_t count, void* out, unsigned long long* first_bad,
                        cudaStream_t stream) {
   const int64_t row_words = row_bytes / static_cast<int64_t>(sizeof(Word));
-  embeddingKernel<Word><<<gridFor(count * row_words), kThreads, 0, stream>>>(
-      static_cast<const Word*>(table), vocab, row_words, ids, count, static_cast<Word*>(out),
-      first_bad);
+  launchChained(embeddingKernel<Word>, gridFor(count * row_words), kThreads, 0, stream,
+                static_cast<const Word*>(table), vocab, row_words, ids, count,
+                static_cast<Word*>(out), first_bad);
   REE_CUDA_CHECK_LAUNCH();
   return Status::kSuccess;
 }
@@ -61,6 +64,8 @@ enum class BinaryOp { kAdd, kMul };
 
 template <typename T, BinaryOp kOp>
 __global__ void binaryKernel(const T* a, const T* b, T* out, int64_t n) {
+  waitForPredecessor();
+  allowSuccessorLaunch();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     out[i] = kOp == BinaryOp::kAdd ? addElement(a[i], b[i]) : mulElement(a[i], b[i]);
@@ -69,6 +74,8 @@ __global__ void binaryKernel(const T* a, const T* b, T* out, int64_t n) {
 
 template <typename T>
 __global__ void activationKernel(Activation activation, const T* x, T* out, int64_t n) {
+  waitForPredecessor();
+  allowSuccessorLaunch();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     out[i] = activationElement(activation, x[i]);
@@ -79,6 +86,8 @@ template <typename T>
 __global__ void gatedKernel(Activation activation, const T* gate, int64_t gate_stride, const T* up,
                             int64_t up_stride, T* out, int64_t out_stride, int64_t rows,
                             int64_t cols) {
+  waitForPredecessor();
+  allowSuccessorLaunch();
   const int64_t total = rows * cols;
   for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < total;
        k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -98,17 +107,19 @@ Status binary(const char* name, DType dtype, const void* a, const void* b, void*
   REE_CHECK_ARG(a && b && out, "%s: null pointer (a=%p b=%p out=%p)", name, a, b, out);
   switch (dtype) {
     case DType::kF32:
-      binaryKernel<float, kOp><<<gridFor(n), kThreads, 0, stream>>>(
-          static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(out), n);
+      launchChained(binaryKernel<float, kOp>, gridFor(n), kThreads, 0, stream,
+                    static_cast<const float*>(a), static_cast<const float*>(b),
+                    static_cast<float*>(out), n);
       break;
     case DType::kBF16:
-      binaryKernel<bf16_t, kOp><<<gridFor(n), kThreads, 0, stream>>>(static_cast<const bf16_t*>(a),
-                                                                     static_cast<const bf16_t*>(b),
-                                                                     static_cast<bf16_t*>(out), n);
+      launchChained(binaryKernel<bf16_t, kOp>, gridFor(n), kThreads, 0, stream,
+                    static_cast<const bf16_t*>(a), static_cast<const bf16_t*>(b),
+                    static_cast<bf16_t*>(out), n);
       break;
     case DType::kF16:
-      binaryKernel<f16_t, kOp><<<gridFor(n), kThreads, 0, stream>>>(
-          static_cast<const f16_t*>(a), static_cast<const f16_t*>(b), static_cast<f16_t*>(out), n);
+      launchChained(binaryKernel<f16_t, kOp>, gridFor(n), kThreads, 0, stream,
+                    static_cast<const f16_t*>(a), static_cast<const f16_t*>(b),
+                    static_cast<f16_t*>(out), n);
       break;
   }
   REE_CUDA_CHECK_LAUNCH();
@@ -185,16 +196,16 @@ Status activation(Activation activation, DType dtype, const void* x, void* out, 
   REE_CHECK_ARG(x && out, "activation: null pointer (x=%p out=%p)", x, out);
   switch (dtype) {
     case DType::kF32:
-      activationKernel<float><<<gridFor(n), kThreads, 0, stream>>>(
-          activation, static_cast<const float*>(x), static_cast<float*>(out), n);
+      launchChained(activationKernel<float>, gridFor(n), kThreads, 0, stream, activation,
+                    static_cast<const float*>(x), static_cast<float*>(out), n);
       break;
     case DType::kBF16:
-      activationKernel<bf16_t><<<gridFor(n), kThreads, 0, stream>>>(
-          activation, static_cast<const bf16_t*>(x), static_cast<bf16_t*>(out), n);
+      launchChained(activationKernel<bf16_t>, gridFor(n), kThreads, 0, stream, activation,
+                    static_cast<const bf16_t*>(x), static_cast<bf16_t*>(out), n);
       break;
     case DType::kF16:
-      activationKernel<f16_t><<<gridFor(n), kThreads, 0, stream>>>(
-          activation, static_cast<const f16_t*>(x), static_cast<f16_t*>(out), n);
+      launchChained(activationKernel<f16_t>, gridFor(n), kThreads, 0, stream, activation,
+                    static_cast<const f16_t*>(x), static_cast<f16_t*>(out), n);
       break;
   }
   REE_CUDA_CHECK_LAUNCH();
@@ -218,19 +229,19 @@ Status gated(Activation activation, DType dtype, const void* gate, int64_t gate_
   const int64_t total = rows * cols;
   switch (dtype) {
     case DType::kF32:
-      gatedKernel<float><<<gridFor(total), kThreads, 0, stream>>>(
-          activation, static_cast<const float*>(gate), gate_stride, static_cast<const float*>(up),
-          up_stride, static_cast<float*>(out), out_stride, rows, cols);
+      launchChained(gatedKernel<float>, gridFor(total), kThreads, 0, stream, activation,
+                    static_cast<const float*>(gate), gate_stride, static_cast<const float*>(up),
+                    up_stride, static_cast<float*>(out), out_stride, rows, cols);
       break;
     case DType::kBF16:
-      gatedKernel<bf16_t><<<gridFor(total), kThreads, 0, stream>>>(
-          activation, static_cast<const bf16_t*>(gate), gate_stride, static_cast<const bf16_t*>(up),
-          up_stride, static_cast<bf16_t*>(out), out_stride, rows, cols);
+      launchChained(gatedKernel<bf16_t>, gridFor(total), kThreads, 0, stream, activation,
+                    static_cast<const bf16_t*>(gate), gate_stride, static_cast<const bf16_t*>(up),
+                    up_stride, static_cast<bf16_t*>(out), out_stride, rows, cols);
       break;
     case DType::kF16:
-      gatedKernel<f16_t><<<gridFor(total), kThreads, 0, stream>>>(
-          activation, static_cast<const f16_t*>(gate), gate_stride, static_cast<const f16_t*>(up),
-          up_stride, static_cast<f16_t*>(out), out_stride, rows, cols);
+      launchChained(gatedKernel<f16_t>, gridFor(total), kThreads, 0, stream, activation,
+                    static_cast<const f16_t*>(gate), gate_stride, static_cast<const f16_t*>(up),
+                    up_stride, static_cast<f16_t*>(out), out_stride, rows, cols);
       break;
   }
   REE_CUDA_CHECK_LAUNCH();

@@ -1,6 +1,7 @@
 // CUDA RoPE (docs/repops-spec/pointwise.md, "RoPE"). Same arithmetic as the CPU: rope.h.
 #include <cmath>
 
+#include "chained_launch.cuh"
 #include "cuda_check.cuh"
 #include "ree/kernels/rope.h"
 
@@ -15,12 +16,16 @@ __global__ void ropeInvFreqKernel(float base, int rotary_dim, bool use_llama3,
   inv_freq[pair] = use_llama3 ? ropeInvFreqLlama3(value, llama3) : value;
 }
 
-// One block per token: the block's threads compute the token's cos/sin once (shared memory),
-// then rotate every (head, pair) of the token.
+// Block (token, part): the block's threads compute the token's cos/sin once (shared memory),
+// then rotate (head, pair) items part * per_block .. + per_block of the token. Decode steps have
+// one token: splitting its items over several blocks turns a dozen dependent load-rotate-store
+// round trips per thread into one.
 template <typename T>
 __global__ void ropeKernel(T* x, int heads, int head_dim, int64_t token_stride,
                            const int32_t* positions, const float* inv_freq, int rotary_dim,
-                           RopeLayout layout) {
+                           RopeLayout layout, int per_block) {
+  waitForPredecessor();
+  allowSuccessorLaunch();
   extern __shared__ float cos_sin[];  // [pairs] cos, then [pairs] sin
   const int pairs = rotary_dim / 2;
   const int64_t token = blockIdx.x;
@@ -30,7 +35,9 @@ __global__ void ropeKernel(T* x, int heads, int head_dim, int64_t token_stride,
   }
   __syncthreads();
   T* row = x + token * token_stride;
-  for (int work = threadIdx.x; work < heads * pairs; work += blockDim.x) {
+  const int begin = blockIdx.y * per_block;
+  const int end = min(begin + per_block, heads * pairs);
+  for (int work = begin + threadIdx.x; work < end; work += blockDim.x) {
     const int head = work / pairs;
     const int i = work - head * pairs;
     int first, second;
@@ -45,10 +52,16 @@ Status launchRope(void* x, int64_t tokens, int heads, int head_dim, int64_t toke
                   const int32_t* positions, const float* inv_freq, int rotary_dim,
                   RopeLayout layout, cudaStream_t stream) {
   const int pairs = rotary_dim / 2;
-  int threads = heads * pairs < 256 ? ((heads * pairs + 31) / 32) * 32 : 256;
+  const int items = heads * pairs;
+  int threads = items < 256 ? ((items + 31) / 32) * 32 : 256;
+  // Few tokens (decode): one item per thread over several blocks. Many tokens fill the GPU with
+  // one block per token, which computes the token's cos/sin only once.
+  const int parts = tokens >= 64 ? 1 : static_cast<int>(divUp(items, threads));
+  const int per_block = static_cast<int>(divUp(items, parts));
   size_t shared = 2 * sizeof(float) * static_cast<size_t>(pairs);
-  ropeKernel<T><<<static_cast<unsigned>(tokens), threads, shared, stream>>>(
-      static_cast<T*>(x), heads, head_dim, token_stride, positions, inv_freq, rotary_dim, layout);
+  dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(parts));
+  launchChained(ropeKernel<T>, grid, threads, shared, stream, static_cast<T*>(x), heads, head_dim,
+                token_stride, positions, inv_freq, rotary_dim, layout, per_block);
   REE_CUDA_CHECK_LAUNCH();
   return Status::kSuccess;
 }

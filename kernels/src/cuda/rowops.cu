@@ -12,8 +12,10 @@
 
 #include <cstdint>
 
+#include "chained_launch.cuh"
 #include "cuda_check.cuh"
 #include "ree/kernels/rowops.h"
+#include "shared_memory.cuh"
 
 namespace ree {
 namespace repops {
@@ -322,6 +324,8 @@ __device__ __forceinline__ float rowOutput(const RowArgs& a, float v, int64_t k,
 // pass applies the per-element formula of rowmath.
 template <int kOp, typename InT, typename OutT, bool kVec>
 __global__ void __launch_bounds__(kThreads) rowKernel(RowArgs a) {
+  waitForPredecessor();
+  allowSuccessorLaunch();
   __shared__ Shared sh;
   const GroupCtx c = makeCtx(a.warps_per_row, a.rows);
   const InT* xr = static_cast<const InT*>(a.x) + (c.active ? c.row * a.x_stride : 0);
@@ -423,20 +427,46 @@ __global__ void __launch_bounds__(kThreads) reduceKernel(ReduceArgs a) {
 }
 
 // ---- few short rows (decode) -------------------------------------------------------------------
-// RMSNorm and LayerNorm of a decode step see a handful of rows of a few thousand elements; the
-// general kernel gives such a row to one warp, which then walks it in several dependent passes.
-// Here one block per row stages the whole row in shared memory in one coalesced pass
-// ([chunk][128 + 1]: lane c walks chunk c without bank conflicts), thread c runs chunk c's
-// canonical chain from there, thread 0 merges the partials left to right (ChunkMerge), and every
-// thread writes outputs. Same operations in the same order as rowKernel, so the same bits; the
-// row is read once, before any output is written, so y may alias x.
+// RMSNorm and LayerNorm of a decode step see a handful of rows of a few thousand elements, right
+// after a GEMV has streamed the weights through L2: the row's weight (and bias) come from DRAM, so
+// the kernel's time is its chain of memory round trips, not its arithmetic. One block per row
+// issues every global read of the row at once (x, weight, bias: cp.async, 16-byte pieces), waits
+// once, widens x into [chunk][128 + 1] floats (lane c walks chunk c without bank conflicts),
+// thread c runs chunk c's canonical chain, thread 0 merges the partials left to right
+// (ChunkMerge), and every thread writes outputs with the staged weight and bias. Same operations
+// in the same order as rowKernel, so the same bits; the row is read once, before any output is
+// written, so y may alias x.
 constexpr int kSmallRowMaxRows = 64;
 constexpr int kSmallRowMaxChunks = kThreads;  // rows of up to 32768 elements
 constexpr int kSmallRowStride = kReduceChunk + 1;
 
-size_t smallRowSharedBytes(int64_t cols) {
-  const int64_t chunks = (cols + kReduceChunk - 1) / kReduceChunk;
-  return static_cast<size_t>(chunks) * kSmallRowStride * sizeof(float);
+// Byte offsets of the small-row kernel's dynamic shared memory.
+struct SmallRowLayout {
+  size_t x_raw, weight_raw, bias_raw, total;  // the widened row starts at 0
+};
+
+__host__ __device__ inline size_t roundUp16(size_t bytes) {
+  return (bytes + 15) & ~size_t{15};
+}
+
+__host__ __device__ inline SmallRowLayout smallRowLayout(int n, int x_bytes, int weight_bytes,
+                                                         int bias_bytes) {
+  const size_t chunks = (static_cast<size_t>(n) + kReduceChunk - 1) / kReduceChunk;
+  SmallRowLayout l;
+  l.x_raw = roundUp16(chunks * kSmallRowStride * sizeof(float));
+  l.weight_raw = l.x_raw + roundUp16(static_cast<size_t>(n) * x_bytes);
+  l.bias_raw = l.weight_raw + roundUp16(static_cast<size_t>(n) * weight_bytes);
+  l.total = l.bias_raw + roundUp16(static_cast<size_t>(n) * bias_bytes);
+  return l;
+}
+
+// The block's threads copy `bytes` from global `src` to shared `dst` (both 16-byte aligned).
+__device__ __forceinline__ void copyToSharedAsync(unsigned char* dst, const void* src,
+                                                  size_t bytes) {
+  const unsigned char* from = static_cast<const unsigned char*>(src);
+  for (size_t off = threadIdx.x * size_t{16}; off < bytes; off += blockDim.x * size_t{16}) {
+    cpAsync16(dst + off, from + off, static_cast<int>(bytes - off < 16 ? bytes - off : 16));
+  }
 }
 
 // Canonical chain of every chunk (thread c: chunk c), merged by thread 0; the total is returned
@@ -483,16 +513,37 @@ __device__ float smallRowReduce(const float* row, int n, float shift, float* par
 
 template <int kOp, typename InT, typename OutT>
 __global__ void __launch_bounds__(kThreads) smallRowKernel(RowArgs a) {
-  extern __shared__ float row[];  // [chunks][kSmallRowStride]
+  waitForPredecessor();
+  allowSuccessorLaunch();
+  extern __shared__ __align__(16) unsigned char small_row_smem[];
   __shared__ float partials[kSmallRowMaxChunks];
   __shared__ float broadcast;
+  const int n = a.n;
+  const SmallRowLayout layout =
+      smallRowLayout(n, sizeof(InT), a.weight ? dtypeSize(a.weight_dtype) : 0,
+                     a.bias ? dtypeSize(a.bias_dtype) : 0);
+  float* row = reinterpret_cast<float*>(small_row_smem);
+  const InT* x_raw = reinterpret_cast<const InT*>(small_row_smem + layout.x_raw);
   const int64_t r = blockIdx.x;
   const InT* xr = static_cast<const InT*>(a.x) + r * a.x_stride;
   OutT* yr = static_cast<OutT*>(a.y) + r * a.y_stride;
-  const int n = a.n;
+
+  // Every global read in flight at once; one wait.
+  copyToSharedAsync(small_row_smem + layout.x_raw, xr, static_cast<size_t>(n) * sizeof(InT));
+  if (a.weight) {
+    copyToSharedAsync(small_row_smem + layout.weight_raw, a.weight,
+                      static_cast<size_t>(n) * dtypeSize(a.weight_dtype));
+  }
+  if (a.bias) {
+    copyToSharedAsync(small_row_smem + layout.bias_raw, a.bias,
+                      static_cast<size_t>(n) * dtypeSize(a.bias_dtype));
+  }
+  cpAsyncCommit();
+  cpAsyncWait<0>();
+  __syncthreads();
 #pragma unroll 4
   for (int e = threadIdx.x; e < n; e += blockDim.x) {
-    row[(e / kReduceChunk) * kSmallRowStride + e % kReduceChunk] = loadFloat(xr[e]);
+    row[(e / kReduceChunk) * kSmallRowStride + e % kReduceChunk] = loadFloat(x_raw[e]);
   }
   __syncthreads();
   float s0 = 0.0f, s1 = 0.0f;
@@ -506,10 +557,13 @@ __global__ void __launch_bounds__(kThreads) smallRowKernel(RowArgs a) {
     s1 = rowmath::inverseRms(smallRowReduce<true, true>(row, n, mean, partials, &broadcast), n,
                              a.eps);
   }
+  RowArgs staged = a;  // weight and bias read from their shared copies
+  if (a.weight) staged.weight = small_row_smem + layout.weight_raw;
+  if (a.bias) staged.bias = small_row_smem + layout.bias_raw;
 #pragma unroll 4
   for (int e = threadIdx.x; e < n; e += blockDim.x) {
     const float v = row[(e / kReduceChunk) * kSmallRowStride + e % kReduceChunk];
-    yr[e] = rowmath::storeOut<OutT>(rowOutput<kOp, InT>(a, v, e, s0, s1, 0.0f));
+    yr[e] = rowmath::storeOut<OutT>(rowOutput<kOp, InT>(staged, v, e, s0, s1, 0.0f));
   }
 }
 
@@ -572,17 +626,34 @@ Status launchRowKernel(RowsIn x, RowsOut y, int64_t rows, int64_t cols, RowArgs 
   args.warps_per_row = warpsPerRow(cols);
   const unsigned grid = gridFor(rows, args.warps_per_row);
   if constexpr (kOp == kRms || kOp == kLayer) {
-    if (rows <= kSmallRowMaxRows &&
+    // The small-row path copies rows, weight and bias in 16-byte pieces: all must be aligned.
+    const int x_bytes = dtypeSize(x.dtype);
+    const bool aligned_rows = aligned(x.data, 16) &&
+                              (rows <= 1 || (x.row_stride * x_bytes) % 16 == 0) &&
+                              (args.weight == nullptr || aligned(args.weight, 16)) &&
+                              (args.bias == nullptr || aligned(args.bias, 16));
+    const size_t smem = smallRowLayout(static_cast<int>(cols), x_bytes,
+                                       args.weight ? dtypeSize(args.weight_dtype) : 0,
+                                       args.bias ? dtypeSize(args.bias_dtype) : 0)
+                            .total;
+    int optin = 48 * 1024;  // available without opting in; larger rows ask the device
+    if (smem > static_cast<size_t>(optin)) REE_RETURN_IF_ERROR(sharedMemoryOptin(&optin));
+    if (rows <= kSmallRowMaxRows && aligned_rows &&
         cols <= static_cast<int64_t>(kSmallRowMaxChunks) * kReduceChunk &&
-        smallRowSharedBytes(cols) <= 48 * 1024) {
+        smem + sizeof(float) * (kSmallRowMaxChunks + 1) <= static_cast<size_t>(optin)) {
+      Status status = Status::kSuccess;
       withType(x.dtype, [&](auto in_tag) {
         using InT = decltype(in_tag);
         withType(y.dtype, [&](auto out_tag) {
           using OutT = decltype(out_tag);
-          smallRowKernel<kOp, InT, OutT>
-              <<<static_cast<unsigned>(rows), kThreads, smallRowSharedBytes(cols), stream>>>(args);
+          if (smem > 48 * 1024) status = allowFullSharedMemory(smallRowKernel<kOp, InT, OutT>);
+          if (status == Status::kSuccess) {
+            launchChained(smallRowKernel<kOp, InT, OutT>, static_cast<unsigned>(rows), kThreads,
+                          smem, stream, args);
+          }
         });
       });
+      REE_RETURN_IF_ERROR(status);
       REE_CUDA_CHECK_LAUNCH();
       return Status::kSuccess;
     }
@@ -594,9 +665,9 @@ Status launchRowKernel(RowsIn x, RowsOut y, int64_t rows, int64_t cols, RowArgs 
       const bool vec = vecLoadsOk<InT>(x.data, x.row_stride, rows, cols) &&
                        vecStoresOk<InT, OutT>(y.data, y.row_stride, rows);
       if (vec) {
-        rowKernel<kOp, InT, OutT, true><<<grid, kThreads, 0, stream>>>(args);
+        launchChained(rowKernel<kOp, InT, OutT, true>, grid, kThreads, 0, stream, args);
       } else {
-        rowKernel<kOp, InT, OutT, false><<<grid, kThreads, 0, stream>>>(args);
+        launchChained(rowKernel<kOp, InT, OutT, false>, grid, kThreads, 0, stream, args);
       }
     });
   });

@@ -34,7 +34,7 @@ inline const char* dtypeName(DType dtype) {
   return "?";
 }
 
-inline int dtypeSize(DType dtype) {
+REE_HD int dtypeSize(DType dtype) {
   return dtype == DType::kF32 ? 4 : 2;
 }
 
