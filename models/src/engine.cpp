@@ -117,6 +117,13 @@ struct Engine::Impl {
   Status finishStep(LocalStage& stage, const models::StepWork& work, const Tensor& hidden,
                     models::StepOutput* out, uint64_t* digest_ticket);
   Status takeLogitsDigests(uint64_t step_id, std::vector<models::Digest>* digests);
+  // Digests queued by a generate() or replay() that failed before taking them.
+  void dropStaleDigests() {
+    std::vector<models::Digest> unused;
+    for (const auto& [step, ticket] : digest_tickets)
+      digester->take(ticket, &unused);
+    digest_tickets.clear();
+  }
   Status submit(models::StepWork work);
   Status collect(models::StepOutput* out);
 };
@@ -648,6 +655,7 @@ Status Engine::generate(const std::vector<GenerationRequest>& requests,
   REE_CHECK_ARG(m.rank() == 0, "generate() runs on rank 0; rank %d calls serve()", m.rank());
   REE_CHECK_ARG(!m.shut_down, "generate() after shutdown()");
   results->assign(requests.size(), GenerationResult());
+  m.dropStaleDigests();
   int64_t vocab = m.config.vocab_size;
   // Tokenize and validate every request before any work, so a bad prompt fails fast.
   for (size_t r = 0; r < requests.size(); ++r) {
@@ -853,6 +861,7 @@ Status Engine::replay(const ReplayRequest& request, ReplayResult* result) {
   REE_CHECK_ARG(!request.prompt_ids.empty(), "replay: the prompt is empty");
   REE_CHECK_ARG(!request.output_ids.empty(), "replay: no generated tokens to re-derive");
   REE_RETURN_IF_ERROR(models::validateSampling(request.sampling, request.request_index));
+  m.dropStaleDigests();
   int64_t vocab = m.config.vocab_size;
   StepWork work;
   work.ids = request.prompt_ids;
