@@ -66,7 +66,6 @@ enum BufferId {
   kK,
   kV,
   kAttn,
-  kProj,
   kGate,
   kUp,
   kAct,
@@ -341,7 +340,7 @@ struct CausalLM::Impl {
     const Layer& l = layers[index];
     int64_t t = hidden.dim(0), h = config.hidden_size, hd = config.head_dim;
     int64_t nh = config.num_heads, nkv = config.num_kv_heads;
-    Tensor normed, q, k, v, attn, proj;
+    Tensor normed, q, k, v, attn;
     REE_RETURN_IF_ERROR(scratch(kNormed, {t, h}, &normed, act_dtype));
     REE_RETURN_IF_ERROR(norm(hidden, l.norm1_w, l.norm1_b, normed));
     const bool fused = t <= kFusedProjectionMaxTokens;
@@ -376,8 +375,9 @@ struct CausalLM::Impl {
     }
     REE_RETURN_IF_ERROR(scratch(kAttn, {t, nh, hd}, &attn, act_dtype));
     REE_RETURN_IF_ERROR(ops->attention(q3, k3, v3, cache[index], batch, attn));
-    REE_RETURN_IF_ERROR(linear(l.o, attn.reshaped({t, nh * hd}), kProj, &proj));
-    REE_RETURN_IF_ERROR(ops->addInPlace(hidden, proj));
+    // Residual connections: hidden += o(attn) and, below, hidden += down(act), fused.
+    REE_RETURN_IF_ERROR(
+        ops->linearAccumulate(attn.reshaped({t, nh * hd}), l.o.weight, l.o.biasOrNull(), hidden));
 
     REE_RETURN_IF_ERROR(norm(hidden, l.norm2_w, l.norm2_b, normed));
     Tensor act;
@@ -400,8 +400,7 @@ struct CausalLM::Impl {
       REE_RETURN_IF_ERROR(scratch(kAct, up.shape(), &act, act_dtype));
       REE_RETURN_IF_ERROR(ops->gatedActivation(activationKind(config.activation), gate, up, act));
     }
-    REE_RETURN_IF_ERROR(linear(l.down, act, kProj, &proj));
-    return ops->addInPlace(hidden, proj);
+    return ops->linearAccumulate(act, l.down.weight, l.down.biasOrNull(), hidden);
   }
 };
 

@@ -30,6 +30,17 @@ Status parseOperationSet(const std::string& text, OperationSetKind* out) {
                   text.c_str());
 }
 
+Status OperationSet::linearAccumulate(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                                      Tensor& acc) {
+  REE_CHECK_ARG(acc.rank() >= 1 && acc.dim(-1) == weight.dim(0),
+                "linearAccumulate: acc %s does not match weight %s", acc.describe().c_str(),
+                weight.describe().c_str());
+  Tensor out;
+  REE_RETURN_IF_ERROR(Tensor::empty(acc.device(), acc.dtype(), acc.shape(), &out));
+  REE_RETURN_IF_ERROR(linear(x, weight, bias, out));
+  return addInPlace(acc, out);
+}
+
 Status StepBatch::finalize() {
   int b = batch();
   REE_CHECK_ARG(static_cast<int>(query_offsets.size()) == b + 1 && query_offsets[0] == 0,

@@ -85,8 +85,9 @@ class ReproducibleOps final : public OperationSet {
     }
     const int32_t* device_ids = nullptr;
     REE_RETURN_IF_ERROR(upload(ids, &ids_buffer_, &device_ids));
-    return REE_CUDA_ONLY(cuda::embedding(table.dtype(), table.data(), table.dim(0), table.dim(1),
-                                         device_ids, count, out.data(), stream_));
+    return REE_CUDA_ONLY(cuda::embeddingHostChecked(table.dtype(), table.data(), table.dim(0),
+                                                    table.dim(1), device_ids, ids.data(), count,
+                                                    out.data(), stream_));
   }
 
   Status addInPlace(Tensor& acc, const Tensor& x) override {
@@ -119,6 +120,17 @@ class ReproducibleOps final : public OperationSet {
   }
 
   Status linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& out) override {
+    return runLinear(x, weight, bias, out, /*accumulate=*/false);
+  }
+
+  // One kernel: the residual add happens in the linear layer's store (linear.md, step 5).
+  Status linearAccumulate(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                          Tensor& acc) override {
+    return runLinear(x, weight, bias, acc, /*accumulate=*/true);
+  }
+
+  Status runLinear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& out,
+                   bool accumulate) {
     LinearArgs args;
     args.x = x.data();
     args.x_dtype = x.dtype();
@@ -133,6 +145,8 @@ class ReproducibleOps final : public OperationSet {
     args.m = x.numel() / x.dim(-1);
     args.n = weight.dim(0);
     args.k = weight.dim(1);
+    args.w_is_constant = true;  // model parameters (OperationSet::linear)
+    args.accumulate = accumulate;
     REE_CHECK_ARG(x.dim(-1) == args.k && out.numel() == args.m * args.n,
                   "linear: x %s, weight %s, out %s", x.describe().c_str(),
                   weight.describe().c_str(), out.describe().c_str());

@@ -275,9 +275,13 @@ Status linear(const LinearArgs& a) {
           for (int lane = 0; lane < count; ++lane) {
             float value = detail::linearFinish(totals[r][lane], a.bias != nullptr, bias[lane]);
             if (a.y_dtype == DType::kF32) {
-              static_cast<float*>(a.y)[y_row + lane] = value;
+              float* y = static_cast<float*>(a.y) + y_row + lane;
+              *y = a.accumulate ? detail::linearAccumulate(*y, value) : value;
             } else {
-              static_cast<bf16_t*>(a.y)[y_row + lane] = toBF16(value);
+              bf16_t* y = static_cast<bf16_t*>(a.y) + y_row + lane;
+              *y = a.accumulate
+                       ? toBF16(detail::linearAccumulate(toFloat(*y), toFloat(toBF16(value))))
+                       : toBF16(value);
             }
           }
         }

@@ -36,6 +36,8 @@ struct DeviceArgs {
   int m, n, k;
   int bias_kind;
   int y_is_bf16;
+  int w_is_constant;  // LinearArgs::w_is_constant
+  int accumulate;     // LinearArgs::accumulate
 };
 
 __device__ __forceinline__ float loadBias(const DeviceArgs& a, int col) {
@@ -56,9 +58,12 @@ __device__ __forceinline__ void storeOutput(const DeviceArgs& a, int row, int co
   float value = detail::linearFinish(dot, has_bias, has_bias ? loadBias(a, col) : 0.0f);
   int64_t index = static_cast<int64_t>(row) * a.y_stride + col;
   if (a.y_is_bf16) {
-    static_cast<bf16_t*>(a.y)[index] = toBF16(value);
+    bf16_t* y = static_cast<bf16_t*>(a.y) + index;
+    *y = a.accumulate ? toBF16(detail::linearAccumulate(toFloat(*y), toFloat(toBF16(value))))
+                      : toBF16(value);
   } else {
-    static_cast<float*>(a.y)[index] = value;
+    float* y = static_cast<float*>(a.y) + index;
+    *y = a.accumulate ? detail::linearAccumulate(*y, value) : value;
   }
 }
 
@@ -144,15 +149,21 @@ struct GemvShape {
   int rounds;    // ceil(n_chunks / W)
 };
 
-// Issues the cp.async copies of this warp's stage `t` (chunk q * W + warp, part t % stages).
+// The first k of this warp's stage `t` (chunk q * W + warp, part t % stages).
 template <typename TW, typename TX, int kMaxRows>
-__device__ __forceinline__ void gemvLoadStage(const DeviceArgs& a, const GemvShape& g, int n0,
-                                              int m0, int rows, int warp, int lane, int t,
-                                              unsigned char* slot) {
+__device__ __forceinline__ int gemvStageK0(const GemvShape& g, int warp, int t) {
   using L = GemvLayout<TW, TX, kMaxRows>;
   const int chunk = (t / L::kStagesPerChunk) * g.warps + warp;
-  const int k0 = chunk * kReduceChunk + (t % L::kStagesPerChunk) * L::kStageK;
-  // Weights: 32 rows x 128 bytes, 8 pieces of 16 bytes per row; lane l copies pieces l, l+32, ...
+  return chunk * kReduceChunk + (t % L::kStagesPerChunk) * L::kStageK;
+}
+
+// Issues the cp.async copies of the weights of this warp's stage `t` into `slot`.
+template <typename TW, typename TX, int kMaxRows>
+__device__ __forceinline__ void gemvLoadWeights(const DeviceArgs& a, const GemvShape& g, int n0,
+                                                int warp, int lane, int t, unsigned char* slot) {
+  using L = GemvLayout<TW, TX, kMaxRows>;
+  const int k0 = gemvStageK0<TW, TX, kMaxRows>(g, warp, t);
+  // 32 rows x 128 bytes, 8 pieces of 16 bytes per row; lane l copies pieces l, l+32, ...
   constexpr int kWElemsPerPiece = 16 / sizeof(TW);
   const TW* w = static_cast<const TW*>(a.w);
 #pragma unroll
@@ -167,7 +178,14 @@ __device__ __forceinline__ void gemvLoadStage(const DeviceArgs& a, const GemvSha
     const TW* src = valid ? w + static_cast<int64_t>(n0 + row) * a.w_stride + k : w;
     cpAsync16(slot + row * L::kWRowBytes + col * 16, src, valid * static_cast<int>(sizeof(TW)));
   }
-  // x: kMaxRows rows x kXRowBytes.
+}
+
+// Issues the cp.async copies of the x segments (kMaxRows rows) of this warp's stage `t`.
+template <typename TW, typename TX, int kMaxRows>
+__device__ __forceinline__ void gemvLoadX(const DeviceArgs& a, const GemvShape& g, int m0, int rows,
+                                          int warp, int lane, int t, unsigned char* slot) {
+  using L = GemvLayout<TW, TX, kMaxRows>;
+  const int k0 = gemvStageK0<TW, TX, kMaxRows>(g, warp, t);
   constexpr int kXElemsPerPiece = 16 / sizeof(TX);
   constexpr int kXPiecesPerRow = L::kXRowBytes / 16;
   const TX* x = static_cast<const TX*>(a.x);
@@ -186,8 +204,6 @@ __device__ __forceinline__ void gemvLoadStage(const DeviceArgs& a, const GemvSha
 
 template <typename TW, typename TX, int kMaxRows>
 __global__ void __launch_bounds__(kGemvMaxWarps * 32) gemvKernel(DeviceArgs a, GemvShape g) {
-  waitForPredecessor();
-  allowSuccessorLaunch();
   using L = GemvLayout<TW, TX, kMaxRows>;
   extern __shared__ __align__(16) unsigned char shared[];
   const int warp = threadIdx.x / 32;
@@ -203,10 +219,28 @@ __global__ void __launch_bounds__(kGemvMaxWarps * 32) gemvKernel(DeviceArgs a, G
   const int my_chunks = warp < g.n_chunks ? (g.n_chunks - warp + g.warps - 1) / g.warps : 0;
   const int my_stages = my_chunks * L::kStagesPerChunk;
 
+  // Constant weights are not written by the kernels before this one, so their first stages are
+  // requested before waiting for the predecessor: the bytes stream in while it finishes (and
+  // while this grid launches), instead of after. x is read only once the predecessor is done.
+  // cp.async groups complete in order, so the first group (all early weights and x of stage 0)
+  // still completes before stage 0 is read, and group t before stage t.
+  const bool early_weights = a.w_is_constant != 0;
+  if (early_weights) {
+#pragma unroll
+    for (int t = 0; t < L::kRing - 1; ++t) {
+      if (t < my_stages) {
+        gemvLoadWeights<TW, TX, kMaxRows>(a, g, n0, warp, lane, t, ring + t * L::kStageBytes);
+      }
+    }
+  }
+  waitForPredecessor();
+  allowSuccessorLaunch();
 #pragma unroll
   for (int t = 0; t < L::kRing - 1; ++t) {
     if (t < my_stages) {
-      gemvLoadStage<TW, TX, kMaxRows>(a, g, n0, m0, rows, warp, lane, t, ring + t * L::kStageBytes);
+      unsigned char* slot = ring + t * L::kStageBytes;
+      if (!early_weights) gemvLoadWeights<TW, TX, kMaxRows>(a, g, n0, warp, lane, t, slot);
+      gemvLoadX<TW, TX, kMaxRows>(a, g, m0, rows, warp, lane, t, slot);
     }
     cpAsyncCommit();
   }
@@ -232,8 +266,9 @@ __global__ void __launch_bounds__(kGemvMaxWarps * 32) gemvKernel(DeviceArgs a, G
       {
         const int next = t + L::kRing - 1;
         if (next < my_stages) {
-          gemvLoadStage<TW, TX, kMaxRows>(a, g, n0, m0, rows, warp, lane, next,
-                                          ring + (next % L::kRing) * L::kStageBytes);
+          unsigned char* slot = ring + (next % L::kRing) * L::kStageBytes;
+          gemvLoadWeights<TW, TX, kMaxRows>(a, g, n0, warp, lane, next, slot);
+          gemvLoadX<TW, TX, kMaxRows>(a, g, m0, rows, warp, lane, next, slot);
         }
         cpAsyncCommit();
       }
@@ -588,6 +623,8 @@ Status linearWithKernel(const LinearArgs& args, LinearKernel kernel, cudaStream_
                                                     : kBiasF16;
   }
   a.y_is_bf16 = args.y_dtype == DType::kBF16 ? 1 : 0;
+  a.w_is_constant = args.w_is_constant ? 1 : 0;
+  a.accumulate = args.accumulate ? 1 : 0;
   switch (args.w_dtype) {
     case DType::kBF16:
       return dispatchX<bf16_t>(a, args.x_dtype, kernel, stream);

@@ -41,7 +41,9 @@ __global__ void embeddingKernel(const Word* table, int64_t vocab, int64_t row_wo
     const int32_t id = ids[position];
     if (id < 0 || id >= vocab) {
       out[k] = Word{};
-      if (column == 0) atomicMin(first_bad, static_cast<unsigned long long>(position));
+      if (column == 0 && first_bad != nullptr) {
+        atomicMin(first_bad, static_cast<unsigned long long>(position));
+      }
     } else {
       out[k] = table[static_cast<int64_t>(id) * row_words + column];
     }
@@ -176,6 +178,32 @@ Status embedding(DType dtype, const void* table, int64_t vocab, int64_t dim, con
                 "its output row was zeroed)",
                 bad_position, bad_id, static_cast<long long>(vocab));
   return Status::kSuccess;
+}
+
+Status embeddingHostChecked(DType dtype, const void* table, int64_t vocab, int64_t dim,
+                            const int32_t* ids, const int32_t* host_ids, int64_t count, void* out,
+                            cudaStream_t stream) {
+  REE_CHECK_ARG(knownDType(dtype), "embedding: unknown dtype %d", static_cast<int>(dtype));
+  REE_CHECK_ARG(
+      vocab > 0 && dim > 0 && count >= 0, "embedding: bad shape vocab=%lld dim=%lld count=%lld",
+      static_cast<long long>(vocab), static_cast<long long>(dim), static_cast<long long>(count));
+  if (count == 0) return Status::kSuccess;
+  REE_CHECK_ARG(table && ids && host_ids && out,
+                "embedding: null pointer (table=%p ids=%p host_ids=%p out=%p)", table,
+                static_cast<const void*>(ids), static_cast<const void*>(host_ids), out);
+  for (int64_t i = 0; i < count; ++i) {  // the CPU kernel's check and message
+    REE_CHECK_ARG(host_ids[i] >= 0 && host_ids[i] < vocab,
+                  "embedding: ids[%lld] = %d is outside the vocabulary [0, %lld)",
+                  static_cast<long long>(i), host_ids[i], static_cast<long long>(vocab));
+  }
+  const int64_t row_bytes = dim * dtypeSize(dtype);
+  if (row_bytes % 16 == 0 && aligned(table, 16) && aligned(out, 16)) {
+    return launchEmbedding<uint4>(table, vocab, row_bytes, ids, count, out, nullptr, stream);
+  }
+  if (row_bytes % 4 == 0 && aligned(table, 4) && aligned(out, 4)) {
+    return launchEmbedding<uint32_t>(table, vocab, row_bytes, ids, count, out, nullptr, stream);
+  }
+  return launchEmbedding<uint16_t>(table, vocab, row_bytes, ids, count, out, nullptr, stream);
 }
 
 Status add(DType dtype, const void* a, const void* b, void* out, int64_t n, cudaStream_t stream) {

@@ -9,6 +9,7 @@
 
 #include "ree/kernels/cpu_parallel.h"
 #include "ree/kernels/linear.h"
+#include "ree/kernels/pointwise.h"
 #include "ree/kernels/reduce.h"
 #include "test_util.h"
 
@@ -320,6 +321,45 @@ TEST(LinearCpu, NegativeZeroAndSpecialValues) {
     EXPECT_EQ(p.yBits(y, 0, 3), 0x00000000u);
     EXPECT_EQ(p.yBits(y, 0, 4), 0x7fc00000u);
     checkSpecBits(p, y);
+  }
+  cpu::setLinearSimdEnabled(true);
+}
+
+// accumulate: Y = add(Y, linear output) is bitwise the separate linear layer (into a tensor of Y's
+// dtype) followed by the pointwise add of pointwise.h, for fp32 and bf16 Y, with and without SIMD,
+// including Y values that are infinite, NaN or -0 and outputs that cancel them.
+TEST(LinearCpu, AccumulateIsLinearThenAdd) {
+  for (DType y_dtype : {DType::kF32, DType::kBF16}) {
+    for (bool simd : {true, false}) {
+      cpu::setLinearSimdEnabled(simd);
+      Problem p;
+      p.m = 7;
+      p.n = 45;
+      p.k = 300;
+      p.y_dtype = y_dtype;
+      p.has_bias = true;
+      p.fill(21);
+      HostTensor old_y(y_dtype, static_cast<size_t>(p.m * p.n), 99, 2.0f);
+      old_y.set(0, INFINITY);
+      old_y.set(1, -INFINITY);
+      old_y.set(2, bitsFloat(0xffc12345u));
+      old_y.set(3, -0.0f);
+      std::vector<uint8_t> separate = p.run();  // dense: y_stride 0
+      std::vector<uint8_t> expected(old_y.bytes.size());
+      ASSERT_EQ(cpu::add(y_dtype, old_y.data(), separate.data(), expected.data(), p.m * p.n),
+                Status::kSuccess);
+      std::vector<uint8_t> got = old_y.bytes;
+      LinearArgs a = p.args(got.data());
+      a.accumulate = true;
+      ASSERT_EQ(cpu::linear(a), Status::kSuccess) << lastErrorMessage();
+      EXPECT_EQ(0, std::memcmp(got.data(), expected.data(), got.size()))
+          << dtypeName(y_dtype) << " simd=" << simd;
+      // Element 2 was a NaN with a sign and payload: the sum is the canonical NaN.
+      const uint32_t nan_bits = y_dtype == DType::kF32
+                                    ? floatBits(reinterpret_cast<const float*>(got.data())[2])
+                                    : reinterpret_cast<const bf16_t*>(got.data())[2].bits;
+      EXPECT_EQ(nan_bits, y_dtype == DType::kF32 ? 0x7fc00000u : 0x7fc0u);
+    }
   }
   cpu::setLinearSimdEnabled(true);
 }

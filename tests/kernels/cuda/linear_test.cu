@@ -136,12 +136,15 @@ std::vector<uint8_t> runCpu(const Case& c, const Inputs& in) {
 }
 
 // Returns false (and records a failure) when the kernel could not run.
-bool runGpu(const Case& c, const Inputs& in, cuda::LinearKernel kernel, std::vector<uint8_t>* y) {
+bool runGpu(const Case& c, const Inputs& in, cuda::LinearKernel kernel, std::vector<uint8_t>* y,
+            bool w_is_constant = false) {
   void* device_y = nullptr;
   size_t bytes = outputBytes(c);
   EXPECT_EQ(cudaMalloc(&device_y, bytes), cudaSuccess);
   EXPECT_EQ(cudaMemset(device_y, 0xAB, bytes), cudaSuccess);
-  Status status = cuda::linearWithKernel(in.args(c, true, device_y), kernel, nullptr);
+  LinearArgs args = in.args(c, true, device_y);
+  args.w_is_constant = w_is_constant;
+  Status status = cuda::linearWithKernel(args, kernel, nullptr);
   EXPECT_EQ(status, Status::kSuccess) << c.str() << ": " << lastErrorMessage();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.str();
   y->assign(bytes, 0);
@@ -162,17 +165,22 @@ void checkAllKernels(const Case& c, uint64_t seed) {
   in.make(c, seed);
   in.upload(c);
   auto expected = runCpu(c, in);
-  std::vector<cuda::LinearKernel> kernels = {cuda::LinearKernel::kAuto, cuda::LinearKernel::kGemm};
-  if (gemvEligible(c)) kernels.push_back(cuda::LinearKernel::kGemv);
-  for (auto kernel : kernels) {
+  // (kernel, w_is_constant): the GEMV runs both with and without its early weight loads.
+  std::vector<std::pair<cuda::LinearKernel, bool>> runs = {{cuda::LinearKernel::kAuto, true},
+                                                           {cuda::LinearKernel::kGemm, false}};
+  if (gemvEligible(c)) {
+    runs.push_back({cuda::LinearKernel::kGemv, false});
+    runs.push_back({cuda::LinearKernel::kGemv, true});
+  }
+  for (auto [kernel, w_is_constant] : runs) {
     std::vector<uint8_t> got;
-    if (!runGpu(c, in, kernel, &got)) return;
+    if (!runGpu(c, in, kernel, &got, w_is_constant)) return;
     ASSERT_EQ(got.size(), expected.size());
     size_t elem = dtypeSize(c.y_dtype);
     for (size_t i = 0; i < got.size(); i += elem) {
       ASSERT_EQ(0, std::memcmp(&got[i], &expected[i], elem))
-          << c.str() << " kernel=" << static_cast<int>(kernel) << " first difference at row "
-          << (i / elem) / c.ys() << " col " << (i / elem) % c.ys();
+          << c.str() << " kernel=" << static_cast<int>(kernel) << " w_is_constant=" << w_is_constant
+          << " first difference at row " << (i / elem) / c.ys() << " col " << (i / elem) % c.ys();
     }
   }
 }
@@ -317,6 +325,98 @@ TEST(LinearCuda, SpecialValuesMatchCpu) {
       ASSERT_TRUE(runGpu(c, in, kernel, &got));
       EXPECT_EQ(0, std::memcmp(got.data(), expected.data(), got.size()))
           << "m=" << m << " kernel=" << static_cast<int>(kernel);
+    }
+  }
+}
+
+// A GEMV with early weight loads may start while its predecessor runs; its x must still be read
+// only after the predecessor wrote it. Chain: h = x0 W0^T (a long GEMV writing h last), then
+// y = h W1^T with w_is_constant, back to back on one stream, several times with fresh h.
+TEST(LinearCuda, EarlyWeightLoadsReadXAfterThePredecessor) {
+  REE_SKIP_WITHOUT_GPU();
+  Case first;  // [1, 32768] x [2048, 32768]^T: long enough that a racing read would see stale h
+  first.m = 1;
+  first.n = 2048;
+  first.k = 32768;
+  first.x_dtype = DType::kF32;
+  first.y_dtype = DType::kF32;
+  Case second;  // [1, 2048] x [4096, 2048]^T
+  second.m = 1;
+  second.n = 4096;
+  second.k = 2048;
+  second.x_dtype = DType::kF32;
+  second.y_dtype = DType::kF32;
+  Inputs a, b;
+  a.make(first, 11);
+  b.make(second, 12);
+  a.upload(first);
+  b.upload(second);
+  std::vector<uint8_t> h = runCpu(first, a);
+  b.x.host = h;
+  std::vector<uint8_t> expected = runCpu(second, b);
+  void *device_h = nullptr, *device_y = nullptr;
+  CUDA_OK(cudaMalloc(&device_h, h.size()));
+  CUDA_OK(cudaMalloc(&device_y, expected.size()));
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (int round = 0; round < 20; ++round) {
+    CUDA_OK(cudaMemsetAsync(device_h, 0xFF, h.size(), stream));  // NaN until written
+    CUDA_OK(cudaMemsetAsync(device_y, 0xAB, expected.size(), stream));
+    LinearArgs producer = a.args(first, true, device_h);
+    producer.w_is_constant = true;
+    ASSERT_EQ(cuda::linearWithKernel(producer, cuda::LinearKernel::kGemv, stream), Status::kSuccess)
+        << lastErrorMessage();
+    LinearArgs consumer = b.args(second, true, device_y);
+    consumer.x = device_h;
+    consumer.w_is_constant = true;
+    ASSERT_EQ(cuda::linearWithKernel(consumer, cuda::LinearKernel::kGemv, stream), Status::kSuccess)
+        << lastErrorMessage();
+    std::vector<uint8_t> got(expected.size());
+    CUDA_OK(cudaMemcpyAsync(got.data(), device_y, got.size(), cudaMemcpyDeviceToHost, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    ASSERT_EQ(0, std::memcmp(got.data(), expected.data(), got.size())) << "round " << round;
+  }
+  cudaStreamDestroy(stream);
+  cudaFree(device_h);
+  cudaFree(device_y);
+}
+
+// accumulate (Y = add(Y, output)) on the GPU == on the CPU, bitwise, through every kernel.
+TEST(LinearCuda, AccumulateMatchesCpu) {
+  REE_SKIP_WITHOUT_GPU();
+  int seed = 40;
+  for (int64_t m : {1, 5, 40}) {
+    for (DType y_dtype : {DType::kF32, DType::kBF16}) {
+      Case c;
+      c.m = m;
+      c.n = 300;
+      c.k = 520;
+      c.y_dtype = y_dtype;
+      c.has_bias = m != 5;
+      Inputs in;
+      in.make(c, seed++);
+      in.upload(c);
+      Tensor old_y;
+      old_y.init(y_dtype, static_cast<size_t>(c.m * c.n), seed * 13, 2.0f);
+      old_y.set(0, INFINITY);
+      old_y.set(1, bitsFloat(0xffc12345u));
+      std::vector<uint8_t> expected = old_y.host;
+      LinearArgs cpu_args = in.args(c, false, expected.data());
+      cpu_args.accumulate = true;
+      ASSERT_EQ(cpu::linear(cpu_args), Status::kSuccess) << lastErrorMessage();
+      for (auto kernel :
+           {cuda::LinearKernel::kAuto, cuda::LinearKernel::kGemv, cuda::LinearKernel::kGemm}) {
+        old_y.upload();
+        LinearArgs args = in.args(c, true, old_y.device);
+        args.accumulate = true;
+        args.w_is_constant = true;
+        ASSERT_EQ(cuda::linearWithKernel(args, kernel, nullptr), Status::kSuccess)
+            << lastErrorMessage();
+        std::vector<uint8_t> got(expected.size());
+        CUDA_OK(cudaMemcpy(got.data(), old_y.device, got.size(), cudaMemcpyDeviceToHost));
+        EXPECT_EQ(0, std::memcmp(got.data(), expected.data(), got.size()))
+            << c.str() << " kernel=" << static_cast<int>(kernel);
+      }
     }
   }
 }

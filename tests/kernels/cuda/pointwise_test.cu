@@ -143,6 +143,14 @@ void checkEmbedding(int64_t vocab, int64_t dim, int64_t count, uint64_t seed) {
             Status::kSuccess);
   EXPECT_EQ(test::firstBitDifference(toHost(dout, count * dim), out), -1)
       << "vocab " << vocab << " dim " << dim;
+  // The host-checked variant (no synchronisation) gathers the same bits.
+  ASSERT_EQ(cudaMemset(dout, 0, count * dim * sizeof(T)), cudaSuccess);
+  ASSERT_EQ(gpu::embeddingHostChecked(dtypeOf<T>(), dtable, vocab, dim, dids, ids.data(), count,
+                                      dout, nullptr),
+            Status::kSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(test::firstBitDifference(toHost(dout, count * dim), out), -1)
+      << "host-checked, vocab " << vocab << " dim " << dim;
   cudaFree(dtable);
   cudaFree(dids);
   cudaFree(dout);
@@ -174,6 +182,12 @@ TEST(PointwiseCuda, EmbeddingReportsFirstBadPosition) {
     EXPECT_EQ(out[2 * dim + k].bits, 0);  // the bad row is zeroed
     EXPECT_EQ(out[1 * dim + k].bits, table[99 * dim + k].bits);
   }
+  // Host-checked: the first bad id is named before anything is queued.
+  EXPECT_EQ(gpu::embeddingHostChecked(DType::kBF16, dtable, vocab, dim, dids, ids.data(),
+                                      ids.size(), dout, nullptr),
+            Status::kInvalidArgument);
+  const std::string host_message = lastErrorMessage();
+  EXPECT_NE(host_message.find("ids[2] = 100"), std::string::npos) << host_message;
   cudaFree(dtable);
   cudaFree(dids);
   cudaFree(dout);

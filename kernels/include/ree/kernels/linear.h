@@ -38,6 +38,16 @@ struct LinearArgs {
   int64_t m = 0;  // rows of x and y; 0 is a valid no-op
   int64_t n = 0;  // output features, >= 1
   int64_t k = 0;  // input features, 1 .. 2^31 - 1
+
+  // True: Y = add(Y, the layer's output), i.e. each element becomes R_T(L(Y) + L(R_T(v))) with the
+  // sum's NaN canonicalised, exactly the pointwise `add` of a separate linear output (dtype of y)
+  // to Y (the residual connection, without the extra tensor and launch). Y must hold values.
+  bool accumulate = false;
+
+  // True promises that no work queued earlier on the stream writes w or bias (model parameters,
+  // uploaded before the run). The CUDA GEMV then starts reading its first weights while the
+  // previous kernel on the stream is still running. Never changes the bits; ignored on the CPU.
+  bool w_is_constant = false;
 };
 
 namespace detail {
@@ -50,6 +60,14 @@ REE_HD float linearFinish(float dot, bool has_bias, float bias) {
   float value = has_bias ? dot + bias : dot;
   if ((floatBits(value) & 0x7fffffffu) > 0x7f800000u) value = bitsFloat(0x7fc00000u);
   return value;
+}
+
+// accumulate: the stored element from the old fp32 value of Y and the finished output v (already
+// rounded to Y's dtype and widened back): pointwise add's R_T(canonical(L(a) + L(b))) before R_T.
+REE_HD float linearAccumulate(float old_value, float v) {
+  float sum = old_value + v;
+  if ((floatBits(sum) & 0x7fffffffu) > 0x7f800000u) sum = bitsFloat(0x7fc00000u);
+  return sum;
 }
 
 }  // namespace detail

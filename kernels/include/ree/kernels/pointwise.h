@@ -108,6 +108,12 @@ namespace ree::repops::cuda {
 // returns kInvalidArgument naming that position and its id.
 Status embedding(DType dtype, const void* table, int64_t vocab, int64_t dim, const int32_t* ids,
                  int64_t count, void* out, cudaStream_t stream);
+// Same gather when the caller also holds the ids on the host (`host_ids`, equal to the device
+// `ids`): they are validated there, as the CPU kernel does, so the call never synchronizes
+// `stream` (a decode step's first kernel then does not cost a host round trip).
+Status embeddingHostChecked(DType dtype, const void* table, int64_t vocab, int64_t dim,
+                            const int32_t* ids, const int32_t* host_ids, int64_t count, void* out,
+                            cudaStream_t stream);
 Status add(DType dtype, const void* a, const void* b, void* out, int64_t n, cudaStream_t stream);
 Status mul(DType dtype, const void* a, const void* b, void* out, int64_t n, cudaStream_t stream);
 Status activation(Activation activation, DType dtype, const void* x, void* out, int64_t n,

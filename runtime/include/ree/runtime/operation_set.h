@@ -83,8 +83,14 @@ class OperationSet {
   virtual Status layerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                            Tensor& out) = 0;
   // out[m, n] = x[m, :] . weight[n, :] (+ bias[n]); weight in nn.Linear layout [N, K]. `out` may
-  // be fp32 while x has another dtype (logits are always fp32).
+  // be fp32 while x has another dtype (logits are always fp32). weight and bias are parameters:
+  // no work queued on this operation set writes them (a device kernel may read them early).
   virtual Status linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& out) = 0;
+  // acc += linear(x, weight, bias): the residual connection. The same bits as linear() into a
+  // tensor of acc's dtype followed by addInPlace(acc, that tensor), which is what this default
+  // does; an operation set may fuse the two (one kernel, no temporary).
+  virtual Status linearAccumulate(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                                  Tensor& acc);
   // In place on x [tokens, heads, head_dim] with one position per token.
   virtual Status rope(Tensor& x, const std::vector<int32_t>& positions, const RopeSpec& spec) = 0;
   // Appends k_new/v_new ([tokens, n_kv_heads, head_dim]) to `cache` at the batch's positions, then

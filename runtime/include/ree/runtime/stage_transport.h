@@ -35,13 +35,24 @@ class StageTransport {
   // Waits, until the deadline, for the next message from `peer` under `tag` (any length).
   virtual Status recvMessage(int peer, int tag, std::vector<uint8_t>* bytes) = 0;
 
-  // Sends all bytes of `tensor` (on device()) to `peer`. The caller has finished writing the
-  // tensor (its device work is synchronised); the transport keeps the storage alive until the
-  // send completes. Messages and tensors to one peer arrive in the order they were sent.
+  // Sends all bytes of `tensor` (on device()) to `peer`. On a CUDA device the tensor may still be
+  // being written by work queued on the legacy default stream or on blocking streams (operation
+  // sets queue there): the transfer is ordered after that work, so the caller need not wait for
+  // it. The transport keeps the storage alive until the send completes. Messages and tensors to
+  // one peer arrive in the order they were sent.
   virtual Status sendTensor(int peer, const Tensor& tensor) = 0;
   // Receives the next tensor from `peer` into `tensor` (allocated by the caller on device() with
   // the size the sender used). Returns when the bytes are in place.
   virtual Status recvTensor(int peer, const Tensor& tensor) = 0;
+  // Like recvTensor, but may return as soon as the receive is queued: device work queued after
+  // the call on the legacy default stream or on blocking streams sees the bytes. Before the host
+  // waits for such work (or reads the tensor), it calls awaitReceives(), which applies the
+  // deadline; the host never blocks on a receive without one. Default: recvTensor.
+  virtual Status recvTensorQueued(int peer, const Tensor& tensor) {
+    return recvTensor(peer, tensor);
+  }
+  // Waits, until the deadline, for every receive queued by recvTensorQueued to complete.
+  virtual Status awaitReceives() { return Status::kSuccess; }
 
   // Collective, every rank: each passes its local outcome; every rank returns the status of the
   // lowest failing rank, and lastErrorMessage() is that rank's message prefixed "rank R: ". All
