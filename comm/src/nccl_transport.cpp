@@ -58,6 +58,8 @@ class NcclTransport : public StageTransport {
     destroyComm(&recv_comm_);
     for (Pending& p : pending_)
       cudaEventDestroy(p.done);
+    for (Pending& p : receiving_)
+      cudaEventDestroy(p.done);
     if (send_stream_ != nullptr) cudaStreamDestroy(send_stream_);
     if (recv_stream_ != nullptr) cudaStreamDestroy(recv_stream_);
     if (legacy_done_ != nullptr) cudaEventDestroy(legacy_done_);
@@ -154,6 +156,14 @@ class NcclTransport : public StageTransport {
   }
 
   Status recvTensor(int peer, const Tensor& tensor) override {
+    REE_RETURN_IF_ERROR(recvTensorQueued(peer, tensor));
+    return awaitReceives();
+  }
+
+  // The receive runs on the transport's stream; the legacy stream waits for it, and with it every
+  // blocking stream's later work (an operation set's kernels), so the host can queue the stage's
+  // compute right away instead of waiting for the bytes and then for its first kernel to launch.
+  Status recvTensorQueued(int peer, const Tensor& tensor) override {
     REE_RETURN_IF_ERROR(checkTensor(tensor, peer, rank() - 1, "recvTensor"));
     reap();
     REE_RETURN_IF_ERROR(afterLegacyStream(recv_stream_));
@@ -161,11 +171,33 @@ class NcclTransport : public StageTransport {
         nccl(ncclRecv(tensor.data(), tensor.nbytes(), ncclUint8, 0, recv_comm_, recv_stream_),
              "ncclRecv"));
     REE_RETURN_IF_ERROR(settle(recv_comm_, peer, "enqueueing a receive from"));
+    Pending pending;
+    pending.tensor = tensor;
+    REE_RETURN_IF_ERROR(
+        cuda(cudaEventCreateWithFlags(&pending.done, cudaEventDisableTiming), "cudaEventCreate"));
+    Status status = cuda(cudaEventRecord(pending.done, recv_stream_), "cudaEventRecord");
+    if (status == Status::kSuccess) {
+      status = cuda(cudaStreamWaitEvent(cudaStreamLegacy, pending.done, 0), "cudaStreamWaitEvent");
+    }
+    if (status != Status::kSuccess) {
+      cudaEventDestroy(pending.done);
+      return status;
+    }
+    receiving_.push_back(std::move(pending));
+    return Status::kSuccess;
+  }
+
+  Status awaitReceives() override {
+    const int peer = rank() - 1;
     auto start = Clock::now();
     int spins = 0;
-    for (;;) {
-      cudaError_t query = cudaStreamQuery(recv_stream_);
-      if (query == cudaSuccess) return Status::kSuccess;
+    while (!receiving_.empty()) {
+      cudaError_t query = cudaEventQuery(receiving_.front().done);
+      if (query == cudaSuccess) {
+        cudaEventDestroy(receiving_.front().done);
+        receiving_.pop_front();
+        continue;
+      }
       if (query != cudaErrorNotReady) return cuda(query, "receiving activations");
       REE_RETURN_IF_ERROR(asyncError(recv_comm_, peer));
       if (secondsSince(start) > timeoutSeconds()) {
@@ -177,6 +209,7 @@ class NcclTransport : public StageTransport {
       }
       idle(&spins);
     }
+    return Status::kSuccess;
   }
 
   Status agree(Status local, const std::string& message) override {
@@ -228,7 +261,7 @@ class NcclTransport : public StageTransport {
 
  private:
   struct Pending {
-    Tensor tensor;  // keeps the storage alive until the send completes
+    Tensor tensor;  // keeps the storage alive until the transfer completes
     cudaEvent_t done = nullptr;
   };
 
@@ -258,11 +291,13 @@ class NcclTransport : public StageTransport {
     return cuda(cudaStreamWaitEvent(stream, legacy_done_, 0), "cudaStreamWaitEvent");
   }
 
-  // Reaps completed sends (their tensors' storage is released).
+  // Reaps completed sends and queued receives (their tensors' references are dropped).
   void reap() {
-    while (!pending_.empty() && cudaEventQuery(pending_.front().done) == cudaSuccess) {
-      cudaEventDestroy(pending_.front().done);
-      pending_.pop_front();
+    for (std::list<Pending>* list : {&pending_, &receiving_}) {
+      while (!list->empty() && cudaEventQuery(list->front().done) == cudaSuccess) {
+        cudaEventDestroy(list->front().done);
+        list->pop_front();
+      }
     }
   }
 
@@ -352,7 +387,8 @@ class NcclTransport : public StageTransport {
   cudaStream_t send_stream_ = nullptr;
   cudaStream_t recv_stream_ = nullptr;
   cudaEvent_t legacy_done_ = nullptr;
-  std::list<Pending> pending_;
+  std::list<Pending> pending_;    // sends not yet known to be complete
+  std::list<Pending> receiving_;  // receives queued by recvTensorQueued, same
   bool nccl_aborted_ = false;
 };
 

@@ -112,8 +112,10 @@ struct Engine::Impl {
   Status loadStagesOnDevices();
   Status runFingerprint(RunFingerprint* out) const;
   Status checkSameRun() const;
+  // wait = false returns once the stage's work is queued (multi-process stages: the send of
+  // `hidden` is ordered after it on the device); profiling always waits, to time the GPU.
   Status computeStage(LocalStage& stage, const models::StepWork& work, Tensor& hidden,
-                      std::vector<std::vector<models::Digest>>* layer_digests);
+                      std::vector<std::vector<models::Digest>>* layer_digests, bool wait = true);
   Status finishStep(LocalStage& stage, const models::StepWork& work, const Tensor& hidden,
                     models::StepOutput* out, uint64_t* digest_ticket);
   Status takeLogitsDigests(uint64_t step_id, std::vector<models::Digest>* digests);
@@ -425,7 +427,7 @@ const std::vector<partitioner::Stage>& Engine::plan() const {
 // Runs one stage's part of a step: the embedding on the first stage, then its layers, hashing
 // each layer's output per trace group when tracing.
 Status Engine::Impl::computeStage(LocalStage& stage, const StepWork& work, Tensor& hidden,
-                                  std::vector<std::vector<Digest>>* layer_digests) {
+                                  std::vector<std::vector<Digest>>* layer_digests, bool wait) {
   CausalLM& model = *stage.model;
   REE_RETURN_IF_ERROR(setCurrentDevice(stage.ops->device()));
   const auto started = Clock::now();
@@ -454,7 +456,9 @@ Status Engine::Impl::computeStage(LocalStage& stage, const StepWork& work, Tenso
     };
   }
   REE_RETURN_IF_ERROR(model.runLayers(hidden, work.batch, observer));
-  if (!profile.enabled || profile.seen == 0) return stage.ops->synchronize();
+  if (!profile.enabled || profile.seen == 0) {
+    return wait ? stage.ops->synchronize() : Status::kSuccess;
+  }
   auto enqueued = Clock::now();
   profile.enqueue += std::chrono::duration<double>(enqueued - started).count();
   Status status = stage.ops->synchronize();
@@ -541,7 +545,11 @@ Status Engine::Impl::submit(StepWork work) {
         REE_RETURN_IF_ERROR(toDevice(hidden, stages[s].ops->device(), &moved));
         hidden = moved;
       }
-      REE_RETURN_IF_ERROR(computeStage(stages[s], work, hidden, &work.layer_digests));
+      // The last stage's work need not be waited for: finishStep's copy of the logits to the
+      // host follows it on the device (one host round trip per step instead of two).
+      const bool last_stage = s + 1 == stages.size();
+      REE_RETURN_IF_ERROR(
+          computeStage(stages[s], work, hidden, &work.layer_digests, /*wait=*/!last_stage));
     }
     StepOutput out;
     uint64_t ticket = 0;
@@ -551,9 +559,18 @@ Status Engine::Impl::submit(StepWork work) {
     local_outputs.push_back(std::move(out));
     return Status::kSuccess;
   }
+  // The header leaves before the stage's work is even queued (after it when tracing: then it
+  // carries this stage's layer hashes), so stage 1 queues its receive and layers while this GPU
+  // still computes; the activations follow in device order.
+  if (!work.trace) {
+    REE_RETURN_IF_ERROR(transport->sendMessage(1, kTagStep, models::encodeStepHeader(work)));
+  }
   Tensor hidden;
-  REE_RETURN_IF_ERROR(computeStage(stages.front(), work, hidden, &work.layer_digests));
-  REE_RETURN_IF_ERROR(transport->sendMessage(1, kTagStep, models::encodeStepHeader(work)));
+  REE_RETURN_IF_ERROR(
+      computeStage(stages.front(), work, hidden, &work.layer_digests, /*wait=*/false));
+  if (work.trace) {
+    REE_RETURN_IF_ERROR(transport->sendMessage(1, kTagStep, models::encodeStepHeader(work)));
+  }
   REE_RETURN_IF_ERROR(transport->sendTensor(1, hidden));
   in_flight.push_back(work.id);
   return Status::kSuccess;
@@ -600,9 +617,18 @@ Status Engine::serve() {
     Tensor hidden;
     REE_RETURN_IF_ERROR(Tensor::empty(stage.ops->device(), stage.model->activationDType(),
                                       {work.batch.tokens(), m.config.hidden_size}, &hidden));
-    REE_RETURN_IF_ERROR(m.transport->recvTensor(rank - 1, hidden));
-    REE_RETURN_IF_ERROR(m.computeStage(stage, work, hidden, &work.layer_digests));
+    // The receive and the layers are queued without waiting for the bytes (the device orders
+    // them); the host blocks only where it must read results, and first waits for the receive
+    // under the transport's deadline, so a lost upstream peer is reported, never waited on.
+    REE_RETURN_IF_ERROR(m.transport->recvTensorQueued(rank - 1, hidden));
+    if (work.trace || m.profile.enabled) REE_RETURN_IF_ERROR(m.transport->awaitReceives());
+    if (!last && !work.trace) {  // early header, as in submit()
+      REE_RETURN_IF_ERROR(
+          m.transport->sendMessage(rank + 1, kTagStep, models::encodeStepHeader(work)));
+    }
+    REE_RETURN_IF_ERROR(m.computeStage(stage, work, hidden, &work.layer_digests, /*wait=*/false));
     if (last) {
+      REE_RETURN_IF_ERROR(m.transport->awaitReceives());
       StepOutput out;
       uint64_t ticket = 0;
       REE_RETURN_IF_ERROR(m.finishStep(stage, work, hidden, &out, &ticket));
@@ -616,8 +642,10 @@ Status Engine::serve() {
             m.transport->sendMessage(0, kTagDigests, models::encodeStepDigests(work.id, digests)));
       }
     } else {
-      REE_RETURN_IF_ERROR(
-          m.transport->sendMessage(rank + 1, kTagStep, models::encodeStepHeader(work)));
+      if (work.trace) {
+        REE_RETURN_IF_ERROR(
+            m.transport->sendMessage(rank + 1, kTagStep, models::encodeStepHeader(work)));
+      }
       REE_RETURN_IF_ERROR(m.transport->sendTensor(rank + 1, hidden));
     }
   }
