@@ -10,6 +10,9 @@
 #   scripts/gpu/pipeline.sh receipts   # receipts across devices/partitions; verify vs generate time
 #   scripts/gpu/pipeline.sh single     # single-process pipelines over several GPUs vs the CPU
 #   scripts/gpu/pipeline.sh mem72      # Qwen2.5-72B shape on every GPU: memory per GPU
+#   scripts/gpu/pipeline.sh timeline   # batch-1 decode, n=G: per-stage and per-hop time (CUPTI)
+#   scripts/gpu/pipeline.sh fault      # rank 1 killed / stopped mid-generation over NCCL: every
+#                                      # rank ends non-zero within 30 s, no orphans
 #
 # Logs and a summary go to $OUT (or out/gpu). Prints PASS/FAIL lines; exits non-zero on a FAIL.
 set -uo pipefail
@@ -247,8 +250,88 @@ for i in range(6):
   tail -3 "$out/err.log"
 }
 
+# Faults over NCCL: rank 1 killed, then stopped (SIGSTOP, --comm-timeout 3), mid-generation. The
+# job must end non-zero within 30 s, leave no ree-launch process, and the stall must name rank 1.
+fault() {
+  "$python" -c '
+for i in range(64):
+    print("{\"prompt_ids\": [%s]}" % ", ".join(str(3 + (j * 13 + i) % 250) for j in range(16)))' \
+    >"$out/fault-prompts.jsonl"
+  local n=$gpus
+  [ "$n" -gt 4 ] && n=4
+  for signal in KILL STOP; do
+    local extra=()
+    [ "$signal" = STOP ] && extra=(--comm-timeout 3)
+    "${mpirun[@]}" -n "$n" "$launch" --model builtin:tiny-llama --n-partitions "$n" \
+      --prompt-file "$out/fault-prompts.jsonl" --max-new-tokens 2000 --max-context 2048 \
+      --max-batch 2 "${extra[@]}" >"$out/fault-$signal.out" 2>"$out/fault-$signal.err" &
+    local job=$! victim=""
+    for _ in $(seq 1 300); do
+      for p in /proc/[0-9]*; do
+        [ "$(tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -x 'OMPI_COMM_WORLD_RANK=1')" ] || continue
+        tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q "ree-launch.*fault-prompts" && victim=$(basename "$p")
+      done
+      [ -n "$victim" ] && break
+      sleep 0.1
+    done
+    sleep 8  # past start-up: generation is running
+    if [ -z "$victim" ]; then
+      note "FAIL fault $signal: rank 1 not found"
+      failures=$((failures + 1))
+      kill -9 $job 2>/dev/null
+      continue
+    fi
+    kill -"$signal" "$victim"
+    local waited=0
+    while kill -0 $job 2>/dev/null && [ $waited -lt 60 ]; do
+      sleep 1
+      waited=$((waited + 1))
+    done
+    kill -0 $job 2>/dev/null && kill -9 $job "$victim" 2>/dev/null
+    wait $job
+    local rc=$?
+    sleep 1
+    local orphans=0
+    pgrep -f "ree-launch.*fault-prompts" >/dev/null && orphans=1 && pkill -9 -f "ree-launch.*fault-prompts"
+    if [ "$rc" -ne 0 ] && [ $waited -le 30 ] && [ $orphans -eq 0 ] &&
+      { [ "$signal" = KILL ] || grep -qF "rank 1" "$out/fault-$signal.err"; }; then
+      note "PASS fault $signal over NCCL, n=$n: job ended ${waited} s after the fault, rc=$rc"
+    else
+      note "FAIL fault $signal over NCCL, n=$n: rc=$rc, ended after ${waited} s, orphans=$orphans"
+      failures=$((failures + 1))
+    fi
+    grep -v "^\s*$" "$out/fault-$signal.err" | grep -v "^\[" | head -4 | sed 's/^/    /' | tee -a "$summary"
+  done
+}
+
+# Batch-1 decode over n=G ranks with a CUPTI kernel trace per rank (bench/cuda/kernel_trace.cpp):
+# where a step's time goes, per stage and per hop (scripts/gpu/pipeline_timeline.py).
+timeline() {
+  local tracer
+  tracer="$(find "$build" -name 'libree_kernel_trace.so' -type f | head -1)"
+  if [ -z "$tracer" ]; then
+    note "FAIL timeline: libree_kernel_trace.so not built (no CUPTI)"
+    failures=$((failures + 1))
+    return
+  fi
+  write_config llama3-8b "$out/llama3-8b"
+  local dir="$out/timeline"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  ids=$(seq -s, 1000 1031)
+  note "== batch-1 pipeline timeline, Llama-3-8B shape, n=$gpus, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+  "${mpirun[@]}" -x CUDA_INJECTION64_PATH="$tracer" -n "$gpus" bash -c \
+    'REE_KERNEL_TRACE="$0/trace.$OMPI_COMM_WORLD_RANK.csv" exec "$@"' "$dir" \
+    "$launch" --model "synthetic:$out/llama3-8b" --n-partitions "$gpus" --prompt-ids "$ids" \
+    --max-new-tokens 24 --max-context 128 >"$dir/run.out" 2>"$dir/run.log"
+  note "  $(grep -oE '[0-9]+ tokens in [0-9.]+ s.*' "$dir/run.log" | tail -1)"
+  "$python" "$repo/scripts/gpu/pipeline_timeline.py" "$dir" | tee -a "$summary"
+}
+
 case "${1:-identity}" in
   identity) identity ;;
+  fault) fault ;;
+  timeline) timeline ;;
   bench) bench ;;
   receipts) receipts ;;
   mem72) mem72 ;;
