@@ -1,6 +1,6 @@
 // Internal: programmatic dependent launch for the kernels of a decode step (not installed).
 //
-// A decode step is a chain of ~450 short dependent kernels; without help the GPU idles about a
+// A decode step is a chain of ~390 short dependent kernels; without help the GPU idles about a
 // microsecond or two between two of them (the next grid is launched only after the previous one
 // has completed and flushed). A kernel started with launchChained() may be launched while its
 // predecessor in the stream is still running: it calls waitForPredecessor() before touching
