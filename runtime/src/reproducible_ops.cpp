@@ -129,31 +129,6 @@ class ReproducibleOps final : public OperationSet {
     return runLinear(x, weight, bias, acc, /*accumulate=*/true);
   }
 
-  Status runLinear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& out,
-                   bool accumulate) {
-    LinearArgs args;
-    args.x = x.data();
-    args.x_dtype = x.dtype();
-    args.w = weight.data();
-    args.w_dtype = weight.dtype();
-    if (bias != nullptr) {
-      args.bias = bias->data();
-      args.bias_dtype = bias->dtype();
-    }
-    args.y = out.data();
-    args.y_dtype = out.dtype();
-    args.m = x.numel() / x.dim(-1);
-    args.n = weight.dim(0);
-    args.k = weight.dim(1);
-    args.w_is_constant = true;  // model parameters (OperationSet::linear)
-    args.accumulate = accumulate;
-    REE_CHECK_ARG(x.dim(-1) == args.k && out.numel() == args.m * args.n,
-                  "linear: x %s, weight %s, out %s", x.describe().c_str(),
-                  weight.describe().c_str(), out.describe().c_str());
-    if (!device_.isCuda()) return cpu::linear(args);
-    return REE_CUDA_ONLY(cuda::linear(args, stream_));
-  }
-
   Status rope(Tensor& x, const std::vector<int32_t>& positions, const RopeSpec& spec) override {
     REE_CHECK_ARG(x.rank() == 3 && static_cast<int64_t>(positions.size()) == x.dim(0),
                   "rope: x %s with %zu positions", x.describe().c_str(), positions.size());
@@ -266,6 +241,31 @@ class ReproducibleOps final : public OperationSet {
   }
 
  private:
+  Status runLinear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& out,
+                   bool accumulate) {
+    LinearArgs args;
+    args.x = x.data();
+    args.x_dtype = x.dtype();
+    args.w = weight.data();
+    args.w_dtype = weight.dtype();
+    if (bias != nullptr) {
+      args.bias = bias->data();
+      args.bias_dtype = bias->dtype();
+    }
+    args.y = out.data();
+    args.y_dtype = out.dtype();
+    args.m = x.numel() / x.dim(-1);
+    args.n = weight.dim(0);
+    args.k = weight.dim(1);
+    args.w_is_constant = true;  // model parameters (OperationSet::linear)
+    args.accumulate = accumulate;
+    REE_CHECK_ARG(x.dim(-1) == args.k && out.numel() == args.m * args.n,
+                  "linear: x %s, weight %s, out %s", x.describe().c_str(),
+                  weight.describe().c_str(), out.describe().c_str());
+    if (!device_.isCuda()) return cpu::linear(args);
+    return REE_CUDA_ONLY(cuda::linear(args, stream_));
+  }
+
   static Activation toKernel(ActivationKind act) {
     switch (act) {
       case ActivationKind::kSilu:
