@@ -138,18 +138,22 @@ __host__ __device__ SmemLayout smemLayout(int head_dim, int rows_cap, int kv_str
   return layout;
 }
 
-// Copies positions [pos_begin, pos_begin + n_pos) of one KV head into shared memory.
+// Copies positions [pos_begin, pos_begin + n_pos) of one KV head of both caches into shared
+// memory. 16-byte path: each thread issues kBatch loads of K and kBatch of V before storing any,
+// so a chunk arrives in as few memory latencies as possible.
 template <typename T>
-__device__ void loadKvChunk(const KernelParams& p, const T* __restrict__ cache, T* smem,
-                            const int32_t* table_row, int kv_head, int pos_begin, int n_pos) {
+__device__ void loadKvChunks(const KernelParams& p, T* k_smem, T* v_smem, const int32_t* table_row,
+                             int kv_head, int pos_begin, int n_pos) {
   const int head_dim = p.head_dim;
+  const T* k_cache = static_cast<const T*>(p.k);
+  const T* v_cache = static_cast<const T*>(p.v);
   if (p.vec16) {
     constexpr int kPerVec = 16 / sizeof(T);
     const int vecs_per_row = head_dim / kPerVec;
     const int total = n_pos * vecs_per_row;
-    constexpr int kBatch = 4;  // loads in flight per thread before the stores
+    constexpr int kBatch = 4;
     for (int base = threadIdx.x; base < total; base += kBatch * blockDim.x) {
-      uint4 values[kBatch];
+      uint4 k_values[kBatch], v_values[kBatch];
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
         const int u = base + b * blockDim.x;
@@ -159,10 +163,9 @@ __device__ void loadKvChunk(const KernelParams& p, const T* __restrict__ cache, 
           const int pos = pos_begin + row;
           const long long block = table_row[pos / p.block_size];
           const long long slot = block * p.block_size + pos % p.block_size;
-          const uint4* src =
-              reinterpret_cast<const uint4*>(cache + (slot * p.n_kv_heads + kv_head) * head_dim) +
-              vec;
-          values[b] = __ldg(src);
+          const long long offset = (slot * p.n_kv_heads + kv_head) * head_dim;
+          k_values[b] = __ldg(reinterpret_cast<const uint4*>(k_cache + offset) + vec);
+          v_values[b] = __ldg(reinterpret_cast<const uint4*>(v_cache + offset) + vec);
         }
       }
 #pragma unroll
@@ -171,11 +174,16 @@ __device__ void loadKvChunk(const KernelParams& p, const T* __restrict__ cache, 
         if (u < total) {
           const int row = u / vecs_per_row;
           const int vec = u - row * vecs_per_row;
-          uint32_t* dst = reinterpret_cast<uint32_t*>(smem + row * p.kv_stride) + vec * 4;
-          dst[0] = values[b].x;
-          dst[1] = values[b].y;
-          dst[2] = values[b].z;
-          dst[3] = values[b].w;
+          uint32_t* k_dst = reinterpret_cast<uint32_t*>(k_smem + row * p.kv_stride) + vec * 4;
+          uint32_t* v_dst = reinterpret_cast<uint32_t*>(v_smem + row * p.kv_stride) + vec * 4;
+          k_dst[0] = k_values[b].x;
+          k_dst[1] = k_values[b].y;
+          k_dst[2] = k_values[b].z;
+          k_dst[3] = k_values[b].w;
+          v_dst[0] = v_values[b].x;
+          v_dst[1] = v_values[b].y;
+          v_dst[2] = v_values[b].z;
+          v_dst[3] = v_values[b].w;
         }
       }
     }
@@ -187,7 +195,9 @@ __device__ void loadKvChunk(const KernelParams& p, const T* __restrict__ cache, 
       const int pos = pos_begin + row;
       const long long block = table_row[pos / p.block_size];
       const long long slot = block * p.block_size + pos % p.block_size;
-      smem[row * p.kv_stride + d] = cache[(slot * p.n_kv_heads + kv_head) * head_dim + d];
+      const long long index = (slot * p.n_kv_heads + kv_head) * head_dim + d;
+      k_smem[row * p.kv_stride + d] = k_cache[index];
+      v_smem[row * p.kv_stride + d] = v_cache[index];
     }
   }
 }
@@ -222,17 +232,31 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
       p.block_table + static_cast<long long>(item.seq) * p.max_blocks_per_seq;
 
   // Q tile (zero padding rows keep the unused lanes finite) and each row's absolute position.
-  for (int u = threadIdx.x; u < rows_cap * head_dim; u += blockDim.x) {
-    const int r = u / head_dim;
-    const int d = u - r * head_dim;
-    float value = 0.0f;
-    if (r < rows) {
-      const int row = item.row_begin + r;
-      const long long token = item.token_begin + row / p.group;
-      const int head = item.kv_head * p.group + row % p.group;
-      value = loadAny(p.q, p.q_dtype, (token * p.n_heads + head) * head_dim + d);
+  // kQBatch loads per thread are issued before their stores, so they are in flight together.
+  constexpr int kQBatch = 8;
+  for (int base = threadIdx.x; base < rows_cap * head_dim; base += kQBatch * blockDim.x) {
+    float values[kQBatch];
+#pragma unroll
+    for (int b = 0; b < kQBatch; ++b) {
+      const int u = base + b * blockDim.x;
+      const int r = u / head_dim;
+      const int d = u - r * head_dim;
+      values[b] = 0.0f;
+      if (u < rows_cap * head_dim && r < rows) {
+        const int row = item.row_begin + r;
+        const long long token = item.token_begin + row / p.group;
+        const int head = item.kv_head * p.group + row % p.group;
+        values[b] = loadAny(p.q, p.q_dtype, (token * p.n_heads + head) * head_dim + d);
+      }
     }
-    q_tile[d * rows_cap + r] = value;
+#pragma unroll
+    for (int b = 0; b < kQBatch; ++b) {
+      const int u = base + b * blockDim.x;
+      if (u < rows_cap * head_dim) {
+        const int r = u / head_dim;
+        q_tile[(u - r * head_dim) * rows_cap + r] = values[b];
+      }
+    }
   }
   int max_position = 0;
   for (int r = 0; r < rows; ++r) {
@@ -256,10 +280,7 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
       int valid = row_position[r] + 1 - pos_begin;  // <= 0: the row does not reach this chunk
       row_valid[r] = valid < kChunk ? valid : kChunk;
     }
-    loadKvChunk<T>(p, static_cast<const T*>(p.k), k_chunk, table_row, item.kv_head, pos_begin,
-                   n_loaded);
-    loadKvChunk<T>(p, static_cast<const T*>(p.v), v_chunk, table_row, item.kv_head, pos_begin,
-                   n_loaded);
+    loadKvChunks<T>(p, k_chunk, v_chunk, table_row, item.kv_head, pos_begin, n_loaded);
     __syncthreads();
 
     // Scores: unit = (position, group of 8 rows); each is the canonical dot product over head_dim
@@ -485,23 +506,43 @@ __global__ void attentionMergeKernel(KernelParams p, const MergeItem* __restrict
     __syncthreads();
     const int tile_count =
         item.n_chunks - tile < kMergeThreads ? item.n_chunks - tile : kMergeThreads;
-    for (int i = 0; i < tile_count; ++i) {
-      const int jj = tile + i;
-      const long long state = item.state_row + jj;
-      const float chunk_sum = p.ws_sum[state];
-      if (jj == 0) {
-        sum = chunk_sum;
-      } else {
-        sum = attn::mergeValue(sum, factor_running[i], chunk_sum, factor_chunk[i]);
+    // The fold is a dependent chain, so the states of kFold chunks are loaded first (independent
+    // loads in flight together) and then merged in order: one memory latency per kFold chunks
+    // instead of one per chunk. The merge order and arithmetic are unchanged.
+    constexpr int kFold = 8;
+    for (int i0 = 0; i0 < tile_count; i0 += kFold) {
+      float chunk_sum[kFold];
+      float chunk_acc[kFold][kMaxDPerThread];
+#pragma unroll
+      for (int f = 0; f < kFold; ++f) {
+        if (i0 + f < tile_count) {
+          const long long state = item.state_row + tile + i0 + f;
+          chunk_sum[f] = p.ws_sum[state];
+#pragma unroll
+          for (int k = 0; k < kMaxDPerThread; ++k) {
+            const int d = threadIdx.x + k * kMergeThreads;
+            chunk_acc[f][k] = d < head_dim ? p.ws_acc[state * head_dim + d] : 0.0f;
+          }
+        }
       }
 #pragma unroll
-      for (int k = 0; k < kMaxDPerThread; ++k) {
-        const int d = threadIdx.x + k * kMergeThreads;
-        if (d < head_dim) {
-          const float chunk_acc = p.ws_acc[state * head_dim + d];
-          acc[k] = jj == 0
-                       ? chunk_acc
-                       : attn::mergeValue(acc[k], factor_running[i], chunk_acc, factor_chunk[i]);
+      for (int f = 0; f < kFold; ++f) {
+        const int i = i0 + f;
+        if (i >= tile_count) break;
+        const int jj = tile + i;
+        if (jj == 0) {
+          sum = chunk_sum[f];
+        } else {
+          sum = attn::mergeValue(sum, factor_running[i], chunk_sum[f], factor_chunk[i]);
+        }
+#pragma unroll
+        for (int k = 0; k < kMaxDPerThread; ++k) {
+          const int d = threadIdx.x + k * kMergeThreads;
+          if (d < head_dim) {
+            acc[k] = jj == 0 ? chunk_acc[f][k]
+                             : attn::mergeValue(acc[k], factor_running[i], chunk_acc[f][k],
+                                                factor_chunk[i]);
+          }
         }
       }
     }
