@@ -187,6 +187,8 @@ class NcclTransport : public StageTransport {
     return Status::kSuccess;
   }
 
+  bool queuesReceives() const override { return true; }
+
   Status awaitReceives() override {
     const int peer = rank() - 1;
     auto start = Clock::now();

@@ -118,6 +118,10 @@ struct Engine::Impl {
                       std::vector<std::vector<models::Digest>>* layer_digests, bool wait = true);
   Status finishStep(LocalStage& stage, const models::StepWork& work, const Tensor& hidden,
                     models::StepOutput* out, uint64_t* digest_ticket);
+  // Multi-process: whether a stage sends the step header before queueing its own work.
+  bool earlyHeader(const models::StepWork& work) const {
+    return !work.trace && transport != nullptr && transport->queuesReceives();
+  }
   Status takeLogitsDigests(uint64_t step_id, std::vector<models::Digest>* digests);
   // Digests queued by a generate() or replay() that failed before taking them.
   void dropStaleDigests() {
@@ -559,16 +563,19 @@ Status Engine::Impl::submit(StepWork work) {
     local_outputs.push_back(std::move(out));
     return Status::kSuccess;
   }
-  // The header leaves before the stage's work is even queued (after it when tracing: then it
-  // carries this stage's layer hashes), so stage 1 queues its receive and layers while this GPU
-  // still computes; the activations follow in device order.
-  if (!work.trace) {
+  // Over a transport that queues receives (NCCL), the header leaves before the stage's work is
+  // even queued, so stage 1 queues its receive and layers while this GPU still computes; the
+  // activations follow in device order. Otherwise, and when tracing (the header then carries
+  // this stage's layer hashes), it follows the work: a receiver that blocks on the tensor would
+  // only start its deadline early and blame the wrong rank for a stall.
+  const bool early_header = earlyHeader(work);
+  if (early_header) {
     REE_RETURN_IF_ERROR(transport->sendMessage(1, kTagStep, models::encodeStepHeader(work)));
   }
   Tensor hidden;
   REE_RETURN_IF_ERROR(
       computeStage(stages.front(), work, hidden, &work.layer_digests, /*wait=*/false));
-  if (work.trace) {
+  if (!early_header) {
     REE_RETURN_IF_ERROR(transport->sendMessage(1, kTagStep, models::encodeStepHeader(work)));
   }
   REE_RETURN_IF_ERROR(transport->sendTensor(1, hidden));
@@ -622,7 +629,8 @@ Status Engine::serve() {
     // under the transport's deadline, so a lost upstream peer is reported, never waited on.
     REE_RETURN_IF_ERROR(m.transport->recvTensorQueued(rank - 1, hidden));
     if (work.trace || m.profile.enabled) REE_RETURN_IF_ERROR(m.transport->awaitReceives());
-    if (!last && !work.trace) {  // early header, as in submit()
+    const bool early_header = m.earlyHeader(work);  // as in submit()
+    if (!last && early_header) {
       REE_RETURN_IF_ERROR(
           m.transport->sendMessage(rank + 1, kTagStep, models::encodeStepHeader(work)));
     }
@@ -642,7 +650,7 @@ Status Engine::serve() {
             m.transport->sendMessage(0, kTagDigests, models::encodeStepDigests(work.id, digests)));
       }
     } else {
-      if (work.trace) {
+      if (!early_header) {
         REE_RETURN_IF_ERROR(
             m.transport->sendMessage(rank + 1, kTagStep, models::encodeStepHeader(work)));
       }

@@ -53,6 +53,9 @@ class StageTransport {
   }
   // Waits, until the deadline, for every receive queued by recvTensorQueued to complete.
   virtual Status awaitReceives() { return Status::kSuccess; }
+  // True when recvTensorQueued really returns before the bytes arrive (the next stage can then
+  // queue its work early, so the step header is worth sending before a stage's own work).
+  virtual bool queuesReceives() const { return false; }
 
   // Collective, every rank: each passes its local outcome; every rank returns the status of the
   // lowest failing rank, and lastErrorMessage() is that rank's message prefixed "rank R: ". All
