@@ -1,5 +1,6 @@
-// Bandwidth of RoPE, SwiGLU and embedding gather against cudaMemcpy device-to-device, measured
-// in the same run on the same GPU. GB/s counts bytes read + bytes written (memcpy: 2 x size).
+// Bandwidth of RoPE, SwiGLU, the residual add and embedding gather against cudaMemcpy
+// device-to-device, measured in the same run on the same GPU. GB/s counts bytes read + bytes
+// written (memcpy: 2 x size). Decode-sized RoPE calls report their time per call.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -39,10 +40,56 @@ double millisecondsPerCall(const std::function<void()>& call, int iterations = 5
   return ms / iterations;
 }
 
+// GPU time per call: `calls` calls captured in one CUDA graph and replayed, so the host's launch
+// cost (which bounds back-to-back launches of microsecond kernels) is not in the figure.
+double microsecondsPerCallInGraph(const std::function<void(cudaStream_t)>& call, int calls = 100) {
+  cudaStream_t stream;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+  for (int i = 0; i < calls; ++i)
+    call(stream);
+  cudaStreamEndCapture(stream, &graph);
+  cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphLaunch(exec, stream);
+  cudaStreamSynchronize(stream);
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  const int replays = 10;
+  cudaEventRecord(start, stream);
+  for (int i = 0; i < replays; ++i)
+    cudaGraphLaunch(exec, stream);
+  cudaEventRecord(stop, stream);
+  cudaEventSynchronize(stop);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  return 1e3 * ms / (replays * calls);
+}
+
 void report(const char* name, double bytes, double ms, double baseline_gbs) {
   const double gbs = bytes / (ms * 1e-3) / 1e9;
-  std::printf("%-34s %10.3f ms %9.1f GB/s  %5.1f%% of memcpy D2D\n", name, ms, gbs,
+  std::printf("%-38s %10.3f ms %9.1f GB/s  %5.1f%% of memcpy D2D\n", name, ms, gbs,
               100.0 * gbs / baseline_gbs);
+}
+
+// Finite, mostly non-zero bf16 values in [-4, 4] (a hash of the index): activations of zeros
+// would take cheap paths that real inputs do not.
+__global__ void fillBF16(ree::bf16_t* out, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    out[i] = ree::storeAs<ree::bf16_t>(static_cast<float>(h >> 8) * 0x1p-21f - 4.0f);
+  }
 }
 
 }  // namespace
@@ -57,11 +104,13 @@ int main() {
   void *src = nullptr, *dst = nullptr;
   CHECK_CUDA(cudaMalloc(&src, copy_bytes));
   CHECK_CUDA(cudaMalloc(&dst, copy_bytes));
-  CHECK_CUDA(cudaMemset(src, 0, copy_bytes));
+  fillBF16<<<1024, 256>>>(static_cast<bf16_t*>(src), copy_bytes / 2);
+  CHECK_CUDA(cudaGetLastError());
+  CHECK_CUDA(cudaMemset(dst, 0, copy_bytes));
   const double copy_ms = millisecondsPerCall(
       [&] { cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice); }, 20);
   const double copy_gbs = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
-  std::printf("%-34s %10.3f ms %9.1f GB/s  (read + write)\n", "cudaMemcpy D2D 1 GiB", copy_ms,
+  std::printf("%-38s %10.3f ms %9.1f GB/s  (read + write)\n", "cudaMemcpy D2D 1 GiB", copy_ms,
               copy_gbs);
 
   // RoPE: prefill of 8192 tokens, 32 query heads of 128 (bf16), llama3 frequencies, in place.
@@ -88,12 +137,27 @@ int main() {
                          RopeLayout::kHalfSplit, nullptr);
     });
     report("rope bf16 8192x32x128 (half-split)", bytes, ms, copy_gbs);
+    // Decode: one token, the query (32 heads) and key (8 heads) calls of a Llama 3 8B layer.
+    // Back-to-back launches (bounded by the host's launch rate as well) and GPU time per call.
+    for (int decode_heads : {32, 8}) {
+      auto decode = [&](cudaStream_t stream) {
+        repops::cuda::rope(DType::kBF16, src, 1, decode_heads, dim, decode_heads * dim, dpos + 4000,
+                           dinv, dim, RopeLayout::kHalfSplit, stream);
+      };
+      const double decode_ms = millisecondsPerCall([&] { decode(nullptr); }, 200);
+      std::printf(
+          "rope bf16 decode 1x%dx128 (half-split) %10.2f us per call, %.2f us GPU (graph)\n",
+          decode_heads, decode_ms * 1e3, microsecondsPerCallInGraph(decode));
+    }
     cudaFree(dpos);
     cudaFree(dinv);
   }
 
-  // SwiGLU: 4096 tokens x 14336 (Llama 3 8B MLP), bf16, gate and up halves of a fused buffer.
+  // SwiGLU: 4096 tokens x 14336 (Llama 3 8B MLP), bf16, gate and up halves of a fused buffer
+  // (refilled: the RoPE runs above rotated it in place).
   {
+    fillBF16<<<1024, 256>>>(static_cast<bf16_t*>(src), copy_bytes / 2);
+    CHECK_CUDA(cudaGetLastError());
     const int64_t rows = 4096, cols = 14336;
     const double bytes = 3.0 * rows * cols * 2;
     const auto* fused = static_cast<const bf16_t*>(src);
@@ -102,6 +166,17 @@ int main() {
                           dst, cols, rows, cols, nullptr);
     });
     report("swiglu bf16 4096x14336", bytes, ms, copy_gbs);
+  }
+
+  // Residual add, in place as the runtime does it (acc += x): 8192 tokens x 4096, bf16.
+  {
+    const int64_t n = int64_t(8192) * 4096;
+    const double bytes = 3.0 * n * 2;
+    auto* acc = static_cast<bf16_t*>(dst);
+    const auto* x = static_cast<const bf16_t*>(src);
+    const double ms =
+        millisecondsPerCall([&] { repops::cuda::add(DType::kBF16, acc, x, acc, n, nullptr); });
+    report("add bf16 8192x4096 (in place)", bytes, ms, copy_gbs);
   }
 
   // Embedding: 8192 ids into a 128256 x 4096 bf16 table (1 GiB: ids land anywhere).
@@ -121,6 +196,12 @@ int main() {
       repops::cuda::embedding(DType::kBF16, table, vocab, dim, dids, count, dst, nullptr);
     });
     report("embedding bf16 8192 x 4096 (+sync)", bytes, ms, copy_gbs);
+    // The runtime's decode variant: ids checked on the host, no synchronisation.
+    const double host_checked_ms = millisecondsPerCall([&] {
+      repops::cuda::embeddingHostChecked(DType::kBF16, table, vocab, dim, dids, ids.data(), count,
+                                         dst, nullptr);
+    });
+    report("embedding bf16 8192 x 4096 (host ids)", bytes, host_checked_ms, copy_gbs);
     cudaFree(table);
     cudaFree(dids);
   }

@@ -98,6 +98,103 @@ TEST(PointwiseCuda, ElementwiseMatchesCpuBitwise) {
   }
 }
 
+// The elementwise operators off their 16-byte path: an operand or the output not 16-byte
+// aligned (the scalar kernels), beside the aligned calls of checkElementwise (16-byte groups and
+// a tail of n % (16 / sizeof(T)) elements).
+template <typename T>
+void checkElementwiseUnaligned(uint64_t seed) {
+  const int64_t n = 1000 + static_cast<int64_t>(seed % 17);
+  const DType dtype = dtypeOf<T>();
+  std::vector<T> a = inputs<T>(n + 1, seed), b = inputs<T>(n + 1, seed + 1);
+  T* da = toDevice(a);
+  T* db = toDevice(b);
+  T* dout = toDevice(std::vector<T>(n + 1));
+  std::vector<T> out(n);
+  const int64_t offsets[][3] = {{1, 1, 1}, {0, 0, 1}, {1, 0, 0}, {0, 1, 0}};  // a, b, out
+  for (const auto& o : offsets) {
+    ASSERT_EQ(cpu::add(dtype, a.data() + o[0], b.data() + o[1], out.data(), n), Status::kSuccess);
+    ASSERT_EQ(gpu::add(dtype, da + o[0], db + o[1], dout + o[2], n, nullptr), Status::kSuccess);
+    EXPECT_EQ(test::firstBitDifference(toHost(dout + o[2], n), out), -1) << "add " << o[2];
+    ASSERT_EQ(cpu::mul(dtype, a.data() + o[0], b.data() + o[1], out.data(), n), Status::kSuccess);
+    ASSERT_EQ(gpu::mul(dtype, da + o[0], db + o[1], dout + o[2], n, nullptr), Status::kSuccess);
+    EXPECT_EQ(test::firstBitDifference(toHost(dout + o[2], n), out), -1) << "mul " << o[2];
+    for (Activation activation : kActivations) {
+      ASSERT_EQ(cpu::activation(activation, dtype, a.data() + o[0], out.data(), n),
+                Status::kSuccess);
+      ASSERT_EQ(gpu::activation(activation, dtype, da + o[0], dout + o[2], n, nullptr),
+                Status::kSuccess);
+      EXPECT_EQ(test::firstBitDifference(toHost(dout + o[2], n), out), -1)
+          << activationName(activation) << " offsets " << o[0] << " " << o[2];
+    }
+  }
+  // In place (out aliases a), as the runtime's residual add.
+  std::vector<T> sum(n);
+  ASSERT_EQ(cpu::add(dtype, a.data(), b.data(), sum.data(), n), Status::kSuccess);
+  ASSERT_EQ(gpu::add(dtype, da, db, da, n, nullptr), Status::kSuccess);
+  EXPECT_EQ(test::firstBitDifference(toHost(da, n), sum), -1) << "add in place";
+  cudaFree(da);
+  cudaFree(db);
+  cudaFree(dout);
+}
+
+TEST(PointwiseCuda, ElementwiseUnalignedMatchesCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  for (uint64_t seed = 0; seed < 3; ++seed) {
+    checkElementwiseUnaligned<float>(seed);
+    checkElementwiseUnaligned<bf16_t>(seed + 100);
+    checkElementwiseUnaligned<f16_t>(seed + 200);
+  }
+}
+
+// Gated over an MLP's fused [rows, 2 * row_half] projection: gate = columns [0, cols), up =
+// columns [row_half, row_half + cols) of each row, out [rows, out_stride] starting out_offset
+// elements into its buffer. 16-byte path when every row start is 16-byte aligned (with a scalar
+// tail when cols is not a multiple of 16 / sizeof(T)), scalar path otherwise.
+template <typename T>
+void checkGatedFused(int64_t rows, int64_t cols, int64_t row_half, int64_t out_stride,
+                     int64_t out_offset, uint64_t seed) {
+  const DType dtype = dtypeOf<T>();
+  const int64_t stride = 2 * row_half;
+  std::vector<T> fused = inputs<T>(rows * stride, seed);
+  T* dfused = toDevice(fused);
+  T* dout = toDevice(std::vector<T>(out_offset + rows * out_stride));
+  for (Activation activation : kActivations) {
+    std::vector<T> out(rows * out_stride);
+    ASSERT_EQ(cudaMemset(dout, 0, (out_offset + rows * out_stride) * sizeof(T)), cudaSuccess);
+    ASSERT_EQ(cpu::gated(activation, dtype, fused.data(), stride, fused.data() + row_half, stride,
+                         out.data(), out_stride, rows, cols),
+              Status::kSuccess);
+    ASSERT_EQ(gpu::gated(activation, dtype, dfused, stride, dfused + row_half, stride,
+                         dout + out_offset, out_stride, rows, cols, nullptr),
+              Status::kSuccess);
+    EXPECT_EQ(test::firstBitDifference(toHost(dout + out_offset, rows * out_stride), out), -1)
+        << "gated " << activationName(activation) << " rows " << rows << " cols " << cols
+        << " half " << row_half << " out stride " << out_stride << " offset " << out_offset;
+  }
+  cudaFree(dfused);
+  cudaFree(dout);
+}
+
+TEST(PointwiseCuda, GatedFusedLayoutMatchesCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  // 16-byte path, whole rows of vectors.
+  checkGatedFused<bf16_t>(37, 1024, 1024, 1024, 0, 1);
+  checkGatedFused<float>(5, 1024, 1024, 1024, 0, 2);
+  checkGatedFused<f16_t>(7, 512, 512, 512, 0, 3);
+  // 16-byte path with a scalar tail of each row (101 = 12 * 8 + 5 = 25 * 4 + 1).
+  checkGatedFused<bf16_t>(33, 101, 104, 104, 0, 4);
+  checkGatedFused<float>(33, 101, 104, 104, 0, 5);
+  checkGatedFused<f16_t>(33, 101, 104, 112, 0, 6);
+  // Rows shorter than a vector: several rows per block, all tail.
+  checkGatedFused<bf16_t>(300, 3, 8, 8, 0, 7);
+  // Scalar path: misaligned output, odd strides.
+  checkGatedFused<bf16_t>(33, 101, 104, 104, 1, 8);
+  checkGatedFused<float>(17, 64, 67, 65, 0, 9);
+  // More row groups than the grid holds (65535 along y): blocks loop over rows, on both paths.
+  checkGatedFused<bf16_t>(600000, 3, 8, 8, 0, 10);
+  checkGatedFused<f16_t>(600000, 1, 1, 1, 0, 11);
+}
+
 TEST(PointwiseCuda, ActivationsExhaustiveBF16) {
   // Every bf16 bit pattern through each activation and SwiGLU-style gating.
   REE_SKIP_WITHOUT_GPU();
@@ -163,6 +260,10 @@ TEST(PointwiseCuda, EmbeddingMatchesCpuBitwise) {
   checkEmbedding<bf16_t>(77, 33, 101, 3);     // 2-byte path
   checkEmbedding<float>(500, 1, 1000, 4);
   checkEmbedding<f16_t>(129, 7, 3, 5);
+  checkEmbedding<bf16_t>(20, 8200, 5, 6);  // rows wider than one block's tile
+  // More rows than the grid holds (65535 along y): blocks loop over positions.
+  checkEmbedding<f16_t>(129, 1, 600000, 7);
+  checkEmbedding<bf16_t>(50, 8, 600000, 8);
 }
 
 TEST(PointwiseCuda, EmbeddingReportsFirstBadPosition) {

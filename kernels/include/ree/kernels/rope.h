@@ -79,12 +79,19 @@ REE_HD void ropeRotatePair(T& a, T& b, float c, float s) {
   b = storeAs<T>(x1c + x0s);
 }
 
+// cos (sine = false) or sin of pair i at a position, rounded to the storage type T. One value
+// alone lets a GPU kernel give the cos and the sin of a pair to different threads.
+template <typename T>
+REE_HD float ropeCosOrSin(int32_t position, float inv_freq, bool sine) {
+  const float angle = static_cast<float>(position) * inv_freq;
+  return loadFloat(storeAs<T>(sine ? crSin(angle) : crCos(angle)));
+}
+
 // cos/sin of pair i at a position, rounded to the storage type T.
 template <typename T>
 REE_HD void ropeCosSin(int32_t position, float inv_freq, float* cos_out, float* sin_out) {
-  const float angle = static_cast<float>(position) * inv_freq;
-  *cos_out = loadFloat(storeAs<T>(crCos(angle)));
-  *sin_out = loadFloat(storeAs<T>(crSin(angle)));
+  *cos_out = ropeCosOrSin<T>(position, inv_freq, false);
+  *sin_out = ropeCosOrSin<T>(position, inv_freq, true);
 }
 
 // Offsets (in elements, within a head) of the two members of pair i.
