@@ -32,6 +32,7 @@ namespace {
 
 constexpr int kChunk = kAttentionChunk;
 constexpr int kRowGroup = 8;        // rows per thread in the score and P.V loops
+constexpr int kSmallRowGroup = 4;   // the same for split-path calls whose sequences have <= 4 rows
 constexpr int kSplitThreads = 128;  // split-KV chunk blocks
 constexpr int kFlashThreads = 256;  // prefill blocks
 constexpr int kMergeThreads = 128;  // merge blocks (also the chunks per factor tile)
@@ -51,13 +52,19 @@ struct WorkItem {
   long long state_base;  // split path: workspace state index of (row 0, chunk 0)
 };
 
-// One merged output row of the split path.
-struct MergeItem {
-  long long state_row;  // workspace state index of (this row, chunk 0)
-  int n_chunks;         // chunks this row reads
-  int token;            // global token index
-  int head;             // query head
-  int unused = 0;       // explicit padding: the tables are compared byte for byte (TableCache)
+// One decode-like sequence of the split path: grid row blockIdx.y of the chunk kernel (block x:
+// KV head major, then chunk; blocks past the sequence's n_kv_heads * n_chunks exit) and of the
+// merge kernel (block x: KV head major, then row). The host prepares one entry per sequence:
+// per-block and per-row lists grew with batch x context and cost more host time than the
+// kernels at batch 16.
+struct SplitSeq {
+  int seq;
+  int token_begin;       // global index of the sequence's first new token
+  int cached;            // positions cached before the first new token
+  int rows;              // rows per KV head (new tokens x group)
+  int n_chunks;          // chunk slots per row in the workspace (those of the last row)
+  int unused = 0;        // explicit padding: the tables are compared byte for byte (TableCache)
+  long long state_base;  // workspace state index of (KV head 0, row 0, chunk 0)
 };
 
 struct KernelParams {
@@ -75,7 +82,7 @@ struct KernelParams {
   int group;
   int head_dim;
   float scale;
-  int rows_cap;   // row capacity of the shared-memory tiles (multiple of kRowGroup)
+  int rows_cap;   // row capacity of the shared-memory tiles (multiple of the kernel's kRows)
   int kv_stride;  // shared-memory row stride of the K/V chunk in elements
   bool vec16;     // K/V rows can be read as 16-byte vectors
   float* ws_max;  // split path: chunk states
@@ -108,6 +115,12 @@ __device__ __forceinline__ void storeAny(void* base, DType dtype, long long inde
   }
 }
 
+// Two consecutive 16-bit elements, read with one 4-byte load.
+template <typename T>
+struct alignas(2 * sizeof(T)) Pair {
+  T v[2];
+};
+
 // Shared-memory row stride (elements) of a K/V chunk: an odd number of 32-bit words, so threads
 // that each walk their own position's row hit distinct banks; even in 16-bit elements so rows stay
 // word aligned.
@@ -119,11 +132,12 @@ int kvStrideElements(int head_dim, DType dtype) {
 }
 
 struct SmemLayout {
-  size_t q_off, e_off, stat_off, acc_off, kv_off, bytes;
+  size_t q_off, e_off, stat_off, acc_off, slot_off, kv_off, bytes;
 };
 
 // Q tile [head_dim][rows_cap] f32, scores/weights [kChunk][rows_cap] f32, per-row stats (7 arrays
-// of rows_cap), running acc [rows_cap][head_dim] f32 (flash only), then K and V chunks.
+// of rows_cap), running acc [rows_cap][head_dim] f32 (flash only), the cache rows (slots) of the
+// chunk's positions, then K and V chunks.
 __host__ __device__ SmemLayout smemLayout(int head_dim, int rows_cap, int kv_stride,
                                           int kv_elem_bytes, bool flash) {
   auto align16 = [](size_t x) { return (x + 15) & ~size_t{15}; };
@@ -132,8 +146,9 @@ __host__ __device__ SmemLayout smemLayout(int head_dim, int rows_cap, int kv_str
   layout.e_off = align16(layout.q_off + sizeof(float) * head_dim * rows_cap);
   layout.stat_off = align16(layout.e_off + sizeof(float) * kChunk * rows_cap);
   layout.acc_off = align16(layout.stat_off + sizeof(float) * 7 * rows_cap);
-  layout.kv_off =
+  layout.slot_off =
       align16(layout.acc_off + (flash ? sizeof(float) * rows_cap * head_dim : size_t{0}));
+  layout.kv_off = align16(layout.slot_off + sizeof(long long) * kChunk);
   layout.bytes = align16(layout.kv_off + 2 * size_t(kChunk) * kv_stride * kv_elem_bytes);
   return layout;
 }
@@ -141,9 +156,20 @@ __host__ __device__ SmemLayout smemLayout(int head_dim, int rows_cap, int kv_str
 // Copies positions [pos_begin, pos_begin + n_pos) of one KV head of both caches into shared
 // memory. 16-byte path: each thread issues kBatch loads of K and kBatch of V before storing any,
 // so a chunk arrives in as few memory latencies as possible.
+// Cache row (physical block * block_size + offset) of positions [pos_begin, pos_begin + n_pos),
+// looked up once per chunk so that the K/V loads need no dependent table read of their own.
+__device__ void fillSlots(const KernelParams& p, long long* slots, const int32_t* table_row,
+                          int pos_begin, int n_pos) {
+  for (int i = threadIdx.x; i < n_pos; i += blockDim.x) {
+    const int pos = pos_begin + i;
+    slots[i] =
+        static_cast<long long>(table_row[pos / p.block_size]) * p.block_size + pos % p.block_size;
+  }
+}
+
 template <typename T>
-__device__ void loadKvChunks(const KernelParams& p, T* k_smem, T* v_smem, const int32_t* table_row,
-                             int kv_head, int pos_begin, int n_pos) {
+__device__ void loadKvChunks(const KernelParams& p, T* k_smem, T* v_smem, const long long* slots,
+                             int kv_head, int n_pos) {
   const int head_dim = p.head_dim;
   const T* k_cache = static_cast<const T*>(p.k);
   const T* v_cache = static_cast<const T*>(p.v);
@@ -160,10 +186,7 @@ __device__ void loadKvChunks(const KernelParams& p, T* k_smem, T* v_smem, const 
         if (u < total) {
           const int row = u / vecs_per_row;
           const int vec = u - row * vecs_per_row;
-          const int pos = pos_begin + row;
-          const long long block = table_row[pos / p.block_size];
-          const long long slot = block * p.block_size + pos % p.block_size;
-          const long long offset = (slot * p.n_kv_heads + kv_head) * head_dim;
+          const long long offset = (slots[row] * p.n_kv_heads + kv_head) * head_dim;
           k_values[b] = __ldg(reinterpret_cast<const uint4*>(k_cache + offset) + vec);
           v_values[b] = __ldg(reinterpret_cast<const uint4*>(v_cache + offset) + vec);
         }
@@ -192,10 +215,7 @@ __device__ void loadKvChunks(const KernelParams& p, T* k_smem, T* v_smem, const 
     for (int u = threadIdx.x; u < total; u += blockDim.x) {
       const int row = u / head_dim;
       const int d = u - row * head_dim;
-      const int pos = pos_begin + row;
-      const long long block = table_row[pos / p.block_size];
-      const long long slot = block * p.block_size + pos % p.block_size;
-      const long long index = (slot * p.n_kv_heads + kv_head) * head_dim + d;
+      const long long index = (slots[row] * p.n_kv_heads + kv_head) * head_dim + d;
       k_smem[row * p.kv_stride + d] = k_cache[index];
       v_smem[row * p.kv_stride + d] = v_cache[index];
     }
@@ -204,12 +224,51 @@ __device__ void loadKvChunks(const KernelParams& p, T* k_smem, T* v_smem, const 
 
 // The work of one block. kFlash: loop over all chunks of the tile and merge in shared memory;
 // otherwise compute the one chunk item.chunk and store its states to the workspace.
-template <typename T, bool kFlash>
-__global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict__ items) {
-  waitForPredecessor();
-  allowSuccessorLaunch();
+//
+// kRows: rows per thread in the score and P.V loops (a multiple of 4; rows_cap is a multiple of
+// it). Decode of a model with G <= 4 query heads per KV head uses 4, so no lane works on padding.
+//
+// The split path reads its work description and the chunk's block-table entries before
+// waitForPredecessor(): they are uploaded by copies, never written by a kernel, so they are
+// complete before this kernel can start, and their latency overlaps the previous kernel's tail.
+template <typename T, bool kFlash, int kRows>
+__global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict__ items,
+                                     const SplitSeq* __restrict__ split_seqs) {
+  static_assert(kRows % 4 == 0, "rows per thread are read as float4");
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const WorkItem item = items[blockIdx.x];
+  WorkItem item;
+  if constexpr (kFlash) {
+    waitForPredecessor();
+    allowSuccessorLaunch();
+    item = items[blockIdx.x];
+  } else {
+    const SplitSeq ss = split_seqs[blockIdx.y];
+    const int local = static_cast<int>(blockIdx.x);
+    if (local >= p.n_kv_heads * ss.n_chunks) return;  // uniform over the block
+    const int kv_head = local / ss.n_chunks;
+    item = WorkItem{ss.seq,
+                    kv_head,
+                    0,
+                    ss.rows,
+                    local - kv_head * ss.n_chunks,
+                    ss.n_chunks,
+                    ss.token_begin,
+                    ss.cached,
+                    ss.state_base + static_cast<long long>(kv_head) * ss.rows * ss.n_chunks};
+  }
+  long long* slots =
+      reinterpret_cast<long long*>(smem_raw + smemLayout(p.head_dim, p.rows_cap, p.kv_stride,
+                                                         static_cast<int>(sizeof(T)), kFlash)
+                                                  .slot_off);
+  const int32_t* table_row =
+      p.block_table + static_cast<long long>(item.seq) * p.max_blocks_per_seq;
+  if constexpr (!kFlash) {
+    const int last_position = item.cached + (item.row_count - 1) / p.group;
+    const int pos_begin = item.chunk * kChunk;
+    fillSlots(p, slots, table_row, pos_begin, min(kChunk, last_position + 1 - pos_begin));
+    waitForPredecessor();
+    allowSuccessorLaunch();
+  }
   const int head_dim = p.head_dim;
   const int rows = item.row_count;
   const int rows_cap = p.rows_cap;
@@ -228,8 +287,6 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
   float* running_acc = reinterpret_cast<float*>(smem_raw + layout.acc_off);  // [row][d]
   T* k_chunk = reinterpret_cast<T*>(smem_raw + layout.kv_off);
   T* v_chunk = k_chunk + kChunk * p.kv_stride;
-  const int32_t* table_row =
-      p.block_table + static_cast<long long>(item.seq) * p.max_blocks_per_seq;
 
   // Q tile (zero padding rows keep the unused lanes finite) and each row's absolute position.
   // kQBatch loads per thread are issued before their stores, so they are in flight together.
@@ -269,7 +326,7 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
 
   const int chunk_first = kFlash ? 0 : item.chunk;
   const int chunk_last = kFlash ? max_position / kChunk : item.chunk;
-  const int row_groups = (rows + kRowGroup - 1) / kRowGroup;
+  const int row_groups = (rows + kRows - 1) / kRows;
 
   for (int chunk = chunk_first; chunk <= chunk_last; ++chunk) {
     const int pos_begin = chunk * kChunk;
@@ -280,59 +337,61 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
       int valid = row_position[r] + 1 - pos_begin;  // <= 0: the row does not reach this chunk
       row_valid[r] = valid < kChunk ? valid : kChunk;
     }
-    loadKvChunks<T>(p, k_chunk, v_chunk, table_row, item.kv_head, pos_begin, n_loaded);
+    if constexpr (kFlash) {
+      fillSlots(p, slots, table_row, pos_begin, n_loaded);
+      __syncthreads();
+    }
+    loadKvChunks<T>(p, k_chunk, v_chunk, slots, item.kv_head, n_loaded);
     __syncthreads();
 
-    // Scores: unit = (position, group of 8 rows); each is the canonical dot product over head_dim
-    // (fma chain per 128-wide part, parts added left to right), times the scale.
+    // Scores: unit = (position, group of kRows rows); each is the canonical dot product over
+    // head_dim (fma chain per 128-wide part, parts added left to right), times the scale. 16-bit
+    // K rows are read two elements per load (rows start on 4-byte boundaries, kvStrideElements).
     for (int u = threadIdx.x; u < n_loaded * row_groups; u += blockDim.x) {
       const int pos = u % n_loaded;
-      const int group_row = (u / n_loaded) * kRowGroup;
+      const int group_row = (u / n_loaded) * kRows;
       const T* k_row = k_chunk + pos * p.kv_stride;
       const float* q_col = q_tile + group_row;
-      float dot[kRowGroup], part[kRowGroup];
+      float dot[kRows];
+      auto step = [&](int d, float k_value) {
 #pragma unroll
-      for (int i = 0; i < kRowGroup; ++i)
-        dot[i] = 0.0f;
-      const int first_end = head_dim < kReduceChunk ? head_dim : kReduceChunk;
-      for (int d = 0; d < first_end; ++d) {
-        const float k_value = loadFloat(k_row[d]);
-        const float4 qa = *reinterpret_cast<const float4*>(q_col + d * rows_cap);
-        const float4 qb = *reinterpret_cast<const float4*>(q_col + d * rows_cap + 4);
-        dot[0] = fmaF32(qa.x, k_value, dot[0]);
-        dot[1] = fmaF32(qa.y, k_value, dot[1]);
-        dot[2] = fmaF32(qa.z, k_value, dot[2]);
-        dot[3] = fmaF32(qa.w, k_value, dot[3]);
-        dot[4] = fmaF32(qb.x, k_value, dot[4]);
-        dot[5] = fmaF32(qb.y, k_value, dot[5]);
-        dot[6] = fmaF32(qb.z, k_value, dot[6]);
-        dot[7] = fmaF32(qb.w, k_value, dot[7]);
-      }
-      if (head_dim > kReduceChunk) {
+        for (int i = 0; i < kRows; i += 4) {
+          const float4 q4 = *reinterpret_cast<const float4*>(q_col + d * rows_cap + i);
+          dot[i] = fmaF32(q4.x, k_value, dot[i]);
+          dot[i + 1] = fmaF32(q4.y, k_value, dot[i + 1]);
+          dot[i + 2] = fmaF32(q4.z, k_value, dot[i + 2]);
+          dot[i + 3] = fmaF32(q4.w, k_value, dot[i + 3]);
+        }
+      };
+      auto part = [&](int d_begin, int d_end) {  // dot = fma chain over [d_begin, d_end)
 #pragma unroll
-        for (int i = 0; i < kRowGroup; ++i) {
-          part[i] = dot[i];
+        for (int i = 0; i < kRows; ++i)
           dot[i] = 0.0f;
+        int d = d_begin;  // even: parts start at multiples of kReduceChunk
+        if constexpr (sizeof(T) == 2) {
+#pragma unroll 4
+          for (; d + 1 < d_end; d += 2) {
+            const Pair<T> two = *reinterpret_cast<const Pair<T>*>(k_row + d);
+            step(d, loadFloat(two.v[0]));
+            step(d + 1, loadFloat(two.v[1]));
+          }
         }
-        for (int d = kReduceChunk; d < head_dim; ++d) {
-          const float k_value = loadFloat(k_row[d]);
-          const float4 qa = *reinterpret_cast<const float4*>(q_col + d * rows_cap);
-          const float4 qb = *reinterpret_cast<const float4*>(q_col + d * rows_cap + 4);
-          dot[0] = fmaF32(qa.x, k_value, dot[0]);
-          dot[1] = fmaF32(qa.y, k_value, dot[1]);
-          dot[2] = fmaF32(qa.z, k_value, dot[2]);
-          dot[3] = fmaF32(qa.w, k_value, dot[3]);
-          dot[4] = fmaF32(qb.x, k_value, dot[4]);
-          dot[5] = fmaF32(qb.y, k_value, dot[5]);
-          dot[6] = fmaF32(qb.z, k_value, dot[6]);
-          dot[7] = fmaF32(qb.w, k_value, dot[7]);
-        }
+        for (; d < d_end; ++d)
+          step(d, loadFloat(k_row[d]));
+      };
+      part(0, head_dim < kReduceChunk ? head_dim : kReduceChunk);
+      if (head_dim > kReduceChunk) {
+        float first[kRows];
 #pragma unroll
-        for (int i = 0; i < kRowGroup; ++i)
-          dot[i] = part[i] + dot[i];
+        for (int i = 0; i < kRows; ++i)
+          first[i] = dot[i];
+        part(kReduceChunk, head_dim);
+#pragma unroll
+        for (int i = 0; i < kRows; ++i)
+          dot[i] = first[i] + dot[i];
       }
 #pragma unroll
-      for (int i = 0; i < kRowGroup; ++i) {
+      for (int i = 0; i < kRows; ++i) {
         weights[pos * rows_cap + group_row + i] = attn::scaledScore(dot[i], p.scale);
       }
     }
@@ -386,14 +445,15 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
     }
     __syncthreads();
 
-    // P.V: unit = (d, group of 8 rows); acc[d] = fma chain over the row's valid positions in order.
+    // P.V: unit = (d, group of kRows rows); acc[d] = fma chain over the row's valid positions in
+    // order.
     for (int u = threadIdx.x; u < head_dim * row_groups; u += blockDim.x) {
       const int d = u % head_dim;
-      const int group_row = (u / head_dim) * kRowGroup;
-      int valid[kRowGroup];
+      const int group_row = (u / head_dim) * kRows;
+      int valid[kRows];
       int valid_min = kChunk, valid_max = 0;
 #pragma unroll
-      for (int i = 0; i < kRowGroup; ++i) {
+      for (int i = 0; i < kRows; ++i) {
         valid[i] = group_row + i < rows ? row_valid[group_row + i] : 0;
         if (valid[i] > 0) {
           valid_min = valid[i] < valid_min ? valid[i] : valid_min;
@@ -401,41 +461,42 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
         }
       }
       if (valid_max == 0) continue;
-      float acc[kRowGroup];
+      float acc[kRows];
 #pragma unroll
-      for (int i = 0; i < kRowGroup; ++i)
+      for (int i = 0; i < kRows; ++i)
         acc[i] = 0.0f;
       const float* w_col = weights + group_row;
       if (valid_min == valid_max) {
         // Every participating row has the same positions; the others' lanes are never stored.
+#pragma unroll 4
         for (int i = 0; i < valid_max; ++i) {
           const float v_value = loadFloat(v_chunk[i * p.kv_stride + d]);
-          const float4 wa = *reinterpret_cast<const float4*>(w_col + i * rows_cap);
-          const float4 wb = *reinterpret_cast<const float4*>(w_col + i * rows_cap + 4);
-          acc[0] = fmaF32(wa.x, v_value, acc[0]);
-          acc[1] = fmaF32(wa.y, v_value, acc[1]);
-          acc[2] = fmaF32(wa.z, v_value, acc[2]);
-          acc[3] = fmaF32(wa.w, v_value, acc[3]);
-          acc[4] = fmaF32(wb.x, v_value, acc[4]);
-          acc[5] = fmaF32(wb.y, v_value, acc[5]);
-          acc[6] = fmaF32(wb.z, v_value, acc[6]);
-          acc[7] = fmaF32(wb.w, v_value, acc[7]);
+#pragma unroll
+          for (int j = 0; j < kRows; j += 4) {
+            const float4 w4 = *reinterpret_cast<const float4*>(w_col + i * rows_cap + j);
+            acc[j] = fmaF32(w4.x, v_value, acc[j]);
+            acc[j + 1] = fmaF32(w4.y, v_value, acc[j + 1]);
+            acc[j + 2] = fmaF32(w4.z, v_value, acc[j + 2]);
+            acc[j + 3] = fmaF32(w4.w, v_value, acc[j + 3]);
+          }
         }
       } else {
         // Diagonal chunk: a row's chain stops at its own position (skipped, not multiplied by 0).
         for (int i = 0; i < valid_max; ++i) {
           const float v_value = loadFloat(v_chunk[i * p.kv_stride + d]);
-          const float4 wa = *reinterpret_cast<const float4*>(w_col + i * rows_cap);
-          const float4 wb = *reinterpret_cast<const float4*>(w_col + i * rows_cap + 4);
-          const float w[kRowGroup] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
 #pragma unroll
-          for (int j = 0; j < kRowGroup; ++j) {
-            if (i < valid[j]) acc[j] = fmaF32(w[j], v_value, acc[j]);
+          for (int j = 0; j < kRows; j += 4) {
+            const float4 w4 = *reinterpret_cast<const float4*>(w_col + i * rows_cap + j);
+            const float w[4] = {w4.x, w4.y, w4.z, w4.w};
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {
+              if (i < valid[j + t]) acc[j + t] = fmaF32(w[t], v_value, acc[j + t]);
+            }
           }
         }
       }
 #pragma unroll
-      for (int i = 0; i < kRowGroup; ++i) {
+      for (int i = 0; i < kRows; ++i) {
         const int r = group_row + i;
         if (valid[i] <= 0) continue;
         if (kFlash) {
@@ -465,24 +526,66 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
   }
 }
 
+constexpr int kMergeFold = 8;  // chunk states per load group of the merge
+constexpr int kMergeMaxD = (kAttentionMaxHeadDim + kMergeThreads - 1) / kMergeThreads;
+
+// Loads the states of chunks first + [i0, i0 + kMergeFold) (those < count) for this thread's d's.
+__device__ __forceinline__ void loadMergeStates(const KernelParams& p, long long first, int i0,
+                                                int count, float (&sums)[kMergeFold],
+                                                float (&accs)[kMergeFold][kMergeMaxD]) {
+#pragma unroll
+  for (int f = 0; f < kMergeFold; ++f) {
+    if (i0 + f < count) {
+      const long long state = first + i0 + f;
+      sums[f] = p.ws_sum[state];
+#pragma unroll
+      for (int k = 0; k < kMergeMaxD; ++k) {
+        const int d = threadIdx.x + k * kMergeThreads;
+        accs[f][k] = d < p.head_dim ? p.ws_acc[state * p.head_dim + d] : 0.0f;
+      }
+    }
+  }
+}
+
 // Merges the chunk states of one row left to right (split path). The running maxima are a prefix
 // maximum (exact, so computed as a parallel scan); the factors crExp(M_{j-1} - M_j) and
 // crExp(m_j - M_j) of a tile of chunks are computed in parallel, then each thread folds its d's.
-__global__ void attentionMergeKernel(KernelParams p, const MergeItem* __restrict__ items) {
-  waitForPredecessor();
-  allowSuccessorLaunch();
+//
+// The work description is read before waitForPredecessor() (uploaded by a copy, never written by
+// a kernel); the chunk states only after it.
+__global__ void attentionMergeKernel(KernelParams p, const SplitSeq* __restrict__ split_seqs) {
   __shared__ float prefix_max[kMergeThreads];
   __shared__ float factor_running[kMergeThreads];
   __shared__ float factor_chunk[kMergeThreads];
   __shared__ float warp_max[kMergeThreads / 32];
-  const MergeItem item = items[blockIdx.x];
+  const SplitSeq ss = split_seqs[blockIdx.y];
+  const int local = static_cast<int>(blockIdx.x);
+  if (local >= p.n_kv_heads * ss.rows) return;  // uniform over the block
+  const int kv_head = local / ss.rows;
+  const int row = local - kv_head * ss.rows;
+  struct {
+    long long state_row;  // workspace state index of (this row, chunk 0)
+    int n_chunks;         // chunks this row reads
+    int token;            // global token index
+    int head;             // query head
+  } item;
+  item.state_row = ss.state_base + (static_cast<long long>(kv_head) * ss.rows + row) * ss.n_chunks;
+  item.n_chunks = static_cast<int>(attn::chunkCount(ss.cached + row / p.group));
+  item.token = ss.token_begin + row / p.group;
+  item.head = kv_head * p.group + row % p.group;
+  waitForPredecessor();
+  allowSuccessorLaunch();
   const int head_dim = p.head_dim;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  constexpr int kMaxDPerThread = (kAttentionMaxHeadDim + kMergeThreads - 1) / kMergeThreads;
-  float acc[kMaxDPerThread];
+  float acc[kMergeMaxD];
   float sum = 0.0f;
   float carry = -__int_as_float(0x7f800000);  // M of the chunk before this tile
   for (int tile = 0; tile < item.n_chunks; tile += kMergeThreads) {
+    const int tile_count =
+        item.n_chunks - tile < kMergeThreads ? item.n_chunks - tile : kMergeThreads;
+    float chunk_sum[kMergeFold];
+    float chunk_acc[kMergeFold][kMergeMaxD];
+    loadMergeStates(p, item.state_row + tile, 0, tile_count, chunk_sum, chunk_acc);
     const int j = tile + threadIdx.x;
     const float m = j < item.n_chunks ? p.ws_max[item.state_row + j] : -__int_as_float(0x7f800000);
     float running = m;
@@ -504,29 +607,18 @@ __global__ void attentionMergeKernel(KernelParams p, const MergeItem* __restrict
       factor_chunk[threadIdx.x] = attn::rescaleFactor(m, running);
     }
     __syncthreads();
-    const int tile_count =
-        item.n_chunks - tile < kMergeThreads ? item.n_chunks - tile : kMergeThreads;
-    // The fold is a dependent chain, so the states of kFold chunks are loaded first (independent
-    // loads in flight together) and then merged in order: one memory latency per kFold chunks
-    // instead of one per chunk. The merge order and arithmetic are unchanged.
-    constexpr int kFold = 8;
-    for (int i0 = 0; i0 < tile_count; i0 += kFold) {
-      float chunk_sum[kFold];
-      float chunk_acc[kFold][kMaxDPerThread];
-#pragma unroll
-      for (int f = 0; f < kFold; ++f) {
-        if (i0 + f < tile_count) {
-          const long long state = item.state_row + tile + i0 + f;
-          chunk_sum[f] = p.ws_sum[state];
-#pragma unroll
-          for (int k = 0; k < kMaxDPerThread; ++k) {
-            const int d = threadIdx.x + k * kMergeThreads;
-            chunk_acc[f][k] = d < head_dim ? p.ws_acc[state * head_dim + d] : 0.0f;
-          }
-        }
+    // The fold is a dependent chain, so the states it needs are loaded ahead: group g + 1
+    // (kMergeFold chunks) is requested before group g is folded, and group 0 before the scan.
+    // The merge order and arithmetic are unchanged.
+    for (int i0 = 0; i0 < tile_count; i0 += kMergeFold) {
+      float next_sum[kMergeFold];
+      float next_acc[kMergeFold][kMergeMaxD];
+      const bool more = i0 + kMergeFold < tile_count;
+      if (more) {
+        loadMergeStates(p, item.state_row + tile, i0 + kMergeFold, tile_count, next_sum, next_acc);
       }
 #pragma unroll
-      for (int f = 0; f < kFold; ++f) {
+      for (int f = 0; f < kMergeFold; ++f) {
         const int i = i0 + f;
         if (i >= tile_count) break;
         const int jj = tile + i;
@@ -536,7 +628,7 @@ __global__ void attentionMergeKernel(KernelParams p, const MergeItem* __restrict
           sum = attn::mergeValue(sum, factor_running[i], chunk_sum[f], factor_chunk[i]);
         }
 #pragma unroll
-        for (int k = 0; k < kMaxDPerThread; ++k) {
+        for (int k = 0; k < kMergeMaxD; ++k) {
           const int d = threadIdx.x + k * kMergeThreads;
           if (d < head_dim) {
             acc[k] = jj == 0 ? chunk_acc[f][k]
@@ -545,12 +637,21 @@ __global__ void attentionMergeKernel(KernelParams p, const MergeItem* __restrict
           }
         }
       }
+      if (more) {
+#pragma unroll
+        for (int f = 0; f < kMergeFold; ++f) {
+          chunk_sum[f] = next_sum[f];
+#pragma unroll
+          for (int k = 0; k < kMergeMaxD; ++k)
+            chunk_acc[f][k] = next_acc[f][k];
+        }
+      }
     }
     carry = prefix_max[tile_count - 1];
     __syncthreads();  // the next tile overwrites the shared arrays
   }
 #pragma unroll
-  for (int k = 0; k < kMaxDPerThread; ++k) {
+  for (int k = 0; k < kMergeMaxD; ++k) {
     const int d = threadIdx.x + k * kMergeThreads;
     if (d < head_dim) {
       storeAny(p.out, p.out_dtype,
@@ -600,29 +701,41 @@ Status launchAppend(const KvAppendArgs& a, const long long* dst, int tokens, int
   return Status::kSuccess;
 }
 
+template <typename T, int kRows>
+void launchSplit(const KernelParams& p, const SplitSeq* split_seqs, int n_split_seqs,
+                 int split_blocks, size_t bytes, cudaStream_t stream) {
+  launchChained(attentionChunkKernel<T, false, kRows>, dim3(split_blocks, n_split_seqs),
+                kSplitThreads, bytes, stream, p, static_cast<const WorkItem*>(nullptr), split_seqs);
+}
+
 template <typename T>
-Status launchChunkKernels(const KernelParams& base, const WorkItem* split_items, int n_split,
-                          int split_rows_cap, const MergeItem* merge_items, int n_merge,
+Status launchChunkKernels(const KernelParams& base, const SplitSeq* split_seqs, int n_split_seqs,
+                          int split_blocks, int split_rows_cap, int merge_blocks,
                           const WorkItem* flash_items, int n_flash, int flash_rows_cap,
                           cudaStream_t stream) {
-  if (n_split > 0) {
+  if (n_split_seqs > 0) {
     KernelParams p = base;
     p.rows_cap = split_rows_cap;
     const size_t bytes = smemLayout(p.head_dim, p.rows_cap, p.kv_stride, sizeof(T), false).bytes;
-    REE_RETURN_IF_ERROR(allowFullSharedMemory(attentionChunkKernel<T, false>));
-    launchChained(attentionChunkKernel<T, false>, n_split, kSplitThreads, bytes, stream, p,
-                  split_items);
+    if (split_rows_cap % kRowGroup != 0) {  // every sequence has <= kSmallRowGroup rows
+      REE_RETURN_IF_ERROR(allowFullSharedMemory(attentionChunkKernel<T, false, kSmallRowGroup>));
+      launchSplit<T, kSmallRowGroup>(p, split_seqs, n_split_seqs, split_blocks, bytes, stream);
+    } else {
+      REE_RETURN_IF_ERROR(allowFullSharedMemory(attentionChunkKernel<T, false, kRowGroup>));
+      launchSplit<T, kRowGroup>(p, split_seqs, n_split_seqs, split_blocks, bytes, stream);
+    }
     REE_CUDA_CHECK_LAUNCH();
-    launchChained(attentionMergeKernel, n_merge, kMergeThreads, 0, stream, p, merge_items);
+    launchChained(attentionMergeKernel, dim3(merge_blocks, n_split_seqs), kMergeThreads, 0, stream,
+                  p, split_seqs);
     REE_CUDA_CHECK_LAUNCH();
   }
   if (n_flash > 0) {
     KernelParams p = base;
     p.rows_cap = flash_rows_cap;
     const size_t bytes = smemLayout(p.head_dim, p.rows_cap, p.kv_stride, sizeof(T), true).bytes;
-    REE_RETURN_IF_ERROR(allowFullSharedMemory(attentionChunkKernel<T, true>));
-    launchChained(attentionChunkKernel<T, true>, n_flash, kFlashThreads, bytes, stream, p,
-                  flash_items);
+    REE_RETURN_IF_ERROR(allowFullSharedMemory(attentionChunkKernel<T, true, kRowGroup>));
+    launchChained(attentionChunkKernel<T, true, kRowGroup>, n_flash, kFlashThreads, bytes, stream,
+                  p, flash_items, static_cast<const SplitSeq*>(nullptr));
     REE_CUDA_CHECK_LAUNCH();
   }
   return Status::kSuccess;
@@ -781,11 +894,13 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
                     head_dim, dtypeName(cache.dtype), smem_optin);
   }
 
-  // Work lists (host), then one upload of block table + lists.
-  std::vector<WorkItem> split_items, flash_items;
-  std::vector<MergeItem> merge_items;
+  // Work descriptions (host): one entry per split-path sequence, one item per flash tile; then
+  // one upload of block table + descriptions.
+  std::vector<SplitSeq> split_seqs;
+  std::vector<WorkItem> flash_items;
   long long states = 0;
-  int split_rows_cap = kRowGroup;
+  int split_blocks = 0, merge_blocks = 0;  // grid x of the chunk and merge kernels: the maxima
+  int split_max_rows = 0;
   for (int s = 0; s < args.batch; ++s) {
     const int n_new = args.query_offsets[s + 1] - args.query_offsets[s];
     if (n_new == 0) continue;
@@ -794,20 +909,25 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
     const int n_chunks = static_cast<int>(attn::chunkCount(cached + n_new - 1));
     const int rows_cap = roundUp(rows, kRowGroup);
     if (rows <= kSplitMaxRows && fits(rows_cap, false)) {
-      split_rows_cap = std::max(split_rows_cap, rows_cap);
-      for (int h = 0; h < args.n_kv_heads; ++h) {
-        for (int j = 0; j < n_chunks; ++j) {
-          split_items.push_back(
-              WorkItem{s, h, 0, rows, j, n_chunks, args.query_offsets[s], cached, states});
-        }
-        for (int r = 0; r < rows; ++r) {
-          const int token = r / group;
-          merge_items.push_back(MergeItem{states + static_cast<long long>(r) * n_chunks,
-                                          static_cast<int>(attn::chunkCount(cached + token)),
-                                          args.query_offsets[s] + token, h * group + r % group});
-        }
-        states += static_cast<long long>(rows) * n_chunks;
+      split_max_rows = std::max(split_max_rows, rows);
+      SplitSeq ss{};
+      ss.seq = s;
+      ss.token_begin = args.query_offsets[s];
+      ss.cached = cached;
+      ss.rows = rows;
+      ss.n_chunks = n_chunks;
+      ss.state_base = states;
+      split_seqs.push_back(ss);
+      const long long blocks = static_cast<long long>(args.n_kv_heads) * n_chunks;
+      if (blocks > INT32_MAX || split_seqs.size() > 65535) {
+        return REE_FAIL(Status::kInvalidArgument,
+                        "attention: sequence %d needs %lld split-KV blocks, or the batch has more "
+                        "than 65535 decode-like sequences: beyond one CUDA grid",
+                        s, blocks);
       }
+      split_blocks = std::max(split_blocks, static_cast<int>(blocks));
+      merge_blocks = std::max(merge_blocks, args.n_kv_heads * rows);
+      states += static_cast<long long>(args.n_kv_heads) * rows * n_chunks;
     } else {
       for (int h = 0; h < args.n_kv_heads; ++h) {
         for (int r0 = 0; r0 < rows; r0 += flash_rows_cap) {
@@ -817,6 +937,9 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
       }
     }
   }
+  // kSmallRowGroup rows per thread when every split sequence has that few (decode with G <= 4).
+  const int split_rows_cap =
+      roundUp(split_max_rows, split_max_rows <= kSmallRowGroup ? kSmallRowGroup : kRowGroup);
   // Longest tiles first: better tail balance (the order never changes the bits).
   std::stable_sort(flash_items.begin(), flash_items.end(),
                    [&](const WorkItem& x, const WorkItem& y) {
@@ -832,8 +955,7 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
   auto align256 = [](size_t x) { return (x + 255) & ~size_t{255}; };
   const size_t table_off = 0;
   const size_t split_off = align256(table_off + table.size() * sizeof(int32_t));
-  const size_t merge_off = align256(split_off + split_items.size() * sizeof(WorkItem));
-  const size_t flash_off = align256(merge_off + merge_items.size() * sizeof(MergeItem));
+  const size_t flash_off = align256(split_off + split_seqs.size() * sizeof(SplitSeq));
   const size_t upload_bytes = align256(flash_off + flash_items.size() * sizeof(WorkItem));
   const size_t ws_max_off = 0;  // the split path's workspace: a separate, per-call buffer
   const size_t ws_sum_off = align256(ws_max_off + states * sizeof(float));
@@ -842,13 +964,9 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
 
   std::vector<unsigned char> staging(upload_bytes, 0);
   std::memcpy(staging.data() + table_off, table.data(), table.size() * sizeof(int32_t));
-  if (!split_items.empty()) {
-    std::memcpy(staging.data() + split_off, split_items.data(),
-                split_items.size() * sizeof(WorkItem));
-  }
-  if (!merge_items.empty()) {
-    std::memcpy(staging.data() + merge_off, merge_items.data(),
-                merge_items.size() * sizeof(MergeItem));
+  if (!split_seqs.empty()) {
+    std::memcpy(staging.data() + split_off, split_seqs.data(),
+                split_seqs.size() * sizeof(SplitSeq));
   }
   if (!flash_items.empty()) {
     std::memcpy(staging.data() + flash_off, flash_items.data(),
@@ -883,26 +1001,24 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
   p.ws_max = reinterpret_cast<float*>(workspace + ws_max_off);
   p.ws_sum = reinterpret_cast<float*>(workspace + ws_sum_off);
   p.ws_acc = reinterpret_cast<float*>(workspace + ws_acc_off);
-  const auto* split_dev = reinterpret_cast<const WorkItem*>(tables + split_off);
-  const auto* merge_dev = reinterpret_cast<const MergeItem*>(tables + merge_off);
+  const auto* split_dev = reinterpret_cast<const SplitSeq*>(tables + split_off);
   const auto* flash_dev = reinterpret_cast<const WorkItem*>(tables + flash_off);
-  const int n_split = static_cast<int>(split_items.size());
-  const int n_merge = static_cast<int>(merge_items.size());
+  const int n_split_seqs = static_cast<int>(split_seqs.size());
   const int n_flash = static_cast<int>(flash_items.size());
 
   Status status = Status::kSuccess;
   switch (cache.dtype) {
     case DType::kF32:
-      status = launchChunkKernels<float>(p, split_dev, n_split, split_rows_cap, merge_dev, n_merge,
-                                         flash_dev, n_flash, flash_rows_cap, stream);
+      status = launchChunkKernels<float>(p, split_dev, n_split_seqs, split_blocks, split_rows_cap,
+                                         merge_blocks, flash_dev, n_flash, flash_rows_cap, stream);
       break;
     case DType::kBF16:
-      status = launchChunkKernels<bf16_t>(p, split_dev, n_split, split_rows_cap, merge_dev, n_merge,
-                                          flash_dev, n_flash, flash_rows_cap, stream);
+      status = launchChunkKernels<bf16_t>(p, split_dev, n_split_seqs, split_blocks, split_rows_cap,
+                                          merge_blocks, flash_dev, n_flash, flash_rows_cap, stream);
       break;
     case DType::kF16:
-      status = launchChunkKernels<f16_t>(p, split_dev, n_split, split_rows_cap, merge_dev, n_merge,
-                                         flash_dev, n_flash, flash_rows_cap, stream);
+      status = launchChunkKernels<f16_t>(p, split_dev, n_split_seqs, split_blocks, split_rows_cap,
+                                         merge_blocks, flash_dev, n_flash, flash_rows_cap, stream);
       break;
   }
   cudaError_t free_status = workspace ? cudaFreeAsync(workspace, stream) : cudaSuccess;

@@ -32,8 +32,10 @@ __device__ __forceinline__ void allowSuccessorLaunch() {
 
 // Launches `kernel` like kernel<<<grid, block, shared_bytes, stream>>>(args...), chained to the
 // stream's previous kernel. As with <<<>>>, a launch error surfaces through cudaGetLastError()
-// (REE_CUDA_CHECK_LAUNCH() after the call). Every kernel launched here must begin with
-// waitForPredecessor() (then allowSuccessorLaunch()).
+// (REE_CUDA_CHECK_LAUNCH() after the call). Every kernel launched here must call
+// waitForPredecessor() (then allowSuccessorLaunch()) before it touches memory that a kernel may
+// write; only data that no kernel writes (model weights, tables uploaded by copies, which a chained
+// kernel cannot overtake) may be read before it.
 template <typename... Params, typename... Args>
 void launchChained(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
                    cudaStream_t stream, Args&&... args) {
