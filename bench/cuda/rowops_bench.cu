@@ -2,6 +2,8 @@
 // For each op and LLM shape: median time over repeats (CUDA events), effective GB/s counting the
 // bytes the op must move (read x once + write y once, + weight), and the fraction of the measured
 // device-to-device copy bandwidth (a copy of N bytes moves 2N: read + write).
+// Inputs are varied finite values (a hash of the index scaled to [-8, 8]; weights in [0.5, 1.5]):
+// equal elements would flatter softmax and the norms.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -26,6 +28,19 @@ using repops::VecIn;
       return 1;                                                               \
     }                                                                         \
   } while (0)
+
+// x[i] = lo + (hi - lo) * u(i) in `dtype`, u a hash of i in [0, 1).
+__global__ void fillValues(void* x, DType dtype, size_t count, float lo, float hi) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint64_t h = (i + 1) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    const float u = static_cast<float>(h >> 40) * 0x1p-24f;
+    repops::rowmath::storeAt(x, dtype, static_cast<int64_t>(i), lo + (hi - lo) * u);
+  }
+}
 
 // Median milliseconds of `body` over `repeats` timed launches (after warm-up).
 float medianMs(const std::function<void()>& body, int repeats = 21) {
@@ -63,8 +78,6 @@ int main() {
   BENCH_CUDA(cudaMalloc(&x, max_bytes));
   BENCH_CUDA(cudaMalloc(&y, max_bytes));
   BENCH_CUDA(cudaMalloc(&w, 128256 * 4));
-  BENCH_CUDA(cudaMemset(x, 0x3c, max_bytes));  // bf16 1.1-ish / f32 ~0.01: finite values
-  BENCH_CUDA(cudaMemset(w, 0x3c, 128256 * 4));
 
   // Copy bandwidth: 256 MiB D2D copy, bytes read + written.
   const size_t copy_bytes = size_t{256} << 20;
@@ -86,6 +99,10 @@ int main() {
     shapes.push_back({rows, 128256});
 
   for (DType dtype : {DType::kBF16, DType::kF32}) {
+    fillValues<<<1024, 256>>>(x, dtype, max_bytes / dtypeSize(dtype), -8.0f, 8.0f);
+    fillValues<<<64, 256>>>(w, dtype, 128256, 0.5f, 1.5f);
+    BENCH_CUDA(cudaGetLastError());
+    BENCH_CUDA(cudaDeviceSynchronize());
     for (const Shape& s : shapes) {
       const int64_t rows = s.rows, cols = s.cols;
       const double elem = dtypeSize(dtype);

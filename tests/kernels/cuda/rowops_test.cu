@@ -121,68 +121,143 @@ int caseCount() {
   return std::getenv("REE_TEST_FULL") ? 400 : 60;
 }
 
+// Every row-wise normalising operator (RMSNorm both variants, with and without weight; LayerNorm
+// with weight and bias, weight only, neither; softmax; log-softmax; cast) on one case.
+void compareAllRowOps(const Case& c, uint64_t* seed) {
+  const int64_t rows = c.rows, cols = c.cols;
+  for (RmsNormVariant variant : {RmsNormVariant::kF32, RmsNormVariant::kCastBeforeWeight}) {
+    compareRowOp(
+        "rmsNorm", c,
+        [&](RowsIn x, RowsOut y, VecIn w, VecIn) {
+          return repops::cpu::rmsNorm(x, w, y, rows, cols, 1e-6f, variant);
+        },
+        [&](RowsIn x, RowsOut y, VecIn w, VecIn) {
+          return repops::cuda::rmsNorm(x, w, y, rows, cols, 1e-6f, variant, nullptr);
+        },
+        (*seed)++);
+  }
+  compareRowOp(
+      "rmsNorm(no weight)", c,
+      [&](RowsIn x, RowsOut y, VecIn, VecIn) {
+        return repops::cpu::rmsNorm(x, VecIn{}, y, rows, cols, 1e-5f, RmsNormVariant::kF32);
+      },
+      [&](RowsIn x, RowsOut y, VecIn, VecIn) {
+        return repops::cuda::rmsNorm(x, VecIn{}, y, rows, cols, 1e-5f, RmsNormVariant::kF32,
+                                     nullptr);
+      },
+      (*seed)++);
+  for (int affine = 0; affine < 3; ++affine) {  // weight+bias, weight only, neither
+    compareRowOp(
+        "layerNorm", c,
+        [&](RowsIn x, RowsOut y, VecIn w, VecIn b) {
+          return repops::cpu::layerNorm(x, affine < 2 ? w : VecIn{}, affine == 0 ? b : VecIn{}, y,
+                                        rows, cols, 1e-5f);
+        },
+        [&](RowsIn x, RowsOut y, VecIn w, VecIn b) {
+          return repops::cuda::layerNorm(x, affine < 2 ? w : VecIn{}, affine == 0 ? b : VecIn{}, y,
+                                         rows, cols, 1e-5f, nullptr);
+        },
+        (*seed)++);
+  }
+  compareRowOp(
+      "softmax", c,
+      [&](RowsIn x, RowsOut y, VecIn, VecIn) { return repops::cpu::softmax(x, y, rows, cols); },
+      [&](RowsIn x, RowsOut y, VecIn, VecIn) {
+        return repops::cuda::softmax(x, y, rows, cols, nullptr);
+      },
+      (*seed)++);
+  compareRowOp(
+      "logSoftmax", c,
+      [&](RowsIn x, RowsOut y, VecIn, VecIn) { return repops::cpu::logSoftmax(x, y, rows, cols); },
+      [&](RowsIn x, RowsOut y, VecIn, VecIn) {
+        return repops::cuda::logSoftmax(x, y, rows, cols, nullptr);
+      },
+      (*seed)++);
+  compareRowOp(
+      "cast", c,
+      [&](RowsIn x, RowsOut y, VecIn, VecIn) { return repops::cpu::cast(x, y, rows, cols); },
+      [&](RowsIn x, RowsOut y, VecIn, VecIn) {
+        return repops::cuda::cast(x, y, rows, cols, nullptr);
+      },
+      (*seed)++);
+}
+
 TEST(RowOpsCuda, NormsAndSoftmaxEqualCpuBitwise) {
   REE_SKIP_WITHOUT_GPU();
   uint64_t seed = 1;
   for (const Case& c : randomCases(42, caseCount())) {
-    const int64_t rows = c.rows, cols = c.cols;
-    for (RmsNormVariant variant : {RmsNormVariant::kF32, RmsNormVariant::kCastBeforeWeight}) {
-      compareRowOp(
-          "rmsNorm", c,
-          [&](RowsIn x, RowsOut y, VecIn w, VecIn) {
-            return repops::cpu::rmsNorm(x, w, y, rows, cols, 1e-6f, variant);
-          },
-          [&](RowsIn x, RowsOut y, VecIn w, VecIn) {
-            return repops::cuda::rmsNorm(x, w, y, rows, cols, 1e-6f, variant, nullptr);
-          },
-          seed++);
-    }
-    compareRowOp(
-        "rmsNorm(no weight)", c,
-        [&](RowsIn x, RowsOut y, VecIn, VecIn) {
-          return repops::cpu::rmsNorm(x, VecIn{}, y, rows, cols, 1e-5f, RmsNormVariant::kF32);
-        },
-        [&](RowsIn x, RowsOut y, VecIn, VecIn) {
-          return repops::cuda::rmsNorm(x, VecIn{}, y, rows, cols, 1e-5f, RmsNormVariant::kF32,
-                                       nullptr);
-        },
-        seed++);
-    for (int affine = 0; affine < 3; ++affine) {  // weight+bias, weight only, neither
-      compareRowOp(
-          "layerNorm", c,
-          [&](RowsIn x, RowsOut y, VecIn w, VecIn b) {
-            return repops::cpu::layerNorm(x, affine < 2 ? w : VecIn{}, affine == 0 ? b : VecIn{}, y,
-                                          rows, cols, 1e-5f);
-          },
-          [&](RowsIn x, RowsOut y, VecIn w, VecIn b) {
-            return repops::cuda::layerNorm(x, affine < 2 ? w : VecIn{}, affine == 0 ? b : VecIn{},
-                                           y, rows, cols, 1e-5f, nullptr);
-          },
-          seed++);
-    }
-    compareRowOp(
-        "softmax", c,
-        [&](RowsIn x, RowsOut y, VecIn, VecIn) { return repops::cpu::softmax(x, y, rows, cols); },
-        [&](RowsIn x, RowsOut y, VecIn, VecIn) {
-          return repops::cuda::softmax(x, y, rows, cols, nullptr);
-        },
-        seed++);
-    compareRowOp(
-        "logSoftmax", c,
-        [&](RowsIn x, RowsOut y, VecIn, VecIn) {
-          return repops::cpu::logSoftmax(x, y, rows, cols);
-        },
-        [&](RowsIn x, RowsOut y, VecIn, VecIn) {
-          return repops::cuda::logSoftmax(x, y, rows, cols, nullptr);
-        },
-        seed++);
-    compareRowOp(
-        "cast", c,
-        [&](RowsIn x, RowsOut y, VecIn, VecIn) { return repops::cpu::cast(x, y, rows, cols); },
-        [&](RowsIn x, RowsOut y, VecIn, VecIn) {
-          return repops::cuda::cast(x, y, rows, cols, nullptr);
-        },
-        seed++);
+    compareAllRowOps(c, &seed);
+    if (HasFatalFailure()) return;
+  }
+}
+
+int multiprocessorCount() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    return 132;
+  }
+  return sms;
+}
+
+// The launch shapes of rowops.cu, each with aligned and unaligned (strided, offset) rows, 16-bit
+// and f32 types, and special values. The kernel picks its shape from the row count relative to
+// the multiprocessor count P and from the row length (chunks of 128 elements):
+// - warp mode: at most 8 chunks and at least 2P rows; a warp holds up to 32 / L rows (L = chunks
+//   rounded up to a power of two) while that still leaves 8P warps, so 8P * 32 rows of 128
+//   elements give 32 rows per warp and fewer rows fewer;
+// - CTA mode: fewer than 2P rows (all lengths that fit one block), or longer rows;
+// - cluster mode (8 blocks per row, sm_90): rows too long for one block's 96 KiB, e.g. 20000 f32
+//   RMSNorm with few rows or any 128256 softmax; many such rows of the norms and log-softmax go to
+//   the two-pass rowKernel.
+std::vector<Case> residentCases() {
+  const int64_t p = multiprocessorCount();
+  const DType kBF16 = DType::kBF16, kF16 = DType::kF16, kF32 = DType::kF32;
+  std::vector<Case> cases;
+  auto add = [&](int64_t rows, int64_t cols, DType in, DType out, DType weight) {
+    cases.push_back(Case{rows, cols, cols, cols, in, out, weight, 0, 0, false});
+    // Unaligned: odd strides and offsets force element-wise loads and stores.
+    cases.push_back(Case{rows, cols, cols + 3, cols + 1, in, out, weight, 1, 2, true});
+    // Aligned with specials (NaN, inf, -0, subnormals, huge values in some rows).
+    cases.push_back(Case{rows, cols, cols + 8, cols + 8, in, out, weight, 0, 0, true});
+  };
+  // Warp mode around its lower row bound: 8 chunks (four rows per warp), a partial last chunk,
+  // two chunks.
+  for (int64_t rows : {2 * p - 1, 2 * p, 2 * p + 5}) {
+    add(rows, 1024, kBF16, kBF16, kBF16);
+    add(rows, 1000, kF32, kBF16, kF32);
+    add(rows, 129, kF16, kF32, kBF16);
+  }
+  // Several rows per warp (L = 1, 1, 4, 8), with the row count not a multiple of the rows per
+  // block, and the rows-per-warp reduction at its boundaries.
+  add(8 * p * 32 + 7, 128, kBF16, kBF16, kBF16);
+  add(8 * p * 32 - 1, 100, kF32, kF32, kF32);
+  add(8 * p * 4 + 3, 384, kF16, kF16, kF32);
+  add(8 * p * 4 + 1, 900, kF32, kBF16, kBF16);
+  add(3 * p, 1, kBF16, kF32, kF16);
+  add(3 * p, 7, kF32, kF16, kBF16);
+  // CTA mode: few rows of any length, and many rows longer than warp mode's.
+  for (int64_t rows : {int64_t{1}, int64_t{2}, int64_t{63}, int64_t{64}, int64_t{65}, 2 * p - 1}) {
+    add(rows, 4096, kBF16, kBF16, kBF16);
+  }
+  add(2 * p + 1, 1025, kF16, kBF16, kF32);
+  add(2 * p + 1, 3000, kF32, kBF16, kF32);
+  add(2 * p + 1, 4097, kBF16, kBF16, kBF16);
+  add(2 * p + 1, 8192, kF32, kF32, kBF16);
+  add(5, 12000, kF16, kBF16, kF32);
+  // Cluster mode: slices with a partial last chunk and a short last block; many long rows.
+  add(3, 20000, kF32, kF32, kF32);
+  add(2, 30001, kBF16, kF32, kF32);
+  add(2 * p + 3, 50000, kBF16, kBF16, kBF16);
+  add(2, 128256, kF32, kBF16, kF32);
+  return cases;
+}
+
+TEST(RowOpsCuda, LaunchShapesEqualCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  uint64_t seed = 500;
+  for (const Case& c : residentCases()) {
+    compareAllRowOps(c, &seed);
     if (HasFatalFailure()) return;
   }
 }
@@ -226,26 +301,82 @@ TEST(RowOpsCuda, ReductionsAndArgmaxEqualCpuBitwise) {
   }
 }
 
+// y == x (same dtype and stride): every row is read completely before any of it is written.
 TEST(RowOpsCuda, InPlaceEqualsCpu) {
   REE_SKIP_WITHOUT_GPU();
-  const int64_t rows = 9, cols = 4096;
-  std::vector<char> x = randomRows(DType::kBF16, rows * cols, 5, 2.0f, false);
-  std::vector<char> w = randomRows(DType::kBF16, cols, 6, 1.0f, false);
-  std::vector<char> ref = x;
-  ASSERT_EQ(
-      repops::cpu::rmsNorm(RowsIn{ref.data(), DType::kBF16, cols}, VecIn{w.data(), DType::kBF16},
-                           RowsOut{ref.data(), DType::kBF16, cols}, rows, cols, 1e-6f),
-      Status::kSuccess);
-  DeviceBuffer dx(x.size()), dw(w.size());
-  CUDA_OK(cudaMemcpy(dx.ptr, x.data(), x.size(), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(dw.ptr, w.data(), w.size(), cudaMemcpyHostToDevice));
-  ASSERT_EQ(repops::cuda::rmsNorm(RowsIn{dx.ptr, DType::kBF16, cols}, VecIn{dw.ptr, DType::kBF16},
-                                  RowsOut{dx.ptr, DType::kBF16, cols}, rows, cols, 1e-6f,
-                                  RmsNormVariant::kF32, nullptr),
-            Status::kSuccess);
-  std::vector<char> got(x.size());
-  CUDA_OK(cudaMemcpy(got.data(), dx.ptr, got.size(), cudaMemcpyDeviceToHost));
-  EXPECT_EQ(test::firstBitDifference(ref, got), -1);
+  const int64_t p = multiprocessorCount();
+  struct Shape {
+    int64_t rows, cols;
+    DType dtype;
+  };
+  // CTA mode (few rows, then many longer rows), warp mode with several rows per warp, cluster
+  // mode, and many long rows (rowKernel for the norms, clusters for softmax).
+  const Shape shapes[] = {{9, 4096, DType::kBF16},       {2 * p + 1, 4096, DType::kBF16},
+                          {8 * p * 8, 512, DType::kF32}, {2 * p + 1, 8192, DType::kF16},
+                          {3, 40000, DType::kF32},       {2, 128256, DType::kBF16},
+                          {2 * p, 30000, DType::kBF16}};
+  for (const Shape& shape : shapes) {
+    const int64_t rows = shape.rows, cols = shape.cols;
+    const DType dt = shape.dtype;
+    SCOPED_TRACE(::testing::Message()
+                 << "rows=" << rows << " cols=" << cols << " " << dtypeName(dt));
+    std::vector<char> x = randomRows(dt, rows * cols, 5 + rows, 2.0f, false);
+    std::vector<char> w = randomRows(dt, cols, 6, 1.0f, false);
+    std::vector<char> b = randomRows(dt, cols, 7, 1.0f, false);
+    DeviceBuffer dx(x.size()), dw(w.size()), db(b.size());
+    CUDA_OK(cudaMemcpy(dw.ptr, w.data(), w.size(), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(db.ptr, b.data(), b.size(), cudaMemcpyHostToDevice));
+    using InPlaceFn = std::function<Status(void* data, const void* weight, const void* bias)>;
+    auto check = [&](const char* name, const InPlaceFn& cpu_fn, const InPlaceFn& gpu_fn) {
+      SCOPED_TRACE(name);
+      std::vector<char> ref = x, got(x.size());
+      ASSERT_EQ(cpu_fn(ref.data(), w.data(), b.data()), Status::kSuccess) << lastErrorMessage();
+      CUDA_OK(cudaMemcpy(dx.ptr, x.data(), x.size(), cudaMemcpyHostToDevice));
+      ASSERT_EQ(gpu_fn(dx.ptr, dw.ptr, db.ptr), Status::kSuccess) << lastErrorMessage();
+      CUDA_OK(cudaMemcpy(got.data(), dx.ptr, got.size(), cudaMemcpyDeviceToHost));
+      EXPECT_EQ(test::firstBitDifference(ref, got), -1);
+    };
+    check(
+        "rmsNorm",
+        [&](void* d, const void* wp, const void*) {
+          return repops::cpu::rmsNorm(RowsIn{d, dt, cols}, VecIn{wp, dt}, RowsOut{d, dt, cols},
+                                      rows, cols, 1e-6f, RmsNormVariant::kCastBeforeWeight);
+        },
+        [&](void* d, const void* wp, const void*) {
+          return repops::cuda::rmsNorm(RowsIn{d, dt, cols}, VecIn{wp, dt}, RowsOut{d, dt, cols},
+                                       rows, cols, 1e-6f, RmsNormVariant::kCastBeforeWeight,
+                                       nullptr);
+        });
+    check(
+        "layerNorm",
+        [&](void* d, const void* wp, const void* bp) {
+          return repops::cpu::layerNorm(RowsIn{d, dt, cols}, VecIn{wp, dt}, VecIn{bp, dt},
+                                        RowsOut{d, dt, cols}, rows, cols, 1e-5f);
+        },
+        [&](void* d, const void* wp, const void* bp) {
+          return repops::cuda::layerNorm(RowsIn{d, dt, cols}, VecIn{wp, dt}, VecIn{bp, dt},
+                                         RowsOut{d, dt, cols}, rows, cols, 1e-5f, nullptr);
+        });
+    check(
+        "softmax",
+        [&](void* d, const void*, const void*) {
+          return repops::cpu::softmax(RowsIn{d, dt, cols}, RowsOut{d, dt, cols}, rows, cols);
+        },
+        [&](void* d, const void*, const void*) {
+          return repops::cuda::softmax(RowsIn{d, dt, cols}, RowsOut{d, dt, cols}, rows, cols,
+                                       nullptr);
+        });
+    check(
+        "logSoftmax",
+        [&](void* d, const void*, const void*) {
+          return repops::cpu::logSoftmax(RowsIn{d, dt, cols}, RowsOut{d, dt, cols}, rows, cols);
+        },
+        [&](void* d, const void*, const void*) {
+          return repops::cuda::logSoftmax(RowsIn{d, dt, cols}, RowsOut{d, dt, cols}, rows, cols,
+                                          nullptr);
+        });
+    if (HasFatalFailure()) return;
+  }
 }
 
 TEST(RowOpsCuda, BadArgumentsAreRejected) {
