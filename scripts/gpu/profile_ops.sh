@@ -93,5 +93,5 @@ profile pointwise-embedding "embeddingKernel" 3 "$bench_dir/bench_gpu_pointwise_
 profile crmath-exp "unaryMathKernel<\\(int\\)0>" 2 "$bench_dir/bench_gpu_crmath_bench"
 # linear bench with 5 iterations: 8 launches (3 warm-up + 5) per x dtype and M; for K = N = 4096
 # M = 1 and 4 come first (32 launches), then M = 8 with x bf16 (32..39) and x fp32 (40..47).
-profile gemv-m8-xbf16 "gemvKernel" 36 "$bench_dir/bench_gpu_linear_bench" 5
-profile gemv-m8-xf32 "gemvKernel" 44 "$bench_dir/bench_gpu_linear_bench" 5
+profile gemv-m8-xbf16 "gemv4?Kernel" 36 "$bench_dir/bench_gpu_linear_bench" 5
+profile gemv-m8-xf32 "gemv4?Kernel" 44 "$bench_dir/bench_gpu_linear_bench" 5

@@ -245,6 +245,42 @@ TEST(LinearCuda, DecodeAndPrefillLikeShapesMatchCpu) {
   }
 }
 
+// The GEMV's launch shapes: several merge rounds per block (K beyond one round of chunks), one to
+// eight warps per block (chosen by the number of output tiles), every row-block size, a short
+// last chunk and a partial last tile of 32 features.
+TEST(LinearCuda, GemvRoundsAndBlockShapesMatchCpu) {
+  REE_SKIP_WITHOUT_GPU();
+  struct Shape {
+    int64_t m, n, k;
+    DType x, w;
+  };
+  const Shape shapes[] = {
+      {5, 20000, 1100, DType::kBF16, DType::kBF16},  // many tiles: two warps, two rounds
+      {1, 100, 9000, DType::kF32, DType::kBF16},     // eight warps, three rounds, short tail
+      {16, 70, 4500, DType::kF32, DType::kF32},      // 16-row block, fp32 weights
+      {12, 33, 16387, DType::kBF16, DType::kF16},    // four rounds, a 3-element last chunk
+      {2, 8000, 300, DType::kF32, DType::kF16},      // two rows
+      {9, 4133, 4096, DType::kF32, DType::kBF16},    // decode-like, 16-row block with 9 rows
+      {40, 50, 700, DType::kBF16, DType::kBF16},     // three row blocks
+  };
+  int seed = 11;
+  for (const Shape& shape : shapes) {
+    Case c;
+    c.m = shape.m;
+    c.n = shape.n;
+    c.k = shape.k;
+    c.x_dtype = shape.x;
+    c.w_dtype = shape.w;
+    c.x_stride = (c.k + 7) / 8 * 8;  // 16-byte aligned rows for every dtype
+    c.w_stride = (c.k + 7) / 8 * 8;
+    c.has_bias = seed % 2;
+    c.y_dtype = seed % 3 ? DType::kF32 : DType::kBF16;
+    SCOPED_TRACE(c.str());
+    checkAllKernels(c, seed++);
+    if (HasFatalFailure()) return;
+  }
+}
+
 // Rows of a large batch (GEMM path) equal the same rows computed alone (GEMV, M = 1) and in
 // other batch sizes.
 TEST(LinearCuda, RowsAreInvariantToBatchAndKernel) {
