@@ -431,7 +431,225 @@ TEST(CrMath, PowMatchesMpfr) {
   EXPECT_EQ(total, 0u);
 }
 
+// ---- crExp's table-driven path (crmath_detail.h: expTableScaled, roundScaledToFloat) ----------
+
+// MPFR with its widest exponent range (the binary32 range set above is per call of mpfrUnary).
+void setWideRange() {
+  mpfr_set_emin(mpfr_get_emin_min());
+  mpfr_set_emax(mpfr_get_emax_max());
+}
+
+// Every constant the error bound of expTableScaled relies on, checked against MPFR.
+TEST(CrMath, ExpTableConstantsMatchMpfr) {
+  setWideRange();
+  mpfr_t a, v, ln2, w;
+  mpfr_init2(a, 64);
+  mpfr_init2(v, 53);
+  mpfr_init2(ln2, 256);
+  mpfr_init2(w, 256);
+  for (int j = 0; j < 32; ++j) {  // kExp2Table[j] = RN(2^(j/32))
+    mpfr_set_si(a, j, MPFR_RNDN);
+    mpfr_div_2ui(a, a, 5, MPFR_RNDN);
+    mpfr_exp2(v, a, MPFR_RNDN);
+    EXPECT_EQ(doubleBits(crdetail::kExp2Table[j]), doubleBits(mpfr_get_d(v, MPFR_RNDN))) << j;
+  }
+  const crdetail::ExpTableConstants& k = crdetail::kExpTableConstants;
+  EXPECT_EQ(k.shifter, 0x1.8p52);
+  mpfr_const_log2(ln2, MPFR_RNDN);
+  auto absDiff = [&](double c) {  // |c - w|
+    mpfr_t d;
+    mpfr_init2(d, 256);
+    mpfr_sub_d(d, w, c, MPFR_RNDN);
+    double out = std::fabs(mpfr_get_d(d, MPFR_RNDU));
+    mpfr_clear(d);
+    return out;
+  };
+  mpfr_ui_div(w, 32, ln2, MPFR_RNDN);  // 32/ln2
+  EXPECT_LT(absDiff(crdetail::kExpTableInvStep), 1.21e-5);
+  mpfr_div_ui(w, ln2, 32, MPFR_RNDN);  // ln2/32
+  EXPECT_LT(absDiff(crdetail::kExpTableStepHi), 5.96e-11);
+  // StepHi has at most 21 significant bits (ulp 2^-26): n * StepHi and x - n * StepHi are exact.
+  EXPECT_EQ(std::ldexp(crdetail::kExpTableStepHi, 26),
+            std::floor(std::ldexp(crdetail::kExpTableStepHi, 26)));
+  mpfr_sub_d(w, w, crdetail::kExpTableStepHi, MPFR_RNDN);  // ln2/32 - StepHi (exact at 256 bits)
+  mpfr_set(v, w, MPFR_RNDN);
+  EXPECT_EQ(doubleBits(-k.neg_step_lo), doubleBits(mpfr_get_d(v, MPFR_RNDN)));
+  EXPECT_LT(absDiff(-k.neg_step_lo), 5.3e-27);
+  mpfr_set_ui(w, 1, MPFR_RNDN);
+  mpfr_div_ui(w, w, 6, MPFR_RNDN);
+  EXPECT_LT(absDiff(k.c3), 9.3e-18);
+  mpfr_set(v, w, MPFR_RNDN);
+  EXPECT_EQ(k.c3, mpfr_get_d(v, MPFR_RNDN));
+  mpfr_set_ui(w, 1, MPFR_RNDN);
+  mpfr_div_ui(w, w, 24, MPFR_RNDN);
+  EXPECT_LT(absDiff(k.c4), 2.4e-18);
+  mpfr_set_ui(w, 1, MPFR_RNDN);
+  mpfr_div_ui(w, w, 120, MPFR_RNDN);
+  EXPECT_LT(absDiff(crdetail::kExpTableC5), 5.0e-10);
+  // The range of the inline path: e^min >= 2^-126 > e^(min - ulp), e^max < 2^128 - 2^103 and
+  // e^(max + ulp) > 2^128.
+  auto expVsPow2 = [&](float x, double bound) {  // sign of e^x - bound
+    mpfr_set_flt(a, x, MPFR_RNDN);
+    mpfr_exp(w, a, MPFR_RNDN);
+    return mpfr_cmp_d(w, bound);
+  };
+  const float min = crdetail::kExpTableMin, max = crdetail::kExpTableMax;
+  EXPECT_EQ(floatBits(min), 0xc2aeac4fu);
+  EXPECT_EQ(floatBits(max), 0x42b17217u);
+  EXPECT_GT(expVsPow2(min, 0x1p-126), 0);
+  EXPECT_LT(expVsPow2(bitsFloat(floatBits(min) + 1), 0x1p-126), 0);
+  EXPECT_LT(expVsPow2(max, 0x1.ffffffp127), 0);
+  EXPECT_GT(expVsPow2(bitsFloat(floatBits(max) + 1), 0x1p128), 0);
+  mpfr_clears(a, v, ln2, w, static_cast<mpfr_ptr>(nullptr));
+}
+
+// Inputs at the algorithm's seams: x C within a few ulps of k + 1/2 for every k (the table index
+// j and, every 32 steps, the exponent m change there; |r| is largest), the limits of the inline
+// range and of -104, and a sample of the whole range.
+std::vector<float> expSeamInputs() {
+  std::vector<float> xs;
+  auto addAround = [&](float v, int d) {
+    for (int i = -d; i <= d; ++i)
+      xs.push_back(bitsFloat(floatBits(v) + i));
+  };
+  for (int k = -4802; k <= 4097; ++k) {
+    double x = (k + 0.5) / crdetail::kExpTableInvStep;
+    if (x < -104.5 || x > 89.0 || x == 0.0) continue;
+    addAround(static_cast<float>(x), 2);
+  }
+  for (float v : {crdetail::kExpTableMin, crdetail::kExpTableMax, -104.0f, 0x1p-7f, -0x1p-7f,
+                  0x1.62e42ep-6f, -0x1.62e42ep-6f, 1.0f, -1.0f})
+    addAround(v, 3);
+  std::mt19937_64 rng(20261122);
+  std::uniform_real_distribution<float> uniform(-104.0f, 88.72283f);
+  for (int i = 0; i < (1 << 16); ++i)
+    xs.push_back(uniform(rng));
+  return xs;
+}
+
+// expTableScaled against MPFR: relative error below kExpTableEps = 2^-48 (the bound the rounding
+// test relies on; the derivation gives 2.56e-15, about 2^-48.48).
+TEST(CrMath, ExpTablePathMeetsItsErrorBound) {
+  setWideRange();
+  mpfr_t a, e, y;
+  mpfr_init2(a, 64);
+  mpfr_init2(e, 160);
+  mpfr_init2(y, 160);
+  double worst = 0.0;
+  float worst_x = 0.0f;
+  int64_t checked = 0, bad = 0;
+  for (float x : expSeamInputs()) {
+    if (!(x >= -104.0f && x <= crdetail::kExpTableMax)) continue;
+    const unsigned bias = x >= crdetail::kExpTableMin ? 896u : 832u;
+    const double got = crdetail::expTableScaled(x, bias);
+    mpfr_set_flt(a, x, MPFR_RNDN);
+    mpfr_exp(e, a, MPFR_RNDN);
+    mpfr_div_2ui(e, e, bias, MPFR_RNDN);
+    mpfr_set_d(y, got, MPFR_RNDN);
+    mpfr_sub(y, y, e, MPFR_RNDN);
+    mpfr_div(y, y, e, MPFR_RNDN);
+    const double rel = std::fabs(mpfr_get_d(y, MPFR_RNDU));
+    if (rel > worst) {
+      worst = rel;
+      worst_x = x;
+    }
+    bad += rel >= crdetail::kExpTableEps;
+    ++checked;
+  }
+  std::printf("exp table path: %lld inputs, worst relative error %.4g (2^%.2f) at %a\n",
+              static_cast<long long>(checked), worst, std::log2(worst), worst_x);
+  EXPECT_EQ(bad, 0);
+  EXPECT_GT(worst, 2.0e-15);  // the seam inputs reach |r| close to its bound
+  mpfr_clears(a, e, y, static_cast<mpfr_ptr>(nullptr));
+}
+
+// The binary32 inputs whose e^x lies closest to a float rounding boundary (midpoint), from an
+// exhaustive run over all 2^32 inputs: every input with e^x within 2^-48.8 (relative) of a midpoint
+// (the closest, 0xc16912cd, within 2^-52.6), then the three subnormal results that take the
+// accurate path (0xc2b2e798 within 2^-47.6; the other two about 26 double ulps of y away). In all
+// of them y is within 64 ulps of the midpoint, so roundScaledToFloat has to decline.
+const uint32_t kExpHardCases[] = {
+    0xc16912cdu, 0xbbf0edf1u, 0xbae0e25cu, 0xb3000000u, 0x377eff81u, 0x40315b33u, 0x4001b249u,
+    0x39c6be5bu, 0x38e69cc1u, 0x383a3ef1u, 0xbc2a461au, 0x3d1a274eu, 0x4288942bu, 0xbbb70ee8u,
+    0x3fe67199u, 0xc13d6631u, 0x39e5bb1du, 0x41cbf87bu, 0x36fdffc1u, 0x367bffe1u, 0x337fffffu,
+    0x33800000u, 0x343fffffu, 0x34dffffdu, 0x356ffff9u, 0x35f7fff1u, 0xbcb8f40fu, 0xc0781533u,
+    0xb7f4c0eau, 0x40dd70cbu, 0xb7c9c09fu, 0xc2b2e798u, 0xc2b27dd9u, 0xc2b43fb7u,
+};
+
+// crExp against MPFR on the seam inputs and on inputs whose e^x lies closest to a float midpoint
+// (found by an exhaustive run: they take the accurate path). For the latter the exact value is
+// so close to a midpoint that the integer rounding test must decline them.
+TEST(CrMath, ExpSeamsAndHardCasesMatchMpfr) {
+  std::vector<float> xs = expSeamInputs();
+  int64_t bad = 0;
+  for (float x : xs) {
+    const float ref = mpfrUnary("exp", x);
+    if (!sameResult(crExp(x), ref)) {
+      if (bad < 5) std::printf("  exp(%a) = %a, expected %a\n", x, crExp(x), ref);
+      ++bad;
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  int declined = 0;
+  for (uint32_t b : kExpHardCases) {
+    const float x = bitsFloat(b);
+    EXPECT_TRUE(sameResult(crExp(x), mpfrUnary("exp", x))) << std::hex << b;
+    const unsigned bias = x >= crdetail::kExpTableMin ? 896u : 832u;
+    double y = crdetail::expTableScaled(x, bias);
+    if (bias == 832u) y *= 0x1p-64;
+    float out;
+    declined += !crdetail::roundScaledToFloat(y, &out);
+  }
+  EXPECT_EQ(declined, static_cast<int>(sizeof(kExpHardCases) / sizeof(kExpHardCases[0])));
+}
+
 #endif  // REE_TEST_HAVE_MPFR
+
+// roundScaledToFloat on synthetic doubles: it declines exactly when the 29 low bits are within
+// kExpTableMargin of 2^28, and otherwise returns RN(y 2^896) (a carry included), also for
+// subnormal y.
+TEST(CrMath, ExpIntegerRoundingMatchesConversion) {
+  std::mt19937_64 rng(7);
+  const uint32_t margin = crdetail::kExpTableMargin;
+  int64_t checked = 0, declined = 0;
+  auto check = [&](uint64_t bits) {
+    const double y = bitsDouble(bits);
+    const uint32_t d = static_cast<uint32_t>(bits) & 0x1fffffffu;
+    const bool near = (d > 0x10000000u ? d - 0x10000000u : 0x10000000u - d) <= margin;
+    float out = 0.0f;
+    const bool accepted = crdetail::roundScaledToFloat(y, &out);
+    ASSERT_EQ(accepted, !near) << std::hex << bits;
+    if (accepted) {
+      // y 2^896 is exact (y < 2^-768), and the conversion rounds to nearest, ties to even.
+      ASSERT_EQ(floatBits(out), floatBits(static_cast<float>(y * 0x1p896))) << std::hex << bits;
+    }
+    ++checked;
+    declined += !accepted;
+  };
+  for (int i = 0; i < (1 << 20); ++i) {
+    const uint64_t exponent = rng() % 255;  // double exponent field 0..254: float exponents
+    const uint64_t mantissa = rng() & 0x000fffffffffffffull;
+    uint64_t bits = (exponent << 52) | mantissa;
+    if (i & 1) {  // low bits close to the midpoint, to either side of the margin
+      const int64_t offset = static_cast<int64_t>(rng() % 141) - 70;
+      bits = (bits & ~0x1fffffffull) | static_cast<uint64_t>(0x10000000 + offset);
+    }
+    check(bits);
+  }
+  // Carries: mantissa all ones, rounding up into the next binade, into 2^-126 (from the largest
+  // subnormal) and into +inf (from just below 2^128).
+  for (uint64_t exponent : {0ull, 1ull, 100ull, 254ull}) {
+    for (uint64_t d : {0x10000000ull + margin + 1, 0x1fffffffull, 0x10000000ull - margin - 1}) {
+      check((exponent << 52) | 0x000fffffe0000000ull | d);
+    }
+  }
+  check(0);
+  check(1);
+  check(0x10000000ull - margin - 1);  // just below half the smallest subnormal float: +0
+  check(0x10000000ull + margin + 1);  // just above: the smallest subnormal float
+  EXPECT_GT(declined, 1000);
+  EXPECT_GT(checked - declined, 500000);
+}
 
 TEST(CrMath, SpecialValuesFollowTheSpec) {
   const float inf = INFINITY;

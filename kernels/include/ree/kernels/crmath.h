@@ -67,6 +67,19 @@ REE_CR_SLOW float finishAccurate(DD v, double eps) {
 REE_CR_SLOW float expSlow(float x) {
   return finishAccurate(expAccurate(ddFromD(x)), kAccurateEps);
 }
+
+// crExp outside [kExpTableMin, kExpTableMax]: NaN, overflow, underflow and subnormal results.
+REE_CR_SLOW float expOutsideTableRange(float x) {
+  if (!(x >= -104.0f)) return isNan(x) ? canonicalNan() : 0.0f;  // e^-104 < 2^-150, also -inf
+  if (x > 0.0f) return infinity();  // x > kExpTableMax: e^x > 2^128 - 2^103, also +inf
+  // x in [-104, kExpTableMin): e^x 2^-832 is a normal double (relative error < kExpTableEps);
+  // times 2^-64 it approximates e^x 2^-896 < 2^-1022 (a subnormal double: the bits
+  // roundScaledToFloat reads), with one more rounding of at most half an ulp (2^-1075).
+  float out;
+  if (roundScaledToFloat(expTableScaled(x, 832) * 0x1p-64, &out)) return out;
+  return expSlow(x);
+}
+
 REE_CR_SLOW float expm1Slow(float x) {
   return finishAccurate(expm1Accurate(x), kAccurateEps);
 }
@@ -246,11 +259,9 @@ REE_HD int integerClass(float y) {
 // e^x.
 REE_HD float crExp(float x) {
   using namespace crdetail;
-  if (isNan(x)) return canonicalNan();
-  if (x > 89.0f) return infinity();  // e^89 > 2^128, also +inf
-  if (x < -104.0f) return 0.0f;      // e^-104 < 2^-150, also -inf
+  if (!(x >= kExpTableMin && x <= kExpTableMax)) return expOutsideTableRange(x);  // NaN too
   float out;
-  if (roundFast(expFast(x), kExpEps, &out)) return out;
+  if (roundScaledToFloat(expTableScaled(x, 896), &out)) return out;
   return expSlow(x);
 }
 

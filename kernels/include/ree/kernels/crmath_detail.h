@@ -270,6 +270,152 @@ REE_HD double expFast(double x) {
   return p * pow2(k1) * pow2(ki - k1);
 }
 
+// ---- exp: table-driven path of crExp ----------------------------------------------------------
+// expTableScaled(x, bias) returns y = e^x 2^-bias (1 + err), |err| < kExpTableEps = 2^-48, for a
+// float x in [-104, kExpTableMax]. With bias = 896 (x >= kExpTableMin, e^x >= 2^-126) y's
+// exponent field equals that of the float e^x, so roundScaledToFloat rounds y's bit pattern to
+// the float's with integer operations; subnormal results use bias 832 and a final * 2^-64.
+//
+// Algorithm: n = RN(x C) (C ~ 32/ln2), n = 32 m + j with 0 <= j < 32, r = x - n ln2/32 (two
+// steps), e^x = 2^m 2^(j/32) e^r; Ts = kExp2Table[j] 2^(m - bias) (integer addition to the
+// exponent field); P = 1 + r (1/2 + r (1/6 + r (1/24 + r/120))) (Horner); y = Ts + (Ts r) P.
+//
+// Error bound, for |x| <= 104 (so |n| <= 4802); u = 2^-53:
+// - Reduction. t = RN(x C + 1.5 2^52) with C = 0x1.71547p+5 lies in [2^52, 2^53) (ulp 1), so
+//   n = t - 1.5 2^52 (exact) is an integer nearest x C, and the low 32 bits of t hold n.
+//   |C - 32/ln2| < 1.21e-5, so |x 32/ln2 - n| <= 1/2 + 104 * 1.21e-5 and the exact reduced
+//   argument r* = x - n ln2/32 has |r*| <= h = 0.0108576 (at most 1/2 + 0.0013 of ln2/32).
+//   r1 = x - n StepHi (one fma) is exact: StepHi = 0x1.62e43p-6 has ulp 2^-26, so n StepHi is a
+//   multiple of 2^-26; x is a multiple of 2^-30 when n != 0 (then |x| > 2^-7; n = 0 gives
+//   r1 = x), and |r1| <= h + 4802 |StepHi - ln2/32| < 0.01086 < 2^-6, so r1 = k 2^-30, |k| < 2^24.
+//   r = RN(r1 - n StepLo) with StepLo = RN(ln2/32 - StepHi): |ln2/32 - StepHi - StepLo| <
+//   5.3e-27, so |r - r*| <= 4802 * 5.3e-27 + u (h + 1e-22) < 1.21e-18 =: er; |r| <= h' = h + er.
+// - Polynomial. T5(r) = r + r^2/2 + r^3/6 + r^4/24 + r^5/120: |e^r - 1 - T5(r)| <= h'^6/720 e^h'
+//   < 2.3004e-15. Coefficients: |RN(1/6) - 1/6| < 9.3e-18, |RN(1/24) - 1/24| < 2.4e-18,
+//   |0x1.11111p-7 - 1/120| < 5.0e-10. Each Horner step p_k = RN(p_{k+1} r + c_k) has error
+//   e_k <= h' e_{k+1} + |c_k error| + u |p_k|: e5 < 5.4e-12, e4 < 5.9e-14, e3 < 6.92e-16,
+//   e2 < 1.192e-16 against 1/24 + r/120, ..., 1 + r/2 + r^2/6 + r^3/24 + r^4/120 (|P| < 1.0055).
+//   With RN(Ts r) = Ts r (1 + d), |d| <= u: Ts + RN(Ts r) P = Ts (1 + Q), Q = r (1 + d) P, and
+//   |Q - T5(r)| <= h' (e2 + u 1.0055) < 2.6e-18. So |1 + Q - e^r| < 2.3029e-15, relative to
+//   e^r >= e^-h' > 0.98920: < 2.3280e-15.
+// - Table: |kExp2Table[j] - 2^(j/32)| <= u 2^(j/32) (RN; checked against MPFR by the tests);
+//   the exponent addition is exact (Ts stays a normal double, see exp2TableScaled).
+// - Final fma: y = RN(Ts + RN(Ts r) P) = Ts (1 + Q) (1 + d'), |d'| <= u (for bias 896 the exact
+//   value is at least 2^-1022 (1 - 2^-48): a subnormal y just below 2^-1022 still has an absolute
+//   error <= 2^-1075 <= u 2^-1022).
+// Total: (1 + u)^2 (1 + 2.3280e-15) (1 + 1.22e-18) - 1 < 2.552e-15 < 2^-48 (= 3.55e-15).
+// (Measured over all float inputs against expl: at most 2.497e-15.)
+#define REE_CR_EXP2_TABLE_DATA                                                                  \
+  {                                                                                             \
+    0x1.0000000000000p+0, 0x1.059b0d3158574p+0, 0x1.0b5586cf9890fp+0, 0x1.11301d0125b51p+0,     \
+        0x1.172b83c7d517bp+0, 0x1.1d4873168b9aap+0, 0x1.2387a6e756238p+0, 0x1.29e9df51fdee1p+0, \
+        0x1.306fe0a31b715p+0, 0x1.371a7373aa9cbp+0, 0x1.3dea64c123422p+0, 0x1.44e086061892dp+0, \
+        0x1.4bfdad5362a27p+0, 0x1.5342b569d4f82p+0, 0x1.5ab07dd485429p+0, 0x1.6247eb03a5585p+0, \
+        0x1.6a09e667f3bcdp+0, 0x1.71f75e8ec5f74p+0, 0x1.7a11473eb0187p+0, 0x1.82589994cce13p+0, \
+        0x1.8ace5422aa0dbp+0, 0x1.93737b0cdc5e5p+0, 0x1.9c49182a3f090p+0, 0x1.a5503b23e255dp+0, \
+        0x1.ae89f995ad3adp+0, 0x1.b7f76f2fb5e47p+0, 0x1.c199bdd85529cp+0, 0x1.cb720dcef9069p+0, \
+        0x1.d5818dcfba487p+0, 0x1.dfc97337b9b5fp+0, 0x1.ea4afa2a490dap+0, 0x1.f50765b6e4540p+0  \
+  }
+// kExp2Table[j] = RN(2^(j/32)), j = 0..31. Host code reads this one (an inline variable: one
+// definition across translation units); device code reads its copy in global memory (each
+// translation unit its own, as for the tables above) through the read-only cache: per-lane
+// indices would serialise in __constant__ memory.
+inline constexpr double kExp2Table[32] = REE_CR_EXP2_TABLE_DATA;
+#if defined(__CUDACC__)
+static __device__ __align__(256) const double kExp2TableDevice[32] = REE_CR_EXP2_TABLE_DATA;
+#endif
+
+// The constants of expTableScaled that need more than 21 significant bits, or a register (a DFMA
+// takes at most one constant operand). Device code reads them from __constant__ memory, as
+// operands or hoisted out of loops; a literal double would cost two register moves per use (one
+// with at most 21 significant bits, like kExpTableInvStep, is an immediate operand).
+struct ExpTableConstants {
+  double shifter;      // 1.5 * 2^52
+  double neg_step_lo;  // -RN(ln2/32 - kExpTableStepHi)
+  double c3;           // RN(1/6)
+  double c4;           // RN(1/24)
+};
+#define REE_CR_EXP_TABLE_CONSTANTS \
+  { 0x1.8p+52, 0x1.05c610ca86c39p-34, 0x1.5555555555555p-3, 0x1.5555555555555p-5 }
+inline constexpr ExpTableConstants kExpTableConstants = REE_CR_EXP_TABLE_CONSTANTS;
+#if defined(__CUDACC__)
+static __constant__ ExpTableConstants kExpTableConstantsDevice = REE_CR_EXP_TABLE_CONSTANTS;
+#endif
+
+REE_HD const ExpTableConstants& expTableConstants() {
+#if defined(__CUDA_ARCH__)
+  return kExpTableConstantsDevice;
+#else
+  return kExpTableConstants;
+#endif
+}
+
+constexpr double kExpTableInvStep = 0x1.71547p+5;  // 32/ln2 to 21 bits (error 1.21e-5)
+constexpr double kExpTableStepHi = 0x1.62e43p-6;   // ln2/32 to 21 bits (error 5.95e-11)
+constexpr double kExpTableC5 = 0x1.11111p-7;       // 1/120 to 21 bits (error 5.0e-10)
+constexpr double kExpTableEps = 0x1p-48;
+// The range of crExp's inline path: e^x >= 2^-126 from kExpTableMin = 0xc2aeac4f on (one float
+// lower, e^x < 2^-126) and e^x < 2^128 - 2^103 up to kExpTableMax = 0x42b17217 (one float
+// higher, e^x > 2^128: +inf).
+constexpr float kExpTableMin = -0x1.5d589ep+6f;
+constexpr float kExpTableMax = 0x1.62e42ep+6f;
+
+// Ts = 2^(j/32) 2^(m - bias) from the low 32 bits of t, n = 32 m + j (two's complement). The
+// exponent field of 2^(j/32) (1023) becomes 1023 + m - bias: 127 + m in [1, 255] for bias 896
+// (x in [kExpTableMin, kExpTableMax], m in [-126, 128]), 191 + m in [40, 65] for bias 832
+// (x in [-104, kExpTableMin), m in [-151, -126]): always a normal double.
+REE_HD double exp2TableScaled(uint32_t n, uint32_t bias) {
+#if defined(__CUDA_ARCH__)
+  // The table is 256-byte aligned: adding 8 j to its address is an OR into the low byte.
+  uintptr_t base = reinterpret_cast<uintptr_t>(kExp2TableDevice);
+  const double* entry = reinterpret_cast<const double*>(base | ((n << 3) & 0xf8u));
+  uint64_t bits = doubleBits(__ldg(entry));
+#else
+  uint64_t bits = doubleBits(kExp2Table[n & 31u]);
+#endif
+  // (n & ~31) << 15 is m << 20 (mod 2^32): m added to the exponent field, bits 20..30.
+  uint32_t high = static_cast<uint32_t>(bits >> 32) + ((n & ~31u) << 15) - (bias << 20);
+  return bitsDouble((static_cast<uint64_t>(high) << 32) | static_cast<uint32_t>(bits));
+}
+
+// e^x 2^-bias for a float x in [-104, kExpTableMax], relative error < kExpTableEps (above).
+REE_HD double expTableScaled(float xf, uint32_t bias) {
+  const ExpTableConstants& k = expTableConstants();
+  double x = xf;
+  double t = fmaF64(x, kExpTableInvStep, k.shifter);  // 1.5 * 2^52 + n
+  double n = t - k.shifter;
+  double r = fmaF64(n, -kExpTableStepHi, x);  // exact
+  r = fmaF64(n, k.neg_step_lo, r);
+  double ts = exp2TableScaled(static_cast<uint32_t>(doubleBits(t)), bias);
+  double p = fmaF64(r, kExpTableC5, k.c4);
+  p = fmaF64(p, r, k.c3);
+  p = fmaF64(p, r, 0.5);
+  p = fmaF64(p, r, 1.0);
+  return fmaF64(ts * r, p, ts);
+}
+
+// Rounding test and rounding of y = v 2^-896 > 0, v an approximation of a float-range value: y's
+// exponent field is v's float exponent field (0 for subnormal floats: then y is a subnormal
+// double and the float ulp 2^-149 is 2^29 double ulps 2^-1074, as for normal values), so the float
+// rounding boundaries (midpoints) in y's binade are the doubles whose 29 low bits D are 2^28, and
+// the nearest boundary outside the binade is at least 2^27 ulps away. If the exact value lies
+// within E ulps of y and |D - 2^28| > E, no boundary separates them and RN(exact) = RN(y) = the
+// float whose bits are (bits(y) + 2^28) >> 29 (no tie, D != 2^28; a carry moves to the next
+// binade, or to +inf). E bound: expTableScaled's error is < eps' y with eps' = eps / (1 - eps),
+// eps = kExpTableEps, and y < 2^53 ulps (2^52 for a subnormal y), so E < eps' 2^53 + 1/2 < 32.5
+// (the 1/2: the extra rounding of a subnormal y, at most half an ulp). kExpTableMargin = 64 is
+// about twice that.
+constexpr uint32_t kExpTableMargin = 64;
+
+REE_HD bool roundScaledToFloat(double y, float* out) {
+  uint64_t bits = doubleBits(y);
+  uint32_t low = static_cast<uint32_t>(bits);
+  // (D + 2^28 + M) mod 2^29 <= 2M  <=>  |D - 2^28| <= M.
+  if (((low + (0x10000000u + kExpTableMargin)) & 0x1fffffffu) <= 2u * kExpTableMargin) return false;
+  *out = bitsFloat(static_cast<uint32_t>((bits + 0x10000000u) >> 29));
+  return true;
+}
+
 // exp of a double-double argument, |x| <= 700, relative error < 2^-100 (degree-24 Taylor on
 // |r| <= 0.347 with double-double coefficients).
 REE_CR_SLOW DD expAccurate(DD x) {
