@@ -724,52 +724,44 @@ Status gemvDevice(GemvDevice* out) {
   return Status::kSuccess;
 }
 
+// The most warps per block, from max_warps down to min_warps (halving), that still fits every
+// tile on the GPU at once (one wave); when none does, two warps (short rounds, many blocks per
+// SM). `shared_bytes(w)` is a block's shared memory with w warps.
+template <typename SharedBytes>
+Status chooseGemvWarps(const GemvDevice& dev, long long tiles, int max_warps, int min_warps,
+                       SharedBytes shared_bytes, int* warps, int* bytes) {
+  *warps = 2;
+  for (int w = max_warps; w >= min_warps; w /= 2) {
+    const int b = shared_bytes(w);
+    if (b > dev.smem_optin) continue;
+    const long long per_sm = dev.smem_per_sm / (b + 1024);  // + the per-block reservation
+    if (per_sm >= 1 && tiles <= per_sm * dev.sms) {
+      *warps = w;
+      break;
+    }
+  }
+  *bytes = shared_bytes(*warps);
+  if (*bytes > dev.smem_optin) {
+    return REE_FAIL(Status::kUnsupported,
+                    "linear: the GEMV kernel needs %d bytes of shared memory per block; the device "
+                    "allows %d",
+                    *bytes, dev.smem_optin);
+  }
+  return Status::kSuccess;
+}
+
 template <typename TW, typename TX, int kMaxRows>
 Status launchGemv(const DeviceArgs& a, cudaStream_t stream) {
   using L = GemvLayout<TW, TX, kMaxRows>;
   auto kernel = gemvKernel<TW, TX, kMaxRows>;
   GemvDevice dev;
   REE_RETURN_IF_ERROR(gemvDevice(&dev));
+  REE_RETURN_IF_ERROR(allowFullSharedMemory(kernel));
   const long long tiles =
       static_cast<long long>(divUp(a.n, kGemvRowsPerBlock)) * divUp(a.m, kMaxRows);
-  // The most warps per block that still fits every tile on the GPU at once (one wave); tiles
-  // beyond one wave take two warps each (short rounds, many blocks per SM).
-  int warps = 2;
-  for (int w = kGemvMaxWarps; w >= 2; w /= 2) {
-    const int bytes = L::sharedBytes(w);
-    if (bytes > dev.smem_optin) continue;
-    const long long per_sm = dev.smem_per_sm / (bytes + 1024);  // + the per-block reservation
-    if (per_sm >= 1 && tiles <= per_sm * dev.sms) {
-      warps = w;
-      break;
-    }
-  }
-  const int bytes = L::sharedBytes(warps);
-  if (bytes > dev.smem_optin) {
-    return REE_FAIL(Status::kUnsupported,
-                    "linear: the GEMV kernel needs %d bytes of shared memory per block; the device "
-                    "allows %d",
-                    bytes, dev.smem_optin);
-  }
-  {
-    // The attribute is per device and kernel; setting it is cheap but not free, so once.
-    int device = 0;
-    REE_CUDA_CHECK(cudaGetDevice(&device));
-    static std::mutex mutex;
-    static uint64_t configured = 0;
-    std::lock_guard<std::mutex> lock(mutex);
-    if (device >= 64 || !(configured & (1ull << device))) {
-      int largest = 0;  // the largest block any launch on this device may ask for
-      for (int w = kGemvMaxWarps; w >= 2; w /= 2) {
-        if (L::sharedBytes(w) <= dev.smem_optin && L::sharedBytes(w) > largest) {
-          largest = L::sharedBytes(w);
-        }
-      }
-      REE_CUDA_CHECK(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, largest));
-      if (device < 64) configured |= 1ull << device;
-    }
-  }
+  int warps = 0, bytes = 0;
+  REE_RETURN_IF_ERROR(
+      chooseGemvWarps(dev, tiles, kGemvMaxWarps, 2, L::sharedBytes, &warps, &bytes));
   GemvShape g;
   g.warps = warps;
   g.n_chunks = static_cast<int>(divUp(a.k, kReduceChunk));
@@ -788,26 +780,9 @@ Status launchGemv4(const DeviceArgs& a, cudaStream_t stream) {
   REE_RETURN_IF_ERROR(gemvDevice(&dev));
   REE_RETURN_IF_ERROR(allowFullSharedMemory(kernel));
   const long long tiles = static_cast<long long>(divUp(a.n, kGemv4Features)) * divUp(a.m, kRows);
-  // The most warps per block that still fits every tile on the GPU at once (one wave); tiles
-  // beyond one wave take two warps each (many blocks per SM).
-  int warps = 0;
-  for (int w = kGemv4MaxWarps; w >= 1; w /= 2) {
-    const int bytes = L::sharedBytes(w);
-    if (bytes > dev.smem_optin) continue;
-    const long long per_sm = dev.smem_per_sm / (bytes + 1024);  // + the per-block reservation
-    if (per_sm >= 1 && tiles <= per_sm * dev.sms) {
-      warps = w;
-      break;
-    }
-  }
-  if (warps == 0) warps = L::sharedBytes(2) <= dev.smem_optin ? 2 : 1;
-  const int bytes = L::sharedBytes(warps);
-  if (bytes > dev.smem_optin) {
-    return REE_FAIL(Status::kUnsupported,
-                    "linear: the GEMV kernel needs %d bytes of shared memory per block; the device "
-                    "allows %d",
-                    bytes, dev.smem_optin);
-  }
+  int warps = 0, bytes = 0;
+  REE_RETURN_IF_ERROR(
+      chooseGemvWarps(dev, tiles, kGemv4MaxWarps, 1, L::sharedBytes, &warps, &bytes));
   Gemv4Shape s;
   s.warps = warps;
   s.n_chunks = static_cast<int>(divUp(a.k, kReduceChunk));
