@@ -805,11 +805,25 @@ Status dispatchGemv(const DeviceArgs& a, cudaStream_t stream) {
 }
 
 // ==== GEMM =======================================================================================
+// Prefill shapes are bound by FFMA issue, so the kernel is organised around keeping four warps
+// per SM sub-partition busy: 8 x 8 outputs per thread in registers (the running chunk's fma
+// chains), and the per-output totals of the finished chunks in shared memory, not in registers.
+// With both in registers a thread needed ~205 registers and an SM held one block (two warps per
+// sub-partition, too few to hide the shared-memory loads of the inner loop); the totals are touched
+// once per 128-wide chunk (16 float4 loads and stores per thread for 8192 fmas), so keeping them in
+// shared memory costs little and lets two blocks share an SM.
 constexpr int kTileM = 128;
 constexpr int kTileN = 128;
 constexpr int kTileK = 16;  // divides kReduceChunk: chunk boundaries fall on tile boundaries
 constexpr int kGemmThreads = 256;
 static_assert(kReduceChunk % kTileK == 0, "k tiles must not straddle chunks");
+
+struct GemmShared {
+  float x_tile[2][kTileK][kTileM];  // fp32 staging, double-buffered
+  float w_tile[2][kTileK][kTileN];
+  float4 totals[16][kGemmThreads];  // thread t's 64 chunk totals: totals[q][t], q = 0..15
+};
+constexpr int kGemmSharedBytes = static_cast<int>(sizeof(GemmShared));
 
 // Loads 8 consecutive k of one row into registers. Positions past k hold `pad`: x pads with -0
 // and w with +0, so a padded step computes fma(-0, +0, p) = -0 + p = p exactly, for every p
@@ -827,10 +841,10 @@ __device__ __forceinline__ void gemmLoadRow8(const T* row, int k, int k_total, b
 }
 
 template <typename TW, typename TX>
-__global__ void __launch_bounds__(kGemmThreads, 1)
+__global__ void __launch_bounds__(kGemmThreads, 2)
     gemmKernel(DeviceArgs a, int x_vector_ok, int w_vector_ok) {
-  __shared__ __align__(16) float x_tile[2][kTileK][kTileM];
-  __shared__ __align__(16) float w_tile[2][kTileK][kTileN];
+  extern __shared__ __align__(16) unsigned char gemm_shared_bytes[];
+  GemmShared& shared = *reinterpret_cast<GemmShared*>(gemm_shared_bytes);
 
   const int tid = threadIdx.x;
   const int tx = tid % 16;  // n fragment: tx*4 + {0..3} and 64 + tx*4 + {0..3}
@@ -868,35 +882,33 @@ __global__ void __launch_bounds__(kGemmThreads, 1)
   auto storeTile = [&](int buffer) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-      x_tile[buffer][load_k + e][load_row] = x_stage[e];
-      w_tile[buffer][load_k + e][load_row] = w_stage[e];
+      shared.x_tile[buffer][load_k + e][load_row] = x_stage[e];
+      shared.w_tile[buffer][load_k + e][load_row] = w_stage[e];
     }
   };
 
   float partial[8][8];
-  float total[8][8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < 8; ++j)
       partial[i][j] = 0.0f;
-      total[i][j] = -0.0f;  // -0 + p == p for every p: the first merge is total = p_0
-    }
   }
 
   const int tiles = (a.k + kTileK - 1) / kTileK;
   loadTile(0);
   storeTile(0);
   __syncthreads();
+  bool first_chunk = true;
   for (int tile = 0; tile < tiles; ++tile) {
     const int buffer = tile & 1;
     if (tile + 1 < tiles) loadTile((tile + 1) * kTileK);
 #pragma unroll
     for (int kk = 0; kk < kTileK; ++kk) {
-      float4 a_lo = *reinterpret_cast<const float4*>(&x_tile[buffer][kk][ty * 4]);
-      float4 a_hi = *reinterpret_cast<const float4*>(&x_tile[buffer][kk][64 + ty * 4]);
-      float4 b_lo = *reinterpret_cast<const float4*>(&w_tile[buffer][kk][tx * 4]);
-      float4 b_hi = *reinterpret_cast<const float4*>(&w_tile[buffer][kk][64 + tx * 4]);
+      float4 a_lo = *reinterpret_cast<const float4*>(&shared.x_tile[buffer][kk][ty * 4]);
+      float4 a_hi = *reinterpret_cast<const float4*>(&shared.x_tile[buffer][kk][64 + ty * 4]);
+      float4 b_lo = *reinterpret_cast<const float4*>(&shared.w_tile[buffer][kk][tx * 4]);
+      float4 b_hi = *reinterpret_cast<const float4*>(&shared.w_tile[buffer][kk][64 + tx * 4]);
       const float xa[8] = {a_lo.x, a_lo.y, a_lo.z, a_lo.w, a_hi.x, a_hi.y, a_hi.z, a_hi.w};
       const float wb[8] = {b_lo.x, b_lo.y, b_lo.z, b_lo.w, b_hi.x, b_hi.y, b_hi.z, b_hi.w};
 #pragma unroll
@@ -907,20 +919,37 @@ __global__ void __launch_bounds__(kGemmThreads, 1)
       }
     }
     const int k_end = (tile + 1) * kTileK;
-    if (k_end % kReduceChunk == 0 || k_end >= a.k) {  // end of a chunk: ordered merge
+    // End of a chunk that is not the last: total = total + partial, in chunk order. The first
+    // chunk stores its partial as the total (-0 + p == p for every p, including -0 and NaN).
+    if (k_end % kReduceChunk == 0 && k_end < a.k) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          total[i][j] = total[i][j] + partial[i][j];
-          partial[i][j] = 0.0f;
+      for (int q = 0; q < 16; ++q) {
+        float* p = &partial[q / 2][(q % 2) * 4];
+        float4 t;
+        if (first_chunk) {
+          t = make_float4(p[0], p[1], p[2], p[3]);
+        } else {
+          t = shared.totals[q][tid];
+          t.x = t.x + p[0], t.y = t.y + p[1], t.z = t.z + p[2], t.w = t.w + p[3];
         }
+        shared.totals[q][tid] = t;
+        p[0] = p[1] = p[2] = p[3] = 0.0f;
       }
+      first_chunk = false;
     }
     if (tile + 1 < tiles) storeTile(buffer ^ 1);
     __syncthreads();
   }
 
+  // The last chunk's partial joins the total as the output's dot.
+#pragma unroll
+  for (int q = 0; q < 16; ++q) {
+    float* p = &partial[q / 2][(q % 2) * 4];
+    if (!first_chunk) {
+      float4 t = shared.totals[q][tid];
+      p[0] = t.x + p[0], p[1] = t.y + p[1], p[2] = t.z + p[2], p[3] = t.w + p[3];
+    }
+  }
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     int row = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + (i - 4));
@@ -928,7 +957,7 @@ __global__ void __launch_bounds__(kGemmThreads, 1)
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       int col = n0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + (j - 4));
-      if (col < a.n) storeOutput(a, row, col, total[i][j]);
+      if (col < a.n) storeOutput(a, row, col, partial[i][j]);
     }
   }
 }
@@ -939,10 +968,12 @@ bool aligned16(const void* pointer, int64_t stride, int element_size) {
 
 template <typename TW, typename TX>
 Status launchGemm(const DeviceArgs& a, cudaStream_t stream) {
+  auto kernel = gemmKernel<TW, TX>;
+  REE_RETURN_IF_ERROR(allowFullSharedMemory(kernel));
   int x_vector_ok = aligned16(a.x, a.x_stride, sizeof(TX)) ? 1 : 0;
   int w_vector_ok = aligned16(a.w, a.w_stride, sizeof(TW)) ? 1 : 0;
   dim3 grid(divUp(a.n, kTileN), divUp(a.m, kTileM));
-  gemmKernel<TW, TX><<<grid, kGemmThreads, 0, stream>>>(a, x_vector_ok, w_vector_ok);
+  kernel<<<grid, kGemmThreads, kGemmSharedBytes, stream>>>(a, x_vector_ok, w_vector_ok);
   REE_CUDA_CHECK_LAUNCH();
   return Status::kSuccess;
 }

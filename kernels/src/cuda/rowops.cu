@@ -655,21 +655,18 @@ __device__ __forceinline__ void stageVector(unsigned char* dst, const void* src,
   }
 }
 
-// The output passes are limited by the integer pipe (half the rate of the float pipes), so the
-// roundings below are written with fewer integer operations than the generic rowmath::storeOut /
-// storeAs, with the same bits: the NaN test is the IEEE comparison v != v, and bf16 rounding is
-// numeric.h's toBF16 carry (RNE on the 16 dropped bits; overflow carries into infinity), left in
-// the upper half of the word.
-__device__ __forceinline__ uint32_t bf16RoundedHigh(float v) {
-  const uint32_t bits = floatBits(v);
-  return bits + 0x7fffu + ((bits >> 16) & 1u);
-}
+// The output passes are limited by instruction issue, so the roundings below are written with
+// fewer operations than the generic rowmath::storeOut / storeAs, with the same bits: the NaN test
+// is the IEEE comparison v != v, and a non-NaN value is rounded to bf16 by the conversion
+// instruction, as numeric.h's toBF16 does on the GPU (proven equal to the integer rounding of the
+// CPU build on all 2^32 inputs by NumericCuda.NarrowingMatchesCpuForAllFloats). The pair form
+// (toBF16x2) converts two values with one instruction.
 
 // rowmath::storeOut<OutT>(v): a NaN becomes the canonical NaN (bf16 0x7fc0), then RNE.
 template <typename OutT>
 __device__ __forceinline__ OutT storeOutput(float v) {
   if constexpr (std::is_same<OutT, bf16_t>::value) {
-    return bf16_t{static_cast<uint16_t>((v != v) ? 0x7fc0u : bf16RoundedHigh(v) >> 16)};
+    return bf16_t{static_cast<uint16_t>((v != v) ? 0x7fc0u : toBF16(v).bits)};
   } else if constexpr (std::is_same<OutT, float>::value) {
     return (v != v) ? rowmath::canonicalNaN() : v;
   } else {
@@ -679,18 +676,19 @@ __device__ __forceinline__ OutT storeOutput(float v) {
 
 // Two bf16 outputs (storeOutput) packed in one word, element `lo` first.
 __device__ __forceinline__ uint32_t storeOutputPair(float lo, float hi) {
-  const uint32_t a = (lo != lo) ? 0x7fc00000u : bf16RoundedHigh(lo);
-  const uint32_t b = (hi != hi) ? 0x7fc00000u : bf16RoundedHigh(hi);
-  return (a >> 16) | (b & 0xffff0000u);
+  uint32_t packed = toBF16x2(lo, hi);
+  if (lo != lo) packed = (packed & 0xffff0000u) | 0x7fc0u;
+  if (hi != hi) packed = (packed & 0x0000ffffu) | 0x7fc00000u;
+  return packed;
 }
 
-// loadFloat(storeAs<InT>(v)): RMSNorm kCastBeforeWeight's rounding to the input dtype. For bf16
-// the carry, kept in place; a NaN stays a NaN (storeAs gives another NaN; only NaN-ness reaches
-// the output, which storeOutput canonicalises).
+// loadFloat(storeAs<InT>(v)): RMSNorm kCastBeforeWeight's rounding to the input dtype. A NaN
+// stays a NaN (storeAs gives another NaN; only NaN-ness reaches the output, which storeOutput
+// canonicalises).
 template <typename InT>
 __device__ __forceinline__ float roundToInput(float v) {
   if constexpr (std::is_same<InT, bf16_t>::value) {
-    return (v != v) ? v : bitsFloat(bf16RoundedHigh(v) & 0xffff0000u);
+    return (v != v) ? v : toFloat(toBF16(v));
   } else {
     return loadFloat(storeAs<InT>(v));
   }

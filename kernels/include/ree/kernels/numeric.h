@@ -93,6 +93,18 @@ REE_HD float toFloat(bf16_t value) {
 }
 
 REE_HD bf16_t toBF16(float value) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  // The GPU's conversion instruction rounds the same way (IEEE round-to-nearest-even, overflow to
+  // infinity, subnormals kept) in one instruction instead of six integer ones; it returns 0x7fff
+  // for every NaN, so NaN keeps the canonical form below.
+  // NumericCuda.NarrowingMatchesCpuForAllFloats compares this with the integer code of the CPU
+  // build on all 2^32 inputs.
+  if (value != value)
+    return bf16_t{static_cast<uint16_t>(((floatBits(value) >> 16) & 0x8000u) | 0x7fc0u)};
+  uint16_t rounded;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(rounded) : "f"(value));
+  return bf16_t{rounded};
+#else
   uint32_t bits = floatBits(value);
   if ((bits & 0x7fffffffu) > 0x7f800000u) {  // NaN -> canonical quiet NaN, sign kept
     return bf16_t{static_cast<uint16_t>(((bits >> 16) & 0x8000u) | 0x7fc0u)};
@@ -101,6 +113,21 @@ REE_HD bf16_t toBF16(float value) {
   // overflow to infinity.
   uint32_t rounding_bias = 0x7fffu + ((bits >> 16) & 1u);
   return bf16_t{static_cast<uint16_t>((bits + rounding_bias) >> 16)};
+#endif
+}
+
+// toBF16(lo).bits | toBF16(hi).bits << 16: two values rounded and packed in one word (on the GPU
+// one conversion instruction for both; NumericCuda.NarrowingMatchesCpuForAllFloats checks it).
+REE_HD uint32_t toBF16x2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t packed;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(hi), "f"(lo));
+  if (lo != lo) packed = (packed & 0xffff0000u) | ((floatBits(lo) >> 16) & 0x8000u) | 0x7fc0u;
+  if (hi != hi) packed = (packed & 0x0000ffffu) | (floatBits(hi) & 0x80000000u) | 0x7fc00000u;
+  return packed;
+#else
+  return static_cast<uint32_t>(toBF16(lo).bits) | (static_cast<uint32_t>(toBF16(hi).bits) << 16);
+#endif
 }
 
 // ---- IEEE binary16
@@ -128,6 +155,15 @@ REE_HD float toFloat(f16_t value) {
 }
 
 REE_HD f16_t toF16(float value) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  // As toBF16: the conversion instruction (round-to-nearest-even, >= 65520 to infinity, subnormal
+  // halves kept) equals the integer code below on every non-NaN input; NaN is canonicalised here.
+  if (value != value)
+    return f16_t{static_cast<uint16_t>(((floatBits(value) >> 16) & 0x8000u) | 0x7e00u)};
+  uint16_t rounded;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(rounded) : "f"(value));
+  return f16_t{rounded};
+#else
   uint32_t bits = floatBits(value);
   uint32_t sign = (bits >> 16) & 0x8000u;
   uint32_t abs_bits = bits & 0x7fffffffu;
@@ -152,6 +188,7 @@ REE_HD f16_t toF16(float value) {
   uint32_t rebased = abs_bits - ((127u - 15u) << 23);
   uint32_t rounding_bias = 0xfffu + ((rebased >> 13) & 1u);
   return f16_t{static_cast<uint16_t>(sign | ((rebased + rounding_bias) >> 13))};
+#endif
 }
 
 // Generic load/store so kernels can be written once per storage type.
