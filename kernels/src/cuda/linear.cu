@@ -13,7 +13,8 @@
 // GEMM (large M): a 128x128 output tile per block, 8x8 outputs per thread, k tiles of 16 staged in
 // shared memory as fp32 (double-buffered through registers). Every thread walks k in increasing
 // order with one fma chain per output; at each 128 boundary the chunk partial is added to the
-// output's total. fp32 FFMA on CUDA cores only: tensor cores do not round like IEEE fma.
+// output's total, which is kept in shared memory so that two blocks fit per SM. fp32 FFMA on CUDA
+// cores only: tensor cores do not round like IEEE fma.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -98,18 +99,6 @@ __device__ __forceinline__ void load8(const T* p, float out[8]) {
 __device__ __forceinline__ void load8(const float* p, float out[8]) {
   float4 lo = *reinterpret_cast<const float4*>(p);
   float4 hi = *reinterpret_cast<const float4*>(p + 4);
-  out[0] = lo.x, out[1] = lo.y, out[2] = lo.z, out[3] = lo.w;
-  out[4] = hi.x, out[5] = hi.y, out[6] = hi.z, out[7] = hi.w;
-}
-
-// From global memory through the read-only path (16-byte aligned).
-template <typename T>
-__device__ __forceinline__ void ldg8(const T* p, float out[8]) {
-  unpack8(__ldg(reinterpret_cast<const uint4*>(p)), p, out);
-}
-__device__ __forceinline__ void ldg8(const float* p, float out[8]) {
-  float4 lo = __ldg(reinterpret_cast<const float4*>(p));
-  float4 hi = __ldg(reinterpret_cast<const float4*>(p + 4));
   out[0] = lo.x, out[1] = lo.y, out[2] = lo.z, out[3] = lo.w;
   out[4] = hi.x, out[5] = hi.y, out[6] = hi.z, out[7] = hi.w;
 }
@@ -825,19 +814,60 @@ struct GemmShared {
 };
 constexpr int kGemmSharedBytes = static_cast<int>(sizeof(GemmShared));
 
-// Loads 8 consecutive k of one row into registers. Positions past k hold `pad`: x pads with -0
-// and w with +0, so a padded step computes fma(-0, +0, p) = -0 + p = p exactly, for every p
-// including -0 (a +0 product would turn a -0 partial into +0).
+// 8 consecutive k of one row as loaded from global memory, converted to fp32 only when the tile
+// is written to shared memory. Converting right after the load made every thread wait for its
+// loads at the top of each tile (ncu: long-scoreboard stalls), where the raw words can wait in
+// registers while the tile before is computed.
 template <typename T>
-__device__ __forceinline__ void gemmLoadRow8(const T* row, int k, int k_total, bool vector_ok,
-                                             float pad, float out[8]) {
-  if (vector_ok && k + 8 <= k_total) {
-    ldg8(row + k, out);
-  } else {
-#pragma unroll
-    for (int e = 0; e < 8; ++e)
-      out[e] = (k + e < k_total) ? loadFloat(row[k + e]) : pad;
+struct Raw8 {  // 16-bit types: 8 elements in 16 bytes
+  uint4 words;
+};
+template <>
+struct Raw8<float> {
+  float4 lo, hi;
+};
+
+// Positions past k hold `pad`: x pads with -0 and w with +0, so a padded step computes
+// fma(-0, +0, p) = -0 + p = p exactly, for every p including -0 (a +0 product would turn a -0
+// partial into +0). Rows past the matrix load +0 (never stored).
+template <typename T>
+__device__ __forceinline__ void gemmLoadRaw8(const T* row, bool row_valid, int k, int k_total,
+                                             bool vector_ok, bool pad_negative, Raw8<T>& out) {
+  if (row_valid && vector_ok && k + 8 <= k_total) {
+    out.words = __ldg(reinterpret_cast<const uint4*>(row + k));
+    return;
   }
+  const uint32_t pad = pad_negative ? 0x8000u : 0u;  // -0 / +0 in bf16 and in f16
+  uint32_t h[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    h[e] = !row_valid ? 0u : (k + e < k_total) ? row[k + e].bits : pad;
+  out.words =
+      make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+}
+__device__ __forceinline__ void gemmLoadRaw8(const float* row, bool row_valid, int k, int k_total,
+                                             bool vector_ok, bool pad_negative, Raw8<float>& out) {
+  if (row_valid && vector_ok && k + 8 <= k_total) {
+    out.lo = __ldg(reinterpret_cast<const float4*>(row + k));
+    out.hi = __ldg(reinterpret_cast<const float4*>(row + k + 4));
+    return;
+  }
+  const float pad = pad_negative ? -0.0f : 0.0f;
+  float v[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    v[e] = !row_valid ? 0.0f : (k + e < k_total) ? row[k + e] : pad;
+  out.lo = make_float4(v[0], v[1], v[2], v[3]);
+  out.hi = make_float4(v[4], v[5], v[6], v[7]);
+}
+
+template <typename T>
+__device__ __forceinline__ void gemmUnpack8(const Raw8<T>& raw, float out[8]) {
+  unpack8(raw.words, static_cast<const T*>(nullptr), out);
+}
+__device__ __forceinline__ void gemmUnpack8(const Raw8<float>& raw, float out[8]) {
+  out[0] = raw.lo.x, out[1] = raw.lo.y, out[2] = raw.lo.z, out[3] = raw.lo.w;
+  out[4] = raw.hi.x, out[5] = raw.hi.y, out[6] = raw.hi.z, out[7] = raw.hi.w;
 }
 
 template <typename TW, typename TX>
@@ -862,24 +892,16 @@ __global__ void __launch_bounds__(kGemmThreads, 2)
   const TW* w_row = static_cast<const TW*>(a.w) +
                     static_cast<int64_t>(w_row_valid ? n0 + load_row : 0) * a.w_stride;
 
-  float x_stage[8], w_stage[8];
+  Raw8<TX> x_raw;
+  Raw8<TW> w_raw;
   auto loadTile = [&](int k0) {
-    if (x_row_valid) {
-      gemmLoadRow8(x_row, k0 + load_k, a.k, x_vector_ok, -0.0f, x_stage);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        x_stage[e] = 0.0f;
-    }
-    if (w_row_valid) {
-      gemmLoadRow8(w_row, k0 + load_k, a.k, w_vector_ok, 0.0f, w_stage);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        w_stage[e] = 0.0f;
-    }
+    gemmLoadRaw8(x_row, x_row_valid, k0 + load_k, a.k, x_vector_ok != 0, true, x_raw);
+    gemmLoadRaw8(w_row, w_row_valid, k0 + load_k, a.k, w_vector_ok != 0, false, w_raw);
   };
   auto storeTile = [&](int buffer) {
+    float x_stage[8], w_stage[8];
+    gemmUnpack8(x_raw, x_stage);
+    gemmUnpack8(w_raw, w_stage);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       shared.x_tile[buffer][load_k + e][load_row] = x_stage[e];
