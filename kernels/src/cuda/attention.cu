@@ -1,12 +1,12 @@
 // CUDA attention (docs/repops-spec/attention.md). Same operations as kernels/src/cpu/attention.cpp,
 // organised for the GPU:
 //   * decode-like sequences (few new rows per KV head): split-KV. One block per (sequence, KV head,
-//     chunk) computes the chunk states of all the rows of that KV group (the G query heads share
-//     every K/V read) and stores them; a merge kernel then folds the chunks of each row left to
-//     right.
-//   * prefill-like sequences: one block per (sequence, KV head, tile of rows) loops over the chunks
-//   in
-//     order and merges each chunk state into a running state kept in shared memory (flash style).
+//     run of 1-8 consecutive chunks) computes the chunk states of all the rows of that KV group
+//     (the G query heads share every K/V read) and stores them; a merge kernel then folds the
+//     chunks of each row left to right.
+//   * prefill-like sequences: one block per (sequence, KV head, tile of rows) loops over the
+//     chunks in order and merges each chunk state into a running state kept in shared memory
+//     (flash style).
 // Both paths compute a chunk state with the same device code and merge with the same functions, so
 // a query gets the same bits in either path. All arithmetic is fp32 FFMA/FADD/FMUL on CUDA cores
 // plus crExp; no tensor cores (not IEEE).
@@ -37,6 +37,12 @@ constexpr int kSplitThreads = 128;  // split-KV chunk blocks
 constexpr int kFlashThreads = 256;  // prefill blocks
 constexpr int kMergeThreads = 128;  // merge blocks (also the chunks per factor tile)
 constexpr int kSplitMaxRows = 32;   // a (sequence, KV head) with more rows takes the flash path
+constexpr int kSplitMaxChunksPerBlock = 8;
+// Chunk blocks per SM before a block takes several chunks. H100, context 4096, 8 KV heads (the
+// attention bench, 1-8 chunks per block side by side): batch 4 fastest with 4 chunks per block,
+// batch 8 with 8, batch 16 within 5% for 2-8; one chunk per block at batch 1.
+constexpr int kSplitBlocksPerSm = 2;
+static_assert(kChunk == 64, "the chunk softmax gives lane l positions l and l + 32");
 
 // One block's work. Rows of a (sequence, KV head) are numbered token-major: row r is new token
 // r / group, query head kv_head * group + r % group.
@@ -85,7 +91,8 @@ struct KernelParams {
   int rows_cap;   // row capacity of the shared-memory tiles (multiple of the kernel's kRows)
   int kv_stride;  // shared-memory row stride of the K/V chunk in elements
   bool vec16;     // K/V rows can be read as 16-byte vectors
-  float* ws_max;  // split path: chunk states
+  int split_chunks_per_block;  // split path: consecutive chunks computed by one block
+  float* ws_max;               // split path: chunk states
   float* ws_sum;
   float* ws_acc;
 };
@@ -167,10 +174,12 @@ __device__ void fillSlots(const KernelParams& p, long long* slots, const int32_t
   }
 }
 
-template <typename T>
+// kHeadDim: the head dimension when fixed at compile time (0: p.head_dim), so that the index
+// arithmetic is shifts rather than divisions.
+template <typename T, int kHeadDim>
 __device__ void loadKvChunks(const KernelParams& p, T* k_smem, T* v_smem, const long long* slots,
                              int kv_head, int n_pos) {
-  const int head_dim = p.head_dim;
+  const int head_dim = kHeadDim > 0 ? kHeadDim : p.head_dim;
   const T* k_cache = static_cast<const T*>(p.k);
   const T* v_cache = static_cast<const T*>(p.v);
   if (p.vec16) {
@@ -223,7 +232,11 @@ __device__ void loadKvChunks(const KernelParams& p, T* k_smem, T* v_smem, const 
 }
 
 // The work of one block. kFlash: loop over all chunks of the tile and merge in shared memory;
-// otherwise compute the one chunk item.chunk and store its states to the workspace.
+// otherwise compute chunks [item.chunk, item.chunk + p.split_chunks_per_block) (those that exist)
+// one after another and store each chunk's states to the workspace: the Q tile and the setup are
+// paid once for several chunks. Which block computes a chunk never changes its bits.
+//
+// kHeadDim: as in loadKvChunks.
 //
 // kRows: rows per thread in the score and P.V loops (a multiple of 4; rows_cap is a multiple of
 // it). Decode of a model with G <= 4 query heads per KV head uses 4, so no lane works on padding.
@@ -231,7 +244,7 @@ __device__ void loadKvChunks(const KernelParams& p, T* k_smem, T* v_smem, const 
 // The split path reads its work description and the chunk's block-table entries before
 // waitForPredecessor(): they are uploaded by copies, never written by a kernel, so they are
 // complete before this kernel can start, and their latency overlaps the previous kernel's tail.
-template <typename T, bool kFlash, int kRows>
+template <typename T, bool kFlash, int kRows, int kHeadDim>
 __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict__ items,
                                      const SplitSeq* __restrict__ split_seqs) {
   static_assert(kRows % 4 == 0, "rows per thread are read as float4");
@@ -244,22 +257,24 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
   } else {
     const SplitSeq ss = split_seqs[blockIdx.y];
     const int local = static_cast<int>(blockIdx.x);
-    if (local >= p.n_kv_heads * ss.n_chunks) return;  // uniform over the block
-    const int kv_head = local / ss.n_chunks;
+    const int blocks_per_head =
+        (ss.n_chunks + p.split_chunks_per_block - 1) / p.split_chunks_per_block;
+    if (local >= p.n_kv_heads * blocks_per_head) return;  // uniform over the block
+    const int kv_head = local / blocks_per_head;
     item = WorkItem{ss.seq,
                     kv_head,
                     0,
                     ss.rows,
-                    local - kv_head * ss.n_chunks,
+                    (local - kv_head * blocks_per_head) * p.split_chunks_per_block,
                     ss.n_chunks,
                     ss.token_begin,
                     ss.cached,
                     ss.state_base + static_cast<long long>(kv_head) * ss.rows * ss.n_chunks};
   }
-  long long* slots =
-      reinterpret_cast<long long*>(smem_raw + smemLayout(p.head_dim, p.rows_cap, p.kv_stride,
-                                                         static_cast<int>(sizeof(T)), kFlash)
-                                                  .slot_off);
+  const int head_dim = kHeadDim > 0 ? kHeadDim : p.head_dim;
+  long long* slots = reinterpret_cast<long long*>(
+      smem_raw +
+      smemLayout(head_dim, p.rows_cap, p.kv_stride, static_cast<int>(sizeof(T)), kFlash).slot_off);
   const int32_t* table_row =
       p.block_table + static_cast<long long>(item.seq) * p.max_blocks_per_seq;
   if constexpr (!kFlash) {
@@ -269,7 +284,6 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
     waitForPredecessor();
     allowSuccessorLaunch();
   }
-  const int head_dim = p.head_dim;
   const int rows = item.row_count;
   const int rows_cap = p.rows_cap;
   const SmemLayout layout =
@@ -325,7 +339,8 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
   }
 
   const int chunk_first = kFlash ? 0 : item.chunk;
-  const int chunk_last = kFlash ? max_position / kChunk : item.chunk;
+  const int chunk_last = kFlash ? max_position / kChunk
+                                : min(item.chunk + p.split_chunks_per_block, item.n_chunks) - 1;
   const int row_groups = (rows + kRows - 1) / kRows;
 
   for (int chunk = chunk_first; chunk <= chunk_last; ++chunk) {
@@ -337,11 +352,11 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
       int valid = row_position[r] + 1 - pos_begin;  // <= 0: the row does not reach this chunk
       row_valid[r] = valid < kChunk ? valid : kChunk;
     }
-    if constexpr (kFlash) {
+    if (kFlash || chunk != chunk_first) {  // the split path's first chunk: before the wait
       fillSlots(p, slots, table_row, pos_begin, n_loaded);
       __syncthreads();
     }
-    loadKvChunks<T>(p, k_chunk, v_chunk, slots, item.kv_head, n_loaded);
+    loadKvChunks<T, kHeadDim>(p, k_chunk, v_chunk, slots, item.kv_head, n_loaded);
     __syncthreads();
 
     // Scores: unit = (position, group of kRows rows); each is the canonical dot product over
@@ -413,13 +428,25 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
         m = attn::maxStep(m, __shfl_xor_sync(0xffffffffu, m, offset));
       }
       m = attn::canonicalMax(m);
-      if (lane < valid) weights[lane * rows_cap + r] = attn::chunkWeight(s0, m);
-      if (lane + 32 < valid) weights[(lane + 32) * rows_cap + r] = attn::chunkWeight(s1, m);
-      __syncwarp();
+      const float w0 = lane < valid ? attn::chunkWeight(s0, m) : 0.0f;
+      const float w1 = lane + 32 < valid ? attn::chunkWeight(s1, m) : 0.0f;
+      if (lane < valid) weights[lane * rows_cap + r] = w0;
+      if (lane + 32 < valid) weights[(lane + 32) * rows_cap + r] = w1;
+      // canonicalSum: kChunk <= kReduceChunk, so one chain from +0 over the positions in order.
+      // Every lane runs the same chain on values broadcast by shuffles (independent of the chain,
+      // so they pipeline), instead of one lane reading them back from shared memory.
+      float sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        const float w = __shfl_sync(0xffffffffu, w0, i);
+        if (i < valid) sum = sum + w;
+      }
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        const float w = __shfl_sync(0xffffffffu, w1, i);
+        if (i + 32 < valid) sum = sum + w;
+      }
       if (lane == 0) {
-        float sum = 0.0f;  // canonicalSum: kChunk <= kReduceChunk, so one chain from +0
-        for (int i = 0; i < valid; ++i)
-          sum = sum + weights[i * rows_cap + r];
         chunk_max[r] = m;
         if (kFlash) {
           if (chunk == 0) {
@@ -701,11 +728,25 @@ Status launchAppend(const KvAppendArgs& a, const long long* dst, int tokens, int
   return Status::kSuccess;
 }
 
+template <typename T, int kRows, int kHeadDim>
+Status launchSplit(const KernelParams& p, const SplitSeq* split_seqs, int n_split_seqs,
+                   int split_blocks, size_t bytes, cudaStream_t stream) {
+  auto kernel = attentionChunkKernel<T, false, kRows, kHeadDim>;
+  REE_RETURN_IF_ERROR(allowFullSharedMemory(kernel));
+  launchChained(kernel, dim3(split_blocks, n_split_seqs), kSplitThreads, bytes, stream, p,
+                static_cast<const WorkItem*>(nullptr), split_seqs);
+  REE_CUDA_CHECK_LAUNCH();
+  return Status::kSuccess;
+}
+
+// Decode models almost all have head_dim 128; that case gets its own instantiation.
 template <typename T, int kRows>
-void launchSplit(const KernelParams& p, const SplitSeq* split_seqs, int n_split_seqs,
-                 int split_blocks, size_t bytes, cudaStream_t stream) {
-  launchChained(attentionChunkKernel<T, false, kRows>, dim3(split_blocks, n_split_seqs),
-                kSplitThreads, bytes, stream, p, static_cast<const WorkItem*>(nullptr), split_seqs);
+Status launchSplitHeadDim(const KernelParams& p, const SplitSeq* split_seqs, int n_split_seqs,
+                          int split_blocks, size_t bytes, cudaStream_t stream) {
+  if (p.head_dim == 128) {
+    return launchSplit<T, kRows, 128>(p, split_seqs, n_split_seqs, split_blocks, bytes, stream);
+  }
+  return launchSplit<T, kRows, 0>(p, split_seqs, n_split_seqs, split_blocks, bytes, stream);
 }
 
 template <typename T>
@@ -718,13 +759,12 @@ Status launchChunkKernels(const KernelParams& base, const SplitSeq* split_seqs, 
     p.rows_cap = split_rows_cap;
     const size_t bytes = smemLayout(p.head_dim, p.rows_cap, p.kv_stride, sizeof(T), false).bytes;
     if (split_rows_cap % kRowGroup != 0) {  // every sequence has <= kSmallRowGroup rows
-      REE_RETURN_IF_ERROR(allowFullSharedMemory(attentionChunkKernel<T, false, kSmallRowGroup>));
-      launchSplit<T, kSmallRowGroup>(p, split_seqs, n_split_seqs, split_blocks, bytes, stream);
+      REE_RETURN_IF_ERROR((launchSplitHeadDim<T, kSmallRowGroup>(p, split_seqs, n_split_seqs,
+                                                                 split_blocks, bytes, stream)));
     } else {
-      REE_RETURN_IF_ERROR(allowFullSharedMemory(attentionChunkKernel<T, false, kRowGroup>));
-      launchSplit<T, kRowGroup>(p, split_seqs, n_split_seqs, split_blocks, bytes, stream);
+      REE_RETURN_IF_ERROR((launchSplitHeadDim<T, kRowGroup>(p, split_seqs, n_split_seqs,
+                                                            split_blocks, bytes, stream)));
     }
-    REE_CUDA_CHECK_LAUNCH();
     launchChained(attentionMergeKernel, dim3(merge_blocks, n_split_seqs), kMergeThreads, 0, stream,
                   p, split_seqs);
     REE_CUDA_CHECK_LAUNCH();
@@ -733,9 +773,9 @@ Status launchChunkKernels(const KernelParams& base, const SplitSeq* split_seqs, 
     KernelParams p = base;
     p.rows_cap = flash_rows_cap;
     const size_t bytes = smemLayout(p.head_dim, p.rows_cap, p.kv_stride, sizeof(T), true).bytes;
-    REE_RETURN_IF_ERROR(allowFullSharedMemory(attentionChunkKernel<T, true, kRowGroup>));
-    launchChained(attentionChunkKernel<T, true, kRowGroup>, n_flash, kFlashThreads, bytes, stream,
-                  p, flash_items, static_cast<const SplitSeq*>(nullptr));
+    REE_RETURN_IF_ERROR((allowFullSharedMemory(attentionChunkKernel<T, true, kRowGroup, 0>)));
+    launchChained(attentionChunkKernel<T, true, kRowGroup, 0>, n_flash, kFlashThreads, bytes,
+                  stream, p, flash_items, static_cast<const SplitSeq*>(nullptr));
     REE_CUDA_CHECK_LAUNCH();
   }
   return Status::kSuccess;
@@ -876,10 +916,11 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
   const int kv_bytes = dtypeSize(cache.dtype);
   const int kv_stride = kvStrideElements(head_dim, cache.dtype);
 
-  int device = 0, smem_optin = 0;
+  int device = 0, smem_optin = 0, sm_count = 0;
   REE_CUDA_CHECK(cudaGetDevice(&device));
   REE_CUDA_CHECK(
       cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  REE_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
   auto fits = [&](int rows_cap, bool flash) {
     return smemLayout(head_dim, rows_cap, kv_stride, kv_bytes, flash).bytes <=
            static_cast<size_t>(smem_optin);
@@ -899,6 +940,8 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
   std::vector<SplitSeq> split_seqs;
   std::vector<WorkItem> flash_items;
   long long states = 0;
+  long long split_chunk_items = 0;  // (sequence, KV head, chunk) triples of the split path
+  int split_max_chunks = 0;
   int split_blocks = 0, merge_blocks = 0;  // grid x of the chunk and merge kernels: the maxima
   int split_max_rows = 0;
   for (int s = 0; s < args.batch; ++s) {
@@ -925,7 +968,8 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
                         "than 65535 decode-like sequences: beyond one CUDA grid",
                         s, blocks);
       }
-      split_blocks = std::max(split_blocks, static_cast<int>(blocks));
+      split_chunk_items += blocks;
+      split_max_chunks = std::max(split_max_chunks, n_chunks);
       merge_blocks = std::max(merge_blocks, args.n_kv_heads * rows);
       states += static_cast<long long>(args.n_kv_heads) * rows * n_chunks;
     } else {
@@ -937,6 +981,19 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
       }
     }
   }
+  // Chunks per split block: the largest power of two (at most kSplitMaxChunksPerBlock) that still
+  // leaves kSplitBlocksPerSm blocks per SM, so that at large batches a block's setup (Q tile, work
+  // description) is shared by several chunks; one at small batches. Never changes the bits.
+  int split_chunks_per_block = 1;
+  {
+    const long long per_block =
+        split_chunk_items / (static_cast<long long>(sm_count) * kSplitBlocksPerSm);
+    while (split_chunks_per_block * 2 <= per_block &&
+           split_chunks_per_block * 2 <= kSplitMaxChunksPerBlock)
+      split_chunks_per_block *= 2;
+  }
+  split_blocks =
+      args.n_kv_heads * ((split_max_chunks + split_chunks_per_block - 1) / split_chunks_per_block);
   // kSmallRowGroup rows per thread when every split sequence has that few (decode with G <= 4).
   const int split_rows_cap =
       roundUp(split_max_rows, split_max_rows <= kSmallRowGroup ? kSmallRowGroup : kRowGroup);
@@ -996,6 +1053,7 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
   p.head_dim = head_dim;
   p.scale = args.scale == 0.0f ? attn::defaultScale(head_dim) : args.scale;
   p.kv_stride = kv_stride;
+  p.split_chunks_per_block = split_chunks_per_block;
   p.vec16 = (head_dim * kv_bytes) % 16 == 0 && reinterpret_cast<uintptr_t>(cache.k) % 16 == 0 &&
             reinterpret_cast<uintptr_t>(cache.v) % 16 == 0;
   p.ws_max = reinterpret_cast<float*>(workspace + ws_max_off);

@@ -105,6 +105,44 @@ TEST(AttentionCuda, DecodeShapeMatchesCpu) {
   EXPECT_EQ(test::firstBitDifference(runGpu(prob, host), runCpuBytes(prob, host)), -1);
 }
 
+// Large decode batches make a split-path block compute several consecutive chunks (the count
+// depends on the work per SM: on a 132-SM H100/H200 the first batch takes 4 chunks per block and
+// the others 8; DecodeShapeMatchesCpu takes 2 and the random shapes 1). Ragged contexts leave the
+// last block of a sequence with fewer chunks than the others; the multi-token sequence and
+// head_dim 64 cover the 8-rows-per-thread and generic-head_dim instantiations.
+TEST(AttentionCuda, LargeDecodeBatchesMatchCpu) {
+  REE_SKIP_WITHOUT_GPU();
+  struct Case {
+    int batch, head_dim, n_new_last;
+    DType kv_dtype;
+  };
+  const Case cases[] = {{4, 128, 1, DType::kBF16},
+                        {12, 128, 1, DType::kBF16},
+                        {24, 128, 1, DType::kBF16},
+                        {24, 128, 3, DType::kF16},
+                        {24, 64, 1, DType::kF32}};
+  std::mt19937 rng(7);
+  for (const Case& c : cases) {
+    AttentionProblem prob;
+    prob.n_heads = 32;
+    prob.n_kv_heads = 8;
+    prob.head_dim = c.head_dim;
+    prob.kv_dtype = c.kv_dtype;
+    prob.q_dtype = DType::kBF16;
+    prob.out_dtype = DType::kBF16;
+    prob.block_size = 16;
+    prob.shuffle_blocks = true;
+    for (int s = 0; s < c.batch; ++s) {
+      // Mostly long contexts, some ending inside a chunk group or a chunk.
+      const int cached = s % 5 == 4 ? int(rng() % 1500) : 3000 + int(rng() % 1096);
+      prob.seqs.push_back({rng(), cached, s + 1 == c.batch ? c.n_new_last : 1});
+    }
+    Buffers host = prob.buildHost();
+    EXPECT_EQ(test::firstBitDifference(runGpu(prob, host), runCpuBytes(prob, host)), -1)
+        << "batch " << c.batch << " head_dim " << c.head_dim << " last n_new " << c.n_new_last;
+  }
+}
+
 TEST(AttentionCuda, PrefillEqualsDecodeOnGpu) {
   REE_SKIP_WITHOUT_GPU();
   for (int head_dim : {128, 80, 256}) {
