@@ -412,8 +412,8 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
     }
     __syncthreads();
 
-    // Per row (one warp each): chunk max over the valid positions, weights, the sequential sum, and
-    // (flash) the merge factors of the running state.
+    // Per row (one warp each): chunk max over the valid positions, the weights, and (flash) the
+    // merge factors of the running state.
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
     for (int r = warp; r < rows; r += n_warps) {
       const int valid = row_valid[r];
@@ -428,49 +428,50 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
         m = attn::maxStep(m, __shfl_xor_sync(0xffffffffu, m, offset));
       }
       m = attn::canonicalMax(m);
-      const float w0 = lane < valid ? attn::chunkWeight(s0, m) : 0.0f;
-      const float w1 = lane + 32 < valid ? attn::chunkWeight(s1, m) : 0.0f;
-      if (lane < valid) weights[lane * rows_cap + r] = w0;
-      if (lane + 32 < valid) weights[(lane + 32) * rows_cap + r] = w1;
-      // canonicalSum: kChunk <= kReduceChunk, so one chain from +0 over the positions in order.
-      // Every lane runs the same chain on values broadcast by shuffles (independent of the chain,
-      // so they pipeline), instead of one lane reading them back from shared memory.
-      float sum = 0.0f;
-#pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        const float w = __shfl_sync(0xffffffffu, w0, i);
-        if (i < valid) sum = sum + w;
-      }
-#pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        const float w = __shfl_sync(0xffffffffu, w1, i);
-        if (i + 32 < valid) sum = sum + w;
-      }
+      if (lane < valid) weights[lane * rows_cap + r] = attn::chunkWeight(s0, m);
+      if (lane + 32 < valid) weights[(lane + 32) * rows_cap + r] = attn::chunkWeight(s1, m);
       if (lane == 0) {
         chunk_max[r] = m;
         if (kFlash) {
           if (chunk == 0) {
             running_max[r] = m;
-            running_sum[r] = sum;
           } else {
             const float old_max = running_max[r];
             const float new_max = attn::maxStep(old_max, m);
-            const float a = attn::rescaleFactor(old_max, new_max);
-            const float b = attn::rescaleFactor(m, new_max);
-            running_sum[r] = attn::mergeValue(running_sum[r], a, sum, b);
             running_max[r] = new_max;
-            running_factor[r] = a;
-            chunk_factor[r] = b;
+            running_factor[r] = attn::rescaleFactor(old_max, new_max);
+            chunk_factor[r] = attn::rescaleFactor(m, new_max);
           }
         } else {
           const long long state =
               item.state_base + static_cast<long long>(item.row_begin + r) * item.n_chunks + chunk;
           p.ws_max[state] = m;
-          p.ws_sum[state] = sum;
         }
       }
     }
     __syncthreads();
+
+    // Chunk sums: canonicalSum (kChunk <= kReduceChunk, so one chain from +0 over the positions in
+    // order). Lane r of the last warp runs row r's chain, so one warp instruction serves up to 32
+    // rows (a warp per row would issue the same chain once per row); the other warps start P.V.
+    if (warp == n_warps - 1) {
+      for (int r = lane; r < rows; r += 32) {
+        const int valid = row_valid[r];
+        if (valid <= 0) continue;
+        float sum = 0.0f;
+        for (int i = 0; i < valid; ++i)
+          sum = sum + weights[i * rows_cap + r];
+        if (kFlash) {
+          running_sum[r] = chunk == 0 ? sum
+                                      : attn::mergeValue(running_sum[r], running_factor[r], sum,
+                                                         chunk_factor[r]);
+        } else {
+          const long long state =
+              item.state_base + static_cast<long long>(item.row_begin + r) * item.n_chunks + chunk;
+          p.ws_sum[state] = sum;
+        }
+      }
+    }
 
     // P.V: unit = (d, group of kRows rows); acc[d] = fma chain over the row's valid positions in
     // order.
