@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -37,11 +38,11 @@ constexpr int kSplitThreads = 128;  // split-KV chunk blocks
 constexpr int kFlashThreads = 256;  // prefill blocks
 constexpr int kMergeThreads = 128;  // merge blocks (also the chunks per factor tile)
 constexpr int kSplitMaxRows = 32;   // a (sequence, KV head) with more rows takes the flash path
-constexpr int kSplitMaxChunksPerBlock = 8;
-// Chunk blocks per SM before a block takes several chunks. H100, context 4096, 8 KV heads (the
-// attention bench, 1-8 chunks per block side by side): batch 4 fastest with 4 chunks per block,
-// batch 8 with 8, batch 16 within 5% for 2-8; one chunk per block at batch 1.
-constexpr int kSplitBlocksPerSm = 2;
+// Runs of chunks per split block: 1, 2, 4 or 8 (SplitWork::blocks[i] for a run of 2^i).
+constexpr int kSplitRunChoices = 4;
+// When even runs of 8 chunks need more than one wave of blocks: H100, context 4096, 8 KV heads,
+// batch 16 (1.55 waves with 8): 164.5 / 166.6 / 172.2 us with runs of 2 / 4 / 8 side by side.
+constexpr int kSplitManyWavesRun = 4;
 static_assert(kChunk == 64, "the chunk softmax gives lane l positions l and l + 32");
 
 // One block's work. Rows of a (sequence, KV head) are numbered token-major: row r is new token
@@ -56,6 +57,13 @@ struct WorkItem {
   int token_begin;       // global index of the sequence's first new token
   int cached;            // positions cached before the first new token
   long long state_base;  // split path: workspace state index of (row 0, chunk 0)
+};
+
+// The split path's work for the launcher: chunk blocks needed with runs of 1, 2, 4, 8 chunks
+// per block, and the longest sequence's chunks.
+struct SplitWork {
+  long long blocks[kSplitRunChoices] = {};
+  int max_chunks = 0;
 };
 
 // One decode-like sequence of the split path: grid row blockIdx.y of the chunk kernel (block x:
@@ -729,11 +737,49 @@ Status launchAppend(const KvAppendArgs& a, const long long* dst, int tokens, int
   return Status::kSuccess;
 }
 
+// Chunks per split block: the shortest run whose blocks all fit on the GPU at once (one wave: the
+// most parallelism without a tail wave); when even runs of 8 do not fit, a run of
+// kSplitManyWavesRun. Longer runs share a block's setup (Q tile, work description) among more
+// chunks. Never changes the bits.
+int chooseChunksPerBlock(const SplitWork& work, long long resident_blocks) {
+  for (int i = 0; i < kSplitRunChoices; ++i) {
+    if (work.blocks[i] <= resident_blocks) return 1 << i;
+  }
+  return kSplitManyWavesRun;
+}
+
+// Blocks of `kernel` (threads, shared bytes) resident on the whole current device at once.
+// Cached per (kernel, bytes, device): the split path asks once per attention call, i.e. once per
+// layer and step.
+template <typename Kernel>
+Status residentBlocks(Kernel kernel, int threads, size_t bytes, long long* blocks) {
+  int device = 0;
+  REE_CUDA_CHECK(cudaGetDevice(&device));
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, size_t, int>, long long> cache;
+  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), bytes, device);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = cache.find(key);
+  if (found == cache.end()) {
+    int sm_count = 0, per_sm = 0;
+    REE_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+    REE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, bytes));
+    found = cache.emplace(key, static_cast<long long>(std::max(per_sm, 1)) * sm_count).first;
+  }
+  *blocks = found->second;
+  return Status::kSuccess;
+}
+
 template <typename T, int kRows, int kHeadDim>
-Status launchSplit(const KernelParams& p, const SplitSeq* split_seqs, int n_split_seqs,
-                   int split_blocks, size_t bytes, cudaStream_t stream) {
+Status launchSplit(KernelParams p, const SplitSeq* split_seqs, int n_split_seqs,
+                   const SplitWork& work, size_t bytes, cudaStream_t stream) {
   auto kernel = attentionChunkKernel<T, false, kRows, kHeadDim>;
   REE_RETURN_IF_ERROR(allowFullSharedMemory(kernel));
+  long long resident = 0;
+  REE_RETURN_IF_ERROR(residentBlocks(kernel, kSplitThreads, bytes, &resident));
+  p.split_chunks_per_block = chooseChunksPerBlock(work, resident);
+  const int split_blocks =
+      p.n_kv_heads * ((work.max_chunks + p.split_chunks_per_block - 1) / p.split_chunks_per_block);
   launchChained(kernel, dim3(split_blocks, n_split_seqs), kSplitThreads, bytes, stream, p,
                 static_cast<const WorkItem*>(nullptr), split_seqs);
   REE_CUDA_CHECK_LAUNCH();
@@ -743,16 +789,16 @@ Status launchSplit(const KernelParams& p, const SplitSeq* split_seqs, int n_spli
 // Decode models almost all have head_dim 128; that case gets its own instantiation.
 template <typename T, int kRows>
 Status launchSplitHeadDim(const KernelParams& p, const SplitSeq* split_seqs, int n_split_seqs,
-                          int split_blocks, size_t bytes, cudaStream_t stream) {
+                          const SplitWork& work, size_t bytes, cudaStream_t stream) {
   if (p.head_dim == 128) {
-    return launchSplit<T, kRows, 128>(p, split_seqs, n_split_seqs, split_blocks, bytes, stream);
+    return launchSplit<T, kRows, 128>(p, split_seqs, n_split_seqs, work, bytes, stream);
   }
-  return launchSplit<T, kRows, 0>(p, split_seqs, n_split_seqs, split_blocks, bytes, stream);
+  return launchSplit<T, kRows, 0>(p, split_seqs, n_split_seqs, work, bytes, stream);
 }
 
 template <typename T>
 Status launchChunkKernels(const KernelParams& base, const SplitSeq* split_seqs, int n_split_seqs,
-                          int split_blocks, int split_rows_cap, int merge_blocks,
+                          const SplitWork& split_work, int split_rows_cap, int merge_blocks,
                           const WorkItem* flash_items, int n_flash, int flash_rows_cap,
                           cudaStream_t stream) {
   if (n_split_seqs > 0) {
@@ -761,10 +807,10 @@ Status launchChunkKernels(const KernelParams& base, const SplitSeq* split_seqs, 
     const size_t bytes = smemLayout(p.head_dim, p.rows_cap, p.kv_stride, sizeof(T), false).bytes;
     if (split_rows_cap % kRowGroup != 0) {  // every sequence has <= kSmallRowGroup rows
       REE_RETURN_IF_ERROR((launchSplitHeadDim<T, kSmallRowGroup>(p, split_seqs, n_split_seqs,
-                                                                 split_blocks, bytes, stream)));
+                                                                 split_work, bytes, stream)));
     } else {
-      REE_RETURN_IF_ERROR((launchSplitHeadDim<T, kRowGroup>(p, split_seqs, n_split_seqs,
-                                                            split_blocks, bytes, stream)));
+      REE_RETURN_IF_ERROR((launchSplitHeadDim<T, kRowGroup>(p, split_seqs, n_split_seqs, split_work,
+                                                            bytes, stream)));
     }
     launchChained(attentionMergeKernel, dim3(merge_blocks, n_split_seqs), kMergeThreads, 0, stream,
                   p, split_seqs);
@@ -917,11 +963,10 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
   const int kv_bytes = dtypeSize(cache.dtype);
   const int kv_stride = kvStrideElements(head_dim, cache.dtype);
 
-  int device = 0, smem_optin = 0, sm_count = 0;
+  int device = 0, smem_optin = 0;
   REE_CUDA_CHECK(cudaGetDevice(&device));
   REE_CUDA_CHECK(
       cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  REE_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
   auto fits = [&](int rows_cap, bool flash) {
     return smemLayout(head_dim, rows_cap, kv_stride, kv_bytes, flash).bytes <=
            static_cast<size_t>(smem_optin);
@@ -941,9 +986,8 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
   std::vector<SplitSeq> split_seqs;
   std::vector<WorkItem> flash_items;
   long long states = 0;
-  long long split_chunk_items = 0;  // (sequence, KV head, chunk) triples of the split path
-  int split_max_chunks = 0;
-  int split_blocks = 0, merge_blocks = 0;  // grid x of the chunk and merge kernels: the maxima
+  SplitWork split_work;
+  int merge_blocks = 0;  // grid x of the merge kernel: the maximum
   int split_max_rows = 0;
   for (int s = 0; s < args.batch; ++s) {
     const int n_new = args.query_offsets[s + 1] - args.query_offsets[s];
@@ -969,8 +1013,11 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
                         "than 65535 decode-like sequences: beyond one CUDA grid",
                         s, blocks);
       }
-      split_chunk_items += blocks;
-      split_max_chunks = std::max(split_max_chunks, n_chunks);
+      for (int i = 0; i < kSplitRunChoices; ++i) {
+        split_work.blocks[i] +=
+            static_cast<long long>(args.n_kv_heads) * ((n_chunks + (1 << i) - 1) >> i);
+      }
+      split_work.max_chunks = std::max(split_work.max_chunks, n_chunks);
       merge_blocks = std::max(merge_blocks, args.n_kv_heads * rows);
       states += static_cast<long long>(args.n_kv_heads) * rows * n_chunks;
     } else {
@@ -982,19 +1029,6 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
       }
     }
   }
-  // Chunks per split block: the largest power of two (at most kSplitMaxChunksPerBlock) that still
-  // leaves kSplitBlocksPerSm blocks per SM, so that at large batches a block's setup (Q tile, work
-  // description) is shared by several chunks; one at small batches. Never changes the bits.
-  int split_chunks_per_block = 1;
-  {
-    const long long per_block =
-        split_chunk_items / (static_cast<long long>(sm_count) * kSplitBlocksPerSm);
-    while (split_chunks_per_block * 2 <= per_block &&
-           split_chunks_per_block * 2 <= kSplitMaxChunksPerBlock)
-      split_chunks_per_block *= 2;
-  }
-  split_blocks =
-      args.n_kv_heads * ((split_max_chunks + split_chunks_per_block - 1) / split_chunks_per_block);
   // kSmallRowGroup rows per thread when every split sequence has that few (decode with G <= 4).
   const int split_rows_cap =
       roundUp(split_max_rows, split_max_rows <= kSmallRowGroup ? kSmallRowGroup : kRowGroup);
@@ -1054,7 +1088,7 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
   p.head_dim = head_dim;
   p.scale = args.scale == 0.0f ? attn::defaultScale(head_dim) : args.scale;
   p.kv_stride = kv_stride;
-  p.split_chunks_per_block = split_chunks_per_block;
+  p.split_chunks_per_block = 1;  // chosen by the launcher (launchSplit)
   p.vec16 = (head_dim * kv_bytes) % 16 == 0 && reinterpret_cast<uintptr_t>(cache.k) % 16 == 0 &&
             reinterpret_cast<uintptr_t>(cache.v) % 16 == 0;
   p.ws_max = reinterpret_cast<float*>(workspace + ws_max_off);
@@ -1068,15 +1102,15 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
   Status status = Status::kSuccess;
   switch (cache.dtype) {
     case DType::kF32:
-      status = launchChunkKernels<float>(p, split_dev, n_split_seqs, split_blocks, split_rows_cap,
+      status = launchChunkKernels<float>(p, split_dev, n_split_seqs, split_work, split_rows_cap,
                                          merge_blocks, flash_dev, n_flash, flash_rows_cap, stream);
       break;
     case DType::kBF16:
-      status = launchChunkKernels<bf16_t>(p, split_dev, n_split_seqs, split_blocks, split_rows_cap,
+      status = launchChunkKernels<bf16_t>(p, split_dev, n_split_seqs, split_work, split_rows_cap,
                                           merge_blocks, flash_dev, n_flash, flash_rows_cap, stream);
       break;
     case DType::kF16:
-      status = launchChunkKernels<f16_t>(p, split_dev, n_split_seqs, split_blocks, split_rows_cap,
+      status = launchChunkKernels<f16_t>(p, split_dev, n_split_seqs, split_work, split_rows_cap,
                                          merge_blocks, flash_dev, n_flash, flash_rows_cap, stream);
       break;
   }
