@@ -130,20 +130,39 @@ __device__ __forceinline__ void storeAny(void* base, DType dtype, long long inde
   }
 }
 
-// Two consecutive 16-bit elements, read with one 4-byte load.
-template <typename T>
-struct alignas(2 * sizeof(T)) Pair {
-  T v[2];
-};
-
-// Shared-memory row stride (elements) of a K/V chunk: an odd number of 32-bit words, so threads
-// that each walk their own position's row hit distinct banks; even in 16-bit elements so rows stay
-// word aligned.
+// Shared-memory row stride (elements) of a K/V chunk: whole 16-byte vectors, an odd number of
+// them. Rows are 16-byte aligned (cp.async copies, 16-byte reads), and the 8 threads of a quarter
+// warp that each read a 16-byte vector of their own position's row hit 8 distinct vector slots,
+// i.e. all 32 banks once.
 int kvStrideElements(int head_dim, DType dtype) {
-  if (dtype == DType::kF32) return (head_dim % 2 == 0) ? head_dim + 1 : head_dim;
-  int words = (head_dim + 1) / 2;
-  if (words % 2 == 0) ++words;
-  return 2 * words;
+  const int element = dtypeSize(dtype);
+  int vectors = (head_dim * element + 15) / 16;
+  if (vectors % 2 == 0) ++vectors;
+  return vectors * 16 / element;
+}
+
+// The 16 / sizeof(T) elements of one 16-byte vector in shared memory, as fp32 (exact).
+__device__ __forceinline__ void loadVector16(const bf16_t* p, float out[8]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {  // little endian: element 2i is the low half
+    out[2 * i] = bitsFloat(words[i] << 16);
+    out[2 * i + 1] = bitsFloat(words[i] & 0xffff0000u);
+  }
+}
+__device__ __forceinline__ void loadVector16(const f16_t* p, float out[8]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = toFloat(f16_t{static_cast<uint16_t>(words[i] & 0xffffu)});
+    out[2 * i + 1] = toFloat(f16_t{static_cast<uint16_t>(words[i] >> 16)});
+  }
+}
+__device__ __forceinline__ void loadVector16(const float* p, float out[4]) {
+  const float4 raw = *reinterpret_cast<const float4*>(p);
+  out[0] = raw.x, out[1] = raw.y, out[2] = raw.z, out[3] = raw.w;
 }
 
 struct SmemLayout {
@@ -183,7 +202,8 @@ __device__ void fillSlots(const KernelParams& p, long long* slots, const int32_t
 }
 
 // kHeadDim: the head dimension when fixed at compile time (0: p.head_dim), so that the index
-// arithmetic is shifts rather than divisions.
+// arithmetic is shifts rather than divisions. The 16-byte path returns with the copies in flight
+// (two cp.async groups: K, then V); the other path stores synchronously.
 template <typename T, int kHeadDim>
 __device__ void loadKvChunks(const KernelParams& p, T* k_smem, T* v_smem, const long long* slots,
                              int kv_head, int n_pos) {
@@ -191,41 +211,21 @@ __device__ void loadKvChunks(const KernelParams& p, T* k_smem, T* v_smem, const 
   const T* k_cache = static_cast<const T*>(p.k);
   const T* v_cache = static_cast<const T*>(p.v);
   if (p.vec16) {
+    // 16-byte cp.async copies, K and V in two commit groups: the caller waits for K before the
+    // scores and for V only before P.V, so V arrives while the scores and weights are computed.
     constexpr int kPerVec = 16 / sizeof(T);
     const int vecs_per_row = head_dim / kPerVec;
     const int total = n_pos * vecs_per_row;
-    constexpr int kBatch = 4;
-    for (int base = threadIdx.x; base < total; base += kBatch * blockDim.x) {
-      uint4 k_values[kBatch], v_values[kBatch];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int u = base + b * blockDim.x;
-        if (u < total) {
-          const int row = u / vecs_per_row;
-          const int vec = u - row * vecs_per_row;
-          const long long offset = (slots[row] * p.n_kv_heads + kv_head) * head_dim;
-          k_values[b] = __ldg(reinterpret_cast<const uint4*>(k_cache + offset) + vec);
-          v_values[b] = __ldg(reinterpret_cast<const uint4*>(v_cache + offset) + vec);
-        }
+    for (int pass = 0; pass < 2; ++pass) {
+      const T* cache = pass == 0 ? k_cache : v_cache;
+      T* smem = pass == 0 ? k_smem : v_smem;
+      for (int u = threadIdx.x; u < total; u += blockDim.x) {
+        const int row = u / vecs_per_row;
+        const int vec = u - row * vecs_per_row;
+        const long long offset = (slots[row] * p.n_kv_heads + kv_head) * head_dim;
+        cpAsync16(smem + row * p.kv_stride + vec * kPerVec, cache + offset + vec * kPerVec, 16);
       }
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int u = base + b * blockDim.x;
-        if (u < total) {
-          const int row = u / vecs_per_row;
-          const int vec = u - row * vecs_per_row;
-          uint32_t* k_dst = reinterpret_cast<uint32_t*>(k_smem + row * p.kv_stride) + vec * 4;
-          uint32_t* v_dst = reinterpret_cast<uint32_t*>(v_smem + row * p.kv_stride) + vec * 4;
-          k_dst[0] = k_values[b].x;
-          k_dst[1] = k_values[b].y;
-          k_dst[2] = k_values[b].z;
-          k_dst[3] = k_values[b].w;
-          v_dst[0] = v_values[b].x;
-          v_dst[1] = v_values[b].y;
-          v_dst[2] = v_values[b].z;
-          v_dst[3] = v_values[b].w;
-        }
-      }
+      cpAsyncCommit();
     }
   } else {
     const int total = n_pos * head_dim;
@@ -365,11 +365,12 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
       __syncthreads();
     }
     loadKvChunks<T, kHeadDim>(p, k_chunk, v_chunk, slots, item.kv_head, n_loaded);
+    cpAsyncWait<1>();  // K has landed (V may still be in flight)
     __syncthreads();
 
     // Scores: unit = (position, group of kRows rows); each is the canonical dot product over
-    // head_dim (fma chain per 128-wide part, parts added left to right), times the scale. 16-bit
-    // K rows are read two elements per load (rows start on 4-byte boundaries, kvStrideElements).
+    // head_dim (fma chain per 128-wide part, parts added left to right), times the scale. K rows
+    // are read 16 bytes at a time (rows are 16-byte aligned, kvStrideElements).
     for (int u = threadIdx.x; u < n_loaded * row_groups; u += blockDim.x) {
       const int pos = u % n_loaded;
       const int group_row = (u / n_loaded) * kRows;
@@ -390,14 +391,15 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
 #pragma unroll
         for (int i = 0; i < kRows; ++i)
           dot[i] = 0.0f;
-        int d = d_begin;  // even: parts start at multiples of kReduceChunk
-        if constexpr (sizeof(T) == 2) {
-#pragma unroll 4
-          for (; d + 1 < d_end; d += 2) {
-            const Pair<T> two = *reinterpret_cast<const Pair<T>*>(k_row + d);
-            step(d, loadFloat(two.v[0]));
-            step(d + 1, loadFloat(two.v[1]));
-          }
+        constexpr int kPerVec = 16 / sizeof(T);
+        int d = d_begin;  // parts start at multiples of kReduceChunk: 16-byte aligned in the row
+#pragma unroll 1
+        for (; d + kPerVec <= d_end; d += kPerVec) {
+          float k_values[kPerVec];
+          loadVector16(k_row + d, k_values);
+#pragma unroll
+          for (int e = 0; e < kPerVec; ++e)
+            step(d + e, k_values[e]);
         }
         for (; d < d_end; ++d)
           step(d, loadFloat(k_row[d]));
@@ -457,6 +459,7 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
         }
       }
     }
+    cpAsyncWait<0>();  // V has landed too
     __syncthreads();
 
     // Chunk sums: canonicalSum (kChunk <= kReduceChunk, so one chain from +0 over the positions in
