@@ -82,6 +82,19 @@ const UnaryCase kCases[] = {
     {"rsqrt", crRsqrt, rsqrtDouble, 3.4e38f},
 };
 
+// The binary32 inputs whose e^x lies closest to a float rounding boundary (midpoint), from an
+// exhaustive run over all 2^32 inputs: every input with e^x within 2^-48.8 (relative) of a midpoint
+// (the closest, 0xc16912cd, within 2^-52.6), then the three subnormal results that take the
+// accurate path (0xc2b2e798 within 2^-47.6; the other two about 26 double ulps of y away). In all
+// of them y is within 64 ulps of the midpoint, so roundScaledToFloat has to decline.
+const uint32_t kExpHardCases[] = {
+    0xc16912cdu, 0xbbf0edf1u, 0xbae0e25cu, 0xb3000000u, 0x377eff81u, 0x40315b33u, 0x4001b249u,
+    0x39c6be5bu, 0x38e69cc1u, 0x383a3ef1u, 0xbc2a461au, 0x3d1a274eu, 0x4288942bu, 0xbbb70ee8u,
+    0x3fe67199u, 0xc13d6631u, 0x39e5bb1du, 0x41cbf87bu, 0x36fdffc1u, 0x367bffe1u, 0x337fffffu,
+    0x33800000u, 0x343fffffu, 0x34dffffdu, 0x356ffff9u, 0x35f7fff1u, 0xbcb8f40fu, 0xc0781533u,
+    0xb7f4c0eau, 0x40dd70cbu, 0xb7c9c09fu, 0xc2b2e798u, 0xc2b27dd9u, 0xc2b43fb7u,
+};
+
 #if defined(REE_TEST_HAVE_MPFR)
 
 void setBinary32Range() {
@@ -563,19 +576,6 @@ TEST(CrMath, ExpTablePathMeetsItsErrorBound) {
   mpfr_clears(a, e, y, static_cast<mpfr_ptr>(nullptr));
 }
 
-// The binary32 inputs whose e^x lies closest to a float rounding boundary (midpoint), from an
-// exhaustive run over all 2^32 inputs: every input with e^x within 2^-48.8 (relative) of a midpoint
-// (the closest, 0xc16912cd, within 2^-52.6), then the three subnormal results that take the
-// accurate path (0xc2b2e798 within 2^-47.6; the other two about 26 double ulps of y away). In all
-// of them y is within 64 ulps of the midpoint, so roundScaledToFloat has to decline.
-const uint32_t kExpHardCases[] = {
-    0xc16912cdu, 0xbbf0edf1u, 0xbae0e25cu, 0xb3000000u, 0x377eff81u, 0x40315b33u, 0x4001b249u,
-    0x39c6be5bu, 0x38e69cc1u, 0x383a3ef1u, 0xbc2a461au, 0x3d1a274eu, 0x4288942bu, 0xbbb70ee8u,
-    0x3fe67199u, 0xc13d6631u, 0x39e5bb1du, 0x41cbf87bu, 0x36fdffc1u, 0x367bffe1u, 0x337fffffu,
-    0x33800000u, 0x343fffffu, 0x34dffffdu, 0x356ffff9u, 0x35f7fff1u, 0xbcb8f40fu, 0xc0781533u,
-    0xb7f4c0eau, 0x40dd70cbu, 0xb7c9c09fu, 0xc2b2e798u, 0xc2b27dd9u, 0xc2b43fb7u,
-};
-
 // crExp against MPFR on the seam inputs and on inputs whose e^x lies closest to a float midpoint
 // (found by an exhaustive run: they take the accurate path). For the latter the exact value is
 // so close to a midpoint that the integer rounding test must decline them.
@@ -701,6 +701,74 @@ TEST(CrMath, BatchApiMatchesScalarAndChecksArguments) {
   EXPECT_EQ(repops::cpu::unaryMath(static_cast<UnaryMathOp>(99), xs.data(), out.data(), 5),
             Status::kInvalidArgument);
   EXPECT_EQ(repops::cpu::unaryMath(UnaryMathOp::kExp, nullptr, nullptr, 0), Status::kSuccess);
+}
+
+// crExpN (the batched form the softmax and attention kernels use) against crExp, bitwise.
+// Every 61st bit pattern in batches of 8, then batches of ordinary values with one input the
+// table path cannot round (out of range, NaN, infinite, a hard case) at each position, or all of
+// them such inputs: each must take the scalar path at its own position only.
+TEST(CrMath, BatchedExpMatchesScalar) {
+  constexpr int kBatch = 8;
+  int64_t mismatches = 0, batches = 0;
+  auto checkBatch = [&](const float(&x)[kBatch]) {
+    float e[kBatch];
+    crExpN(x, e);
+    for (int i = 0; i < kBatch; ++i) {
+      const bool same = floatBits(e[i]) == floatBits(crExp(x[i]));
+      if (!same && mismatches < 10) ADD_FAILURE() << "x = 0x" << std::hex << floatBits(x[i]);
+      mismatches += !same;
+    }
+    ++batches;
+  };
+  float x[kBatch];
+  int fill = 0;
+  for (uint64_t b = 0; b <= 0xffffffffull; b += 61) {
+    x[fill++] = bitsFloat(static_cast<uint32_t>(b));
+    if (fill == kBatch) {
+      checkBatch(x);
+      fill = 0;
+    }
+  }
+  std::vector<float> special = {NAN,
+                                -NAN,
+                                INFINITY,
+                                -INFINITY,
+                                0.0f,
+                                -0.0f,
+                                -104.0f,
+                                -103.99999f,
+                                -104.00001f,
+                                crdetail::kExpTableMin,
+                                crdetail::kExpTableMax,
+                                100.0f,
+                                -150.0f,
+                                bitsFloat(0xffc01234u)};
+  for (float v : {crdetail::kExpTableMin, crdetail::kExpTableMax}) {
+    special.push_back(bitsFloat(floatBits(v) + 1));
+    special.push_back(bitsFloat(floatBits(v) - 1));
+  }
+  for (uint32_t b : kExpHardCases)
+    special.push_back(bitsFloat(b));
+  int declined = 0;
+  for (float v : special) {
+    float unused;
+    declined += !crdetail::expTableTry(v, &unused);
+    for (int position = 0; position < kBatch; ++position) {
+      for (int i = 0; i < kBatch; ++i)
+        x[i] = 0.37f * static_cast<float>(i + 1) - 1.5f;
+      x[position] = v;
+      checkBatch(x);
+    }
+  }
+  for (size_t first = 0; first + kBatch <= special.size(); ++first) {
+    for (int i = 0; i < kBatch; ++i)
+      x[i] = special[first + i];
+    checkBatch(x);
+  }
+  EXPECT_EQ(mismatches, 0);
+  EXPECT_GT(batches, int64_t{8000000});
+  // The hard cases and the out-of-range values do reach the scalar fallback.
+  EXPECT_GE(declined, static_cast<int>(sizeof(kExpHardCases) / sizeof(kExpHardCases[0])) + 10);
 }
 
 // Golden hashes: FNV-1a of the outputs on 2^16 + 7 fixed inputs (every 65537th bit pattern plus

@@ -7,6 +7,7 @@
 //     rounding boundary, or the case is special, MPFR decides. The composites are compared with
 //     the CPU implementation on every 16th input. Prints misrounded counts (must be 0) and a hash
 //     of the full GPU output per function (compare H100 and H200 runs). REE_CRMATH_SWEEP=0 skips.
+// (c) crExpN (batched) == crExp on all 2^32 inputs, on the GPU.
 // The hash: FNV-1a (64-bit, over 32-bit words) of each block of 2^20 outputs, then FNV-1a over
 // those block hashes in order.
 #include <cuda_runtime.h>
@@ -94,6 +95,46 @@ TEST(CrMathCuda, PowMatchesCpuBitwise) {
   cudaFree(dx);
   cudaFree(dy);
   cudaFree(dout);
+}
+
+// crExpN in batches of 8 consecutive bit patterns against crExp, on the GPU, over all 2^32 inputs
+// (crExp is checked against MPFR by the sweep below).
+__global__ void batchedVsScalarKernel(uint64_t first_batch, unsigned long long* mismatches,
+                                      unsigned int* first_bad) {
+  const uint64_t batch = first_batch + blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
+  float x[8], e[8];
+  for (int i = 0; i < 8; ++i)
+    x[i] = bitsFloat(static_cast<uint32_t>(batch * 8 + i));
+  crExpN(x, e);
+  for (int i = 0; i < 8; ++i) {
+    if (floatBits(e[i]) != floatBits(crExp(x[i]))) {
+      atomicAdd(mismatches, 1ull);
+      atomicMin(first_bad, floatBits(x[i]));
+    }
+  }
+}
+
+TEST(CrMathCuda, BatchedExpMatchesScalarOnAllInputs) {
+  REE_SKIP_WITHOUT_GPU();
+  unsigned long long* d_mismatches = nullptr;
+  unsigned int* d_first = nullptr;
+  CUDA_OK(cudaMalloc(&d_mismatches, sizeof(unsigned long long)));
+  CUDA_OK(cudaMalloc(&d_first, sizeof(unsigned int)));
+  CUDA_OK(cudaMemset(d_mismatches, 0, sizeof(unsigned long long)));
+  CUDA_OK(cudaMemset(d_first, 0xff, sizeof(unsigned int)));
+  const uint64_t batches = (uint64_t{1} << 32) / 8;
+  const unsigned threads = 256, blocks = 1u << 20;  // 2^28 batches per launch
+  for (uint64_t first = 0; first < batches; first += uint64_t{threads} * blocks) {
+    batchedVsScalarKernel<<<blocks, threads>>>(first, d_mismatches, d_first);
+    CUDA_OK(cudaGetLastError());
+  }
+  unsigned long long mismatches = 0;
+  unsigned int first_bad = 0;
+  CUDA_OK(cudaMemcpy(&mismatches, d_mismatches, sizeof(mismatches), cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(&first_bad, d_first, sizeof(first_bad), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(mismatches, 0ull) << "first mismatching input 0x" << std::hex << first_bad;
+  cudaFree(d_mismatches);
+  cudaFree(d_first);
 }
 
 #if defined(REE_TEST_HAVE_MPFR)

@@ -265,6 +265,42 @@ REE_HD float crExp(float x) {
   return expSlow(x);
 }
 
+namespace crdetail {
+
+// crExp's table path without a branch: sets *out to crExp(x) and returns true, or returns false
+// (x outside [kExpTableMin, kExpTableMax], NaN included, or e^x within kExpTableMargin of a
+// rounding boundary: then *out is meaningless). An x outside the range is replaced by 0 before the
+// arithmetic, so every operation stays defined; the result is then discarded.
+REE_HD bool expTableTry(float x, float* out) {
+  const bool in_range = (x >= kExpTableMin) & (x <= kExpTableMax);
+  const double y = expTableScaled(in_range ? x : 0.0f, 896);
+  const uint64_t bits = doubleBits(y);
+  const uint32_t low = static_cast<uint32_t>(bits);
+  const bool decided =
+      ((low + (0x10000000u + kExpTableMargin)) & 0x1fffffffu) > 2u * kExpTableMargin;
+  *out = bitsFloat(static_cast<uint32_t>((bits + 0x10000000u) >> 29));
+  return in_range & decided;
+}
+
+}  // namespace crdetail
+
+// crExp of N values: y[i] = crExp(x[i]), the same bits. The table paths of all N values are
+// computed first, without branches, so that their latencies overlap and their constants are
+// loaded once (N separate crExp calls each sit behind their own branches and run one after
+// another); only the values the table path cannot round (outside its range, or rare values near
+// a rounding boundary) then take crExp.
+template <int N>
+REE_HD void crExpN(const float (&x)[N], float (&y)[N]) {
+  uint32_t undecided = 0;
+  for (int i = 0; i < N; ++i)
+    undecided |= static_cast<uint32_t>(!crdetail::expTableTry(x[i], &y[i])) << i;
+  if (undecided != 0) {
+    for (int i = 0; i < N; ++i) {
+      if ((undecided >> i) & 1u) y[i] = crExp(x[i]);
+    }
+  }
+}
+
 // e^x - 1.
 REE_HD float crExpm1(float x) {
   using namespace crdetail;
