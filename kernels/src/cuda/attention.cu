@@ -438,8 +438,12 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
         m = attn::maxStep(m, __shfl_xor_sync(0xffffffffu, m, offset));
       }
       m = attn::canonicalMax(m);
-      if (lane < valid) weights[lane * rows_cap + r] = attn::chunkWeight(s0, m);
-      if (lane + 32 < valid) weights[(lane + 32) * rows_cap + r] = attn::chunkWeight(s1, m);
+      // Positions past `valid` take the maximum itself (weight 1, discarded): a defined input.
+      const float scores[2] = {lane < valid ? s0 : m, lane + 32 < valid ? s1 : m};
+      float w[2];
+      attn::chunkWeights(scores, m, w);
+      if (lane < valid) weights[lane * rows_cap + r] = w[0];
+      if (lane + 32 < valid) weights[(lane + 32) * rows_cap + r] = w[1];
       if (lane == 0) {
         chunk_max[r] = m;
         if (kFlash) {

@@ -145,6 +145,22 @@ REE_HD float chunkWeight(float score, float chunk_max) {
 #endif
 }
 
+// chunkWeight of N scores of one chunk (the same bits): the exps overlap.
+template <int N>
+REE_HD void chunkWeights(const float (&score)[N], float chunk_max, float (&weight)[N]) {
+#if REE_ATTENTION_HAVE_CRMATH
+  float d[N];
+  for (int i = 0; i < N; ++i)
+    d[i] = score[i] - chunk_max;
+  crExpN(d, weight);
+#else
+  (void)score;
+  (void)chunk_max;
+  for (int i = 0; i < N; ++i)
+    weight[i] = 0.0f;  // unreachable: the entry points return kUnsupported without crmath
+#endif
+}
+
 // Factor that rescales a quantity relative to `old_max` to the new running maximum.
 REE_HD float rescaleFactor(float old_max, float new_max) {
   return chunkWeight(old_max, new_max);

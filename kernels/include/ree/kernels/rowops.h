@@ -127,6 +127,15 @@ REE_HD float softmaxExp(float x, float row_max) {
   return crExp(x - row_max);
 }
 
+// softmaxExp of N values of one row (the same bits): the exps overlap (crExpN).
+template <int N>
+REE_HD void softmaxExpN(const float (&x)[N], float row_max, float (&e)[N]) {
+  float d[N];
+  for (int i = 0; i < N; ++i)
+    d[i] = x[i] - row_max;
+  crExpN(d, e);
+}
+
 // RMSNorm output before the final rounding, variant kF32: (x * r) * w.
 REE_HD float rmsNormF32(float x, float r, float w) {
   return (x * r) * w;
