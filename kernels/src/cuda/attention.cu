@@ -171,7 +171,8 @@ struct SmemLayout {
 
 // Q tile [head_dim][rows_cap] f32, scores/weights [kChunk][rows_cap] f32, per-row stats (7 arrays
 // of rows_cap), running acc [rows_cap][head_dim] f32 (flash only), the cache rows (slots) of the
-// chunk's positions, then K and V chunks.
+// positions of two consecutive chunks (the current one and the next, whose K is fetched early),
+// then K and V chunks.
 __host__ __device__ SmemLayout smemLayout(int head_dim, int rows_cap, int kv_stride,
                                           int kv_elem_bytes, bool flash) {
   auto align16 = [](size_t x) { return (x + 15) & ~size_t{15}; };
@@ -182,7 +183,7 @@ __host__ __device__ SmemLayout smemLayout(int head_dim, int rows_cap, int kv_str
   layout.acc_off = align16(layout.stat_off + sizeof(float) * 7 * rows_cap);
   layout.slot_off =
       align16(layout.acc_off + (flash ? sizeof(float) * rows_cap * head_dim : size_t{0}));
-  layout.kv_off = align16(layout.slot_off + sizeof(long long) * kChunk);
+  layout.kv_off = align16(layout.slot_off + sizeof(long long) * 2 * kChunk);
   layout.bytes = align16(layout.kv_off + 2 * size_t(kChunk) * kv_stride * kv_elem_bytes);
   return layout;
 }
@@ -202,40 +203,40 @@ __device__ void fillSlots(const KernelParams& p, long long* slots, const int32_t
 }
 
 // kHeadDim: the head dimension when fixed at compile time (0: p.head_dim), so that the index
-// arithmetic is shifts rather than divisions. The 16-byte path returns with the copies in flight
-// (two cp.async groups: K, then V); the other path stores synchronously.
+// arithmetic is shifts rather than divisions.
+//
+// One chunk of one cache (K or V) into shared memory by 16-byte cp.async copies, committed as one
+// group; returns with the copies in flight (p.vec16 only).
+template <typename T, int kHeadDim>
+__device__ void copyChunkAsync(const KernelParams& p, const T* cache, T* smem,
+                               const long long* slots, int kv_head, int n_pos) {
+  const int head_dim = kHeadDim > 0 ? kHeadDim : p.head_dim;
+  constexpr int kPerVec = 16 / sizeof(T);
+  const int vecs_per_row = head_dim / kPerVec;
+  const int total = n_pos * vecs_per_row;
+  for (int u = threadIdx.x; u < total; u += blockDim.x) {
+    const int row = u / vecs_per_row;
+    const int vec = u - row * vecs_per_row;
+    const long long offset = (slots[row] * p.n_kv_heads + kv_head) * head_dim;
+    cpAsync16(smem + row * p.kv_stride + vec * kPerVec, cache + offset + vec * kPerVec, 16);
+  }
+  cpAsyncCommit();
+}
+
+// Both caches of one chunk, synchronously (rows that are not whole 16-byte vectors).
 template <typename T, int kHeadDim>
 __device__ void loadKvChunks(const KernelParams& p, T* k_smem, T* v_smem, const long long* slots,
                              int kv_head, int n_pos) {
   const int head_dim = kHeadDim > 0 ? kHeadDim : p.head_dim;
   const T* k_cache = static_cast<const T*>(p.k);
   const T* v_cache = static_cast<const T*>(p.v);
-  if (p.vec16) {
-    // 16-byte cp.async copies, K and V in two commit groups: the caller waits for K before the
-    // scores and for V only before P.V, so V arrives while the scores and weights are computed.
-    constexpr int kPerVec = 16 / sizeof(T);
-    const int vecs_per_row = head_dim / kPerVec;
-    const int total = n_pos * vecs_per_row;
-    for (int pass = 0; pass < 2; ++pass) {
-      const T* cache = pass == 0 ? k_cache : v_cache;
-      T* smem = pass == 0 ? k_smem : v_smem;
-      for (int u = threadIdx.x; u < total; u += blockDim.x) {
-        const int row = u / vecs_per_row;
-        const int vec = u - row * vecs_per_row;
-        const long long offset = (slots[row] * p.n_kv_heads + kv_head) * head_dim;
-        cpAsync16(smem + row * p.kv_stride + vec * kPerVec, cache + offset + vec * kPerVec, 16);
-      }
-      cpAsyncCommit();
-    }
-  } else {
-    const int total = n_pos * head_dim;
-    for (int u = threadIdx.x; u < total; u += blockDim.x) {
-      const int row = u / head_dim;
-      const int d = u - row * head_dim;
-      const long long index = (slots[row] * p.n_kv_heads + kv_head) * head_dim + d;
-      k_smem[row * p.kv_stride + d] = k_cache[index];
-      v_smem[row * p.kv_stride + d] = v_cache[index];
-    }
+  const int total = n_pos * head_dim;
+  for (int u = threadIdx.x; u < total; u += blockDim.x) {
+    const int row = u / head_dim;
+    const int d = u - row * head_dim;
+    const long long index = (slots[row] * p.n_kv_heads + kv_head) * head_dim + d;
+    k_smem[row * p.kv_stride + d] = k_cache[index];
+    v_smem[row * p.kv_stride + d] = v_cache[index];
   }
 }
 
@@ -360,12 +361,37 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
       int valid = row_position[r] + 1 - pos_begin;  // <= 0: the row does not reach this chunk
       row_valid[r] = valid < kChunk ? valid : kChunk;
     }
-    if (kFlash || chunk != chunk_first) {  // the split path's first chunk: before the wait
-      fillSlots(p, slots, table_row, pos_begin, n_loaded);
-      __syncthreads();
+    // Slots of chunk c are in buffer (c - chunk_first) % 2; the split path filled the first
+    // chunk's before the wait.
+    const int parity = (chunk - chunk_first) & 1;
+    long long* const cur_slots = slots + parity * kChunk;
+    long long* const next_slots = slots + (parity ^ 1) * kChunk;
+    const bool has_next = chunk < chunk_last;
+    const int n_next = has_next ? min(kChunk, max_position + 1 - (pos_begin + kChunk)) : 0;
+    if (p.vec16) {
+      // Pipelined staging: K of chunk c + 1 is copied while chunk c's weights and P.V are computed
+      // (its copies are issued once the scores of chunk c are done with the K buffer), V of chunk
+      // c while chunk c's scores are computed. Groups complete in issue order: K_c (issued during
+      // chunk c - 1), V_c (here), then K_c+1.
+      if (chunk == chunk_first) {
+        if (kFlash) {
+          fillSlots(p, cur_slots, table_row, pos_begin, n_loaded);
+          __syncthreads();
+        }
+        copyChunkAsync<T, kHeadDim>(p, static_cast<const T*>(p.k), k_chunk, cur_slots, item.kv_head,
+                                    n_loaded);
+      }
+      copyChunkAsync<T, kHeadDim>(p, static_cast<const T*>(p.v), v_chunk, cur_slots, item.kv_head,
+                                  n_loaded);
+      if (has_next) fillSlots(p, next_slots, table_row, pos_begin + kChunk, n_next);
+      cpAsyncWait<1>();  // K of this chunk has landed (V may still be in flight)
+    } else {
+      if (kFlash || chunk != chunk_first) {  // the split path's first chunk: before the wait
+        fillSlots(p, cur_slots, table_row, pos_begin, n_loaded);
+        __syncthreads();
+      }
+      loadKvChunks<T, kHeadDim>(p, k_chunk, v_chunk, cur_slots, item.kv_head, n_loaded);
     }
-    loadKvChunks<T, kHeadDim>(p, k_chunk, v_chunk, slots, item.kv_head, n_loaded);
-    cpAsyncWait<1>();  // K has landed (V may still be in flight)
     __syncthreads();
 
     // Scores: unit = (position, group of kRows rows); each is the canonical dot product over
@@ -421,6 +447,10 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
       }
     }
     __syncthreads();
+    if (p.vec16 && has_next) {  // the K buffer is free: fetch the next chunk's K
+      copyChunkAsync<T, kHeadDim>(p, static_cast<const T*>(p.k), k_chunk, next_slots, item.kv_head,
+                                  n_next);
+    }
 
     // Per row (one warp each): chunk max over the valid positions, the weights, and (flash) the
     // merge factors of the running state.
@@ -463,7 +493,11 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
         }
       }
     }
-    cpAsyncWait<0>();  // V has landed too
+    if (p.vec16 && has_next) {
+      cpAsyncWait<1>();  // V of this chunk has landed (the next chunk's K may be in flight)
+    } else {
+      cpAsyncWait<0>();
+    }
     __syncthreads();
 
     // Chunk sums: canonicalSum (kChunk <= kReduceChunk, so one chain from +0 over the positions in
