@@ -96,5 +96,29 @@ TEST(Numeric, F16MatchesCompilerConversion) {
   }
 }
 
+// storeCanonical<T>(v) against its definition, storeAs<T> of v with any NaN replaced by the
+// canonical float NaN 0x7fc00000: every 61st bit pattern plus every NaN-boundary pattern.
+TEST(Numeric, StoreCanonicalIsStoreOfTheCanonicalNan) {
+  uint64_t mismatches = 0, nans = 0;
+  auto check = [&](uint32_t b) {
+    const float v = bitsFloat(b);
+    const float canonical = std::isnan(v) ? bitsFloat(0x7fc00000u) : v;
+    mismatches += floatBits(storeCanonical<float>(v)) != floatBits(canonical);
+    mismatches += storeCanonical<bf16_t>(v).bits != toBF16(canonical).bits;
+    mismatches += storeCanonical<f16_t>(v).bits != toF16(canonical).bits;
+    nans += std::isnan(v);
+  };
+  for (uint64_t b = 0; b <= 0xffffffffull; b += 61)
+    check(static_cast<uint32_t>(b));
+  for (uint32_t sign : {0u, 0x80000000u}) {
+    for (uint32_t b : {0x7f7fffffu, 0x7f800000u, 0x7f800001u, 0x7fc00000u, 0x7fffffffu, 0u, 1u})
+      check(sign | b);
+  }
+  EXPECT_EQ(mismatches, 0u);
+  EXPECT_GT(nans, 100000u);  // both NaN signs and many payloads were stored
+  EXPECT_EQ(storeCanonical<bf16_t>(bitsFloat(0xffc01234u)).bits, 0x7fc0u);
+  EXPECT_EQ(storeCanonical<f16_t>(bitsFloat(0xff812345u)).bits, 0x7e00u);
+}
+
 }  // namespace
 }  // namespace ree

@@ -195,6 +195,41 @@ void checkGated(Activation activation) {
   }
 }
 
+// The element functions (one NaN test per stored value) against the spec's sequence written out
+// step by step (canonicalise, then store, after every rounding point): every 16-bit gate / input
+// pattern, NaNs of both signs with payloads included, against a set of up / second operands.
+template <typename T>
+void checkElementsFollowSpecSequence() {
+  auto store = [](float v) { return storeAs<T>(canonicalNaNF32(v)); };
+  auto same = [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0; };
+  std::vector<T> others;
+  for (uint32_t b : {0x0000u, 0x8000u, 0x0001u, 0x3f80u, 0xbf80u, 0x4049u, 0x7f80u, 0xff80u,
+                     0x7fc0u, 0xffc1u, 0x7f81u, 0x3c00u, 0x7bffu, 0x7e01u, 0xfe00u, 0x1234u})
+    others.push_back(T{static_cast<uint16_t>(b)});
+  int64_t mismatches = 0;
+  for (uint32_t g = 0; g < 0x10000u; ++g) {
+    const T gate{static_cast<uint16_t>(g)};
+    for (Activation activation : kActivations) {
+      const T activated = store(activationF32(activation, loadFloat(gate)));
+      mismatches += !same(activationElement(activation, gate), activated);
+      for (T up : others) {
+        mismatches +=
+            !same(gatedElement(activation, gate, up), store(loadFloat(activated) * loadFloat(up)));
+      }
+    }
+    for (T other : others) {
+      mismatches += !same(addElement(gate, other), store(loadFloat(gate) + loadFloat(other)));
+      mismatches += !same(mulElement(gate, other), store(loadFloat(gate) * loadFloat(other)));
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST(Elementwise, ElementFunctionsFollowTheSpecSequence) {
+  checkElementsFollowSpecSequence<bf16_t>();
+  checkElementsFollowSpecSequence<f16_t>();
+}
+
 TEST(Elementwise, GatedMatchesFp64AndFusedLayout) {
   for (Activation activation : kActivations) {
     checkGated<float>(activation);

@@ -476,24 +476,44 @@ REE_HD float crSigmoid(float x) {
   return crdetail::canonicalize(1.0f / (1.0f + e));
 }
 
+namespace crdetail {
+
+// The composites below before their final canonicalize: the same value, except that a NaN may
+// have any sign and payload. For callers that canonicalise NaN as they store (pointwise.h), so
+// that a value is tested for NaN once.
+//
+// silu: x * crSigmoid(x) without crSigmoid's own canonicalize, which cannot change the result: a
+// NaN quotient makes the product NaN, and the final canonicalize erases its payload either way.
+REE_HD float siluBeforeCanonical(float x) {
+  return x * (1.0f / (1.0f + crExp(-x)));
+}
+REE_HD float geluErfBeforeCanonical(float x) {
+  float e = crErf(x * 0x1.6a09e6p-1f);
+  return (0.5f * x) * (1.0f + e);
+}
+REE_HD float geluTanhBeforeCanonical(float x) {
+  float cube = (x * x) * x;
+  float inner = 0x1.988454p-1f * (x + 0x1.6e4e26p-5f * cube);
+  float t = crTanh(inner);
+  return (0.5f * x) * (1.0f + t);
+}
+
+}  // namespace crdetail
+
 // silu(x) = x * crSigmoid(x) (float mul).
 REE_HD float crSilu(float x) {
-  return crdetail::canonicalize(x * crSigmoid(x));
+  return crdetail::canonicalize(crdetail::siluBeforeCanonical(x));
 }
 
 // gelu(x) = (0.5f * x) * (1.0f + crErf(x * 0x1.6a09e6p-1f)); 0x1.6a09e6p-1f = RN(1/sqrt(2)).
 REE_HD float crGeluErf(float x) {
-  float e = crErf(x * 0x1.6a09e6p-1f);
-  return crdetail::canonicalize((0.5f * x) * (1.0f + e));
+  return crdetail::canonicalize(crdetail::geluErfBeforeCanonical(x));
 }
 
 // gelu_tanh(x) = (0.5f * x) * (1.0f + crTanh(b * (x + k * ((x * x) * x)))) with b = RN(sqrt(2/pi))
 // = 0x1.988454p-1f and k = RN(0.044715) = 0x1.6e4e26p-5f, all float operations left to right.
 REE_HD float crGeluTanh(float x) {
-  float cube = (x * x) * x;
-  float inner = 0x1.988454p-1f * (x + 0x1.6e4e26p-5f * cube);
-  float t = crTanh(inner);
-  return crdetail::canonicalize((0.5f * x) * (1.0f + t));
+  return crdetail::canonicalize(crdetail::geluTanhBeforeCanonical(x));
 }
 
 // softplus(x) = x if x > 20 (PyTorch's threshold), else crLog1p(crExp(x)).

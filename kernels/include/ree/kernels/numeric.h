@@ -92,28 +92,35 @@ REE_HD float toFloat(bf16_t value) {
   return bitsFloat(static_cast<uint32_t>(value.bits) << 16);
 }
 
-REE_HD bf16_t toBF16(float value) {
+namespace numeric_detail {
+
+// The bf16 nearest to a value that is not NaN (round-to-nearest-even, overflow to infinity).
+REE_HD uint16_t bf16BitsNotNan(float value) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   // The GPU's conversion instruction rounds the same way (IEEE round-to-nearest-even, overflow to
-  // infinity, subnormals kept) in one instruction instead of six integer ones; it returns 0x7fff
-  // for every NaN, so NaN keeps the canonical form below.
+  // infinity, subnormals kept) in one instruction instead of six integer ones (it returns 0x7fff
+  // for every NaN, hence the callers' NaN handling).
   // NumericCuda.NarrowingMatchesCpuForAllFloats compares this with the integer code of the CPU
   // build on all 2^32 inputs.
-  if (value != value)
-    return bf16_t{static_cast<uint16_t>(((floatBits(value) >> 16) & 0x8000u) | 0x7fc0u)};
   uint16_t rounded;
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(rounded) : "f"(value));
-  return bf16_t{rounded};
+  return rounded;
 #else
-  uint32_t bits = floatBits(value);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) {  // NaN -> canonical quiet NaN, sign kept
-    return bf16_t{static_cast<uint16_t>(((bits >> 16) & 0x8000u) | 0x7fc0u)};
-  }
   // RNE on the 16 dropped bits; a carry into the exponent gives the right result, including
   // overflow to infinity.
+  uint32_t bits = floatBits(value);
   uint32_t rounding_bias = 0x7fffu + ((bits >> 16) & 1u);
-  return bf16_t{static_cast<uint16_t>((bits + rounding_bias) >> 16)};
+  return static_cast<uint16_t>((bits + rounding_bias) >> 16);
 #endif
+}
+
+}  // namespace numeric_detail
+
+// NaN -> the quiet NaN with the input's sign (0x7fc0 | sign); otherwise round-to-nearest-even.
+REE_HD bf16_t toBF16(float value) {
+  if (value != value)
+    return bf16_t{static_cast<uint16_t>(((floatBits(value) >> 16) & 0x8000u) | 0x7fc0u)};
+  return bf16_t{numeric_detail::bf16BitsNotNan(value)};
 }
 
 // toBF16(lo).bits | toBF16(hi).bits << 16: two values rounded and packed in one word (on the GPU
@@ -154,27 +161,28 @@ REE_HD float toFloat(f16_t value) {
   return bitsFloat(sign | ((exponent + (127 - 15)) << 23) | (mantissa << 13));
 }
 
-REE_HD f16_t toF16(float value) {
+namespace numeric_detail {
+
+// The binary16 nearest to a value that is not NaN (round-to-nearest-even, >= 65520 to infinity,
+// subnormal halves kept).
+REE_HD uint16_t f16BitsNotNan(float value) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  // As toBF16: the conversion instruction (round-to-nearest-even, >= 65520 to infinity, subnormal
-  // halves kept) equals the integer code below on every non-NaN input; NaN is canonicalised here.
-  if (value != value)
-    return f16_t{static_cast<uint16_t>(((floatBits(value) >> 16) & 0x8000u) | 0x7e00u)};
+  // As bf16BitsNotNan: the conversion instruction equals the integer code below on every non-NaN
+  // input.
   uint16_t rounded;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(rounded) : "f"(value));
-  return f16_t{rounded};
+  return rounded;
 #else
   uint32_t bits = floatBits(value);
   uint32_t sign = (bits >> 16) & 0x8000u;
   uint32_t abs_bits = bits & 0x7fffffffu;
-  if (abs_bits > 0x7f800000u) return f16_t{static_cast<uint16_t>(sign | 0x7e00u)};  // NaN
   if (abs_bits >= 0x477ff000u) {
     // >= 65520 rounds to infinity (65504 is the largest finite half; 65520 is the midpoint).
-    return f16_t{static_cast<uint16_t>(sign | 0x7c00u)};
+    return static_cast<uint16_t>(sign | 0x7c00u);
   }
   if (abs_bits < 0x38800000u) {
     // Result is subnormal or zero: value / 2^-24 rounded to an integer with RNE.
-    if (abs_bits < 0x33000000u) return f16_t{static_cast<uint16_t>(sign)};  // < 2^-25: to zero
+    if (abs_bits < 0x33000000u) return static_cast<uint16_t>(sign);  // < 2^-25: to zero
     uint32_t exponent = abs_bits >> 23;
     uint32_t mantissa = (abs_bits & 0x7fffffu) | 0x800000u;
     uint32_t shift = 126u - exponent;  // 14..24 for exponents 102..112
@@ -182,13 +190,22 @@ REE_HD f16_t toF16(float value) {
     uint32_t remainder = mantissa & ((1u << shift) - 1u);
     uint32_t halfway = 1u << (shift - 1u);
     if (remainder > halfway || (remainder == halfway && (result & 1u))) ++result;
-    return f16_t{static_cast<uint16_t>(sign | result)};
+    return static_cast<uint16_t>(sign | result);
   }
   // Normal: rebias the exponent, RNE on 13 dropped bits (carry may reach infinity correctly).
   uint32_t rebased = abs_bits - ((127u - 15u) << 23);
   uint32_t rounding_bias = 0xfffu + ((rebased >> 13) & 1u);
-  return f16_t{static_cast<uint16_t>(sign | ((rebased + rounding_bias) >> 13))};
+  return static_cast<uint16_t>(sign | ((rebased + rounding_bias) >> 13));
 #endif
+}
+
+}  // namespace numeric_detail
+
+// NaN -> the quiet NaN with the input's sign (0x7e00 | sign); otherwise round-to-nearest-even.
+REE_HD f16_t toF16(float value) {
+  if (value != value)
+    return f16_t{static_cast<uint16_t>(((floatBits(value) >> 16) & 0x8000u) | 0x7e00u)};
+  return f16_t{numeric_detail::f16BitsNotNan(value)};
 }
 
 // Generic load/store so kernels can be written once per storage type.
@@ -215,6 +232,24 @@ REE_HD bf16_t storeAs<bf16_t>(float value) {
 template <>
 REE_HD f16_t storeAs<f16_t>(float value) {
   return toF16(value);
+}
+
+// storeAs<T>, except that every NaN is stored as T's canonical quiet NaN (positive, no payload:
+// 0x7fc00000, 0x7fc0, 0x7e00). The same as storeAs<T> of the canonical float NaN, with one NaN
+// test: RepOps canonicalise every stored NaN (x86 and CUDA give NaNs different signs and payloads).
+template <typename T>
+REE_HD T storeCanonical(float value);
+template <>
+REE_HD float storeCanonical<float>(float value) {
+  return value != value ? bitsFloat(0x7fc00000u) : value;
+}
+template <>
+REE_HD bf16_t storeCanonical<bf16_t>(float value) {
+  return bf16_t{value != value ? uint16_t{0x7fc0u} : numeric_detail::bf16BitsNotNan(value)};
+}
+template <>
+REE_HD f16_t storeCanonical<f16_t>(float value) {
+  return f16_t{value != value ? uint16_t{0x7e00u} : numeric_detail::f16BitsNotNan(value)};
 }
 
 }  // namespace ree

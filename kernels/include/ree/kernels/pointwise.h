@@ -51,28 +51,45 @@ REE_HD float canonicalNaNF32(float value) {
   return value != value ? bitsFloat(0x7fc00000u) : value;
 }
 
+// activationF32 before its final NaN canonicalisation (the same value; a NaN may have any sign
+// and payload), for the element functions below, which canonicalise NaN as they store: one NaN
+// test per stored value instead of one per step (SwiGLU is bound by instruction issue).
+REE_HD float activationBeforeCanonical(Activation activation, float x) {
+  switch (activation) {
+    case Activation::kSilu:
+      return crdetail::siluBeforeCanonical(x);
+    case Activation::kGeluErf:
+      return crdetail::geluErfBeforeCanonical(x);
+    case Activation::kGeluTanh:
+      return crdetail::geluTanhBeforeCanonical(x);
+  }
+  return x;
+}
+
+// The element functions store R(v) = storeAs<T>(canonicalNaNF32(v)), written storeCanonical<T>(v).
+
 // out = R(act(x)).
 template <typename T>
 REE_HD T activationElement(Activation activation, T x) {
-  return storeAs<T>(canonicalNaNF32(activationF32(activation, loadFloat(x))));
+  return storeCanonical<T>(activationBeforeCanonical(activation, loadFloat(x)));
 }
 
 // Gated unit: out = R(R(act(gate)) * up), as act_fn(gate_proj(x)) * up_proj(x) in torch.
 template <typename T>
 REE_HD T gatedElement(Activation activation, T gate, T up) {
   const float activated =
-      loadFloat(storeAs<T>(canonicalNaNF32(activationF32(activation, loadFloat(gate)))));
-  return storeAs<T>(canonicalNaNF32(activated * loadFloat(up)));
+      loadFloat(storeCanonical<T>(activationBeforeCanonical(activation, loadFloat(gate))));
+  return storeCanonical<T>(activated * loadFloat(up));
 }
 
 template <typename T>
 REE_HD T addElement(T a, T b) {
-  return storeAs<T>(canonicalNaNF32(loadFloat(a) + loadFloat(b)));
+  return storeCanonical<T>(loadFloat(a) + loadFloat(b));
 }
 
 template <typename T>
 REE_HD T mulElement(T a, T b) {
-  return storeAs<T>(canonicalNaNF32(loadFloat(a) * loadFloat(b)));
+  return storeCanonical<T>(loadFloat(a) * loadFloat(b));
 }
 
 }  // namespace ree
