@@ -224,38 +224,47 @@ __global__ void __launch_bounds__(kThreads) activationKernel(const T* x, T* out,
 // host) and a row's last cols % kCount columns are done one by one by the thread they fall to.
 //
 // SwiGLU on 16-bit types is bound by instruction issue (most of it the correctly rounded exp).
-// Four blocks per SM (64 registers) measured fastest on H100 (0.169 ms at 4096 x 14336, against
-// 0.176 ms with five blocks, 48 registers and spills, and 0.175 ms with the compiler's choice).
-// The other activations keep the default.
+// Four blocks per SM (64 registers) measured fastest on H100 at 4096 x 14336: one-pass kernel
+// 0.150 ms (0.155 ms with five blocks, 48 registers and spills); the looping kernel 0.170 ms
+// (0.176 ms with five blocks, 0.175 ms with the compiler's choice). The other activations keep the
+// default.
 template <typename T, Activation kAct>
 constexpr int kGatedMinBlocks = (kAct == Activation::kSilu && sizeof(T) == 2) ? 4 : 1;
 
-template <typename T, Activation kAct, int kCount>
+// kOnePass: the grid covers every (row, column group) once (launchGated checks), so a thread has
+// one item and no loop state (fewer registers: SwiGLU is bound by instruction issue).
+template <typename T, Activation kAct, int kCount, bool kOnePass>
 __global__ void __launch_bounds__(kThreads, (kGatedMinBlocks<T, kAct>))
     gatedKernel(const T* gate, int64_t gate_stride, const T* up, int64_t up_stride, T* out,
                 int64_t out_stride, int64_t rows, int64_t cols) {
   waitForPredecessor();
   allowSuccessorLaunch();
   const int64_t column0 = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * kCount;
-  const int64_t column_step = static_cast<int64_t>(gridDim.x) * blockDim.x * kCount;
-  for (int64_t r = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y; r < rows;
-       r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
+  const int64_t row0 = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y;
+  auto item = [&](int64_t r, int64_t c) {
     const T* gate_row = gate + r * gate_stride;
     const T* up_row = up + r * up_stride;
     T* out_row = out + r * out_stride;
-    for (int64_t c = column0; c < cols; c += column_step) {
-      if (kCount == 1 || c + kCount <= cols) {
-        T g[kCount], u[kCount], o[kCount];
-        loadElements<kCount>(gate_row + c, g);
-        loadElements<kCount>(up_row + c, u);
+    if (kCount == 1 || c + kCount <= cols) {
+      T g[kCount], u[kCount], o[kCount];
+      loadElements<kCount>(gate_row + c, g);
+      loadElements<kCount>(up_row + c, u);
 #pragma unroll
-        for (int j = 0; j < kCount; ++j)
-          o[j] = gatedElement(kAct, g[j], u[j]);
-        storeElements<kCount>(out_row + c, o);
-      } else {
-        for (int64_t k = c; k < cols; ++k)
-          out_row[k] = gatedElement(kAct, gate_row[k], up_row[k]);
-      }
+      for (int j = 0; j < kCount; ++j)
+        o[j] = gatedElement(kAct, g[j], u[j]);
+      storeElements<kCount>(out_row + c, o);
+    } else {
+      for (int64_t k = c; k < cols; ++k)
+        out_row[k] = gatedElement(kAct, gate_row[k], up_row[k]);
+    }
+  };
+  if constexpr (kOnePass) {
+    if (row0 < rows && column0 < cols) item(row0, column0);
+  } else {
+    const int64_t column_step = static_cast<int64_t>(gridDim.x) * blockDim.x * kCount;
+    for (int64_t r = row0; r < rows; r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
+      for (int64_t c = column0; c < cols; c += column_step)
+        item(r, c);
     }
   }
 }
@@ -330,15 +339,22 @@ void launchGated(const void* gate, int64_t gate_stride, const void* up, int64_t 
   const T* tup = static_cast<const T*>(up);
   T* tout = static_cast<T*>(out);
   // Every row of every operand must start 16-byte aligned for the vector kernel.
-  if (aligned(gate, 16) && aligned(up, 16) && aligned(out, 16) && gate_stride % kVector == 0 &&
-      up_stride % kVector == 0 && out_stride % kVector == 0) {
-    const RowGrid shape = rowGrid(rows, ceilDiv(cols, kVector));
-    launchChained(gatedKernel<T, kAct, kVector>, shape.grid, shape.block, 0, stream, tgate,
-                  gate_stride, tup, up_stride, tout, out_stride, rows, cols);
+  const bool vector = aligned(gate, 16) && aligned(up, 16) && aligned(out, 16) &&
+                      gate_stride % kVector == 0 && up_stride % kVector == 0 &&
+                      out_stride % kVector == 0;
+  const int64_t items_per_row = vector ? ceilDiv(cols, kVector) : cols;
+  const RowGrid shape = rowGrid(rows, items_per_row);
+  const bool one_pass = static_cast<int64_t>(shape.grid.x) * shape.block.x >= items_per_row &&
+                        static_cast<int64_t>(shape.grid.y) * shape.block.y >= rows;
+  auto launch = [&](auto kernel) {
+    launchChained(kernel, shape.grid, shape.block, 0, stream, tgate, gate_stride, tup, up_stride,
+                  tout, out_stride, rows, cols);
+  };
+  if (vector) {
+    one_pass ? launch(gatedKernel<T, kAct, kVector, true>)
+             : launch(gatedKernel<T, kAct, kVector, false>);
   } else {
-    const RowGrid shape = rowGrid(rows, cols);
-    launchChained(gatedKernel<T, kAct, 1>, shape.grid, shape.block, 0, stream, tgate, gate_stride,
-                  tup, up_stride, tout, out_stride, rows, cols);
+    one_pass ? launch(gatedKernel<T, kAct, 1, true>) : launch(gatedKernel<T, kAct, 1, false>);
   }
 }
 
