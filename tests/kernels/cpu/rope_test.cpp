@@ -4,6 +4,7 @@
 #include "ree/kernels/rope.h"
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "test_util.h"
@@ -252,6 +253,64 @@ TEST(Rope, PositionZeroIsIdentity) {
                  RopeLayout::kHalfSplit),
             Status::kSuccess);
   EXPECT_EQ(test::firstBitDifference(x, original), -1);
+}
+
+// NaN results (from NaN inputs of either sign and any payload, and from inf * 0 at position 0,
+// where sin is 0 and x86 makes a negative NaN) are stored as the canonical quiet NaN; the other
+// pair members follow the formula with storeAs at every rounding point.
+template <typename T>
+void checkRopeNanResults(DType dtype, uint16_t canonical_bits) {
+  const int dim = 8, pairs = dim / 2;
+  std::vector<float> inv(pairs);
+  ASSERT_EQ(ropeInvFreq(10000.0f, dim, nullptr, inv.data()), Status::kSuccess);
+  const std::vector<int32_t> positions = {0, 3, 70000};
+  const float nan_neg = bitsFloat(0xffc01234u), nan_pos = bitsFloat(0x7fa00001u);
+  const float specials[] = {nan_neg, nan_pos, INFINITY, -INFINITY};
+  std::vector<T> x(positions.size() * dim);
+  for (size_t t = 0; t < positions.size(); ++t) {
+    for (int i = 0; i < dim; ++i)
+      x[t * dim + i] = storeAs<T>(0.25f * static_cast<float>(i + 1) - 1.0f);
+    for (int i = 0; i < pairs; ++i)  // pair i: first member special, second finite
+      x[t * dim + i] = storeAs<T>(specials[i]);
+  }
+  std::vector<T> y = x;
+  ASSERT_EQ(rope(dtype, y.data(), static_cast<int64_t>(positions.size()), 1, dim, dim,
+                 positions.data(), inv.data(), dim, RopeLayout::kHalfSplit),
+            Status::kSuccess);
+  int nan_outputs = 0;
+  for (size_t t = 0; t < positions.size(); ++t) {
+    for (int i = 0; i < pairs; ++i) {
+      float c = 0.0f, s = 0.0f;
+      ropeCosSin<T>(positions[t], inv[i], &c, &s);
+      const float x0 = loadFloat(x[t * dim + i]), x1 = loadFloat(x[t * dim + i + pairs]);
+      auto r = [](float v) { return loadFloat(storeAs<T>(v)); };
+      const float expected[2] = {r(x0 * c) - r(x1 * s), r(x1 * c) + r(x0 * s)};
+      const T got[2] = {y[t * dim + i], y[t * dim + i + pairs]};
+      for (int k = 0; k < 2; ++k) {
+        if (std::isnan(expected[k])) {
+          ++nan_outputs;
+          uint16_t bits = 0;
+          if constexpr (sizeof(T) == 2) {
+            bits = got[k].bits;
+          } else {
+            bits = static_cast<uint16_t>(floatBits(got[k]) >> 16);
+          }
+          EXPECT_EQ(bits, canonical_bits) << "token " << t << " pair " << i << " member " << k;
+          if constexpr (sizeof(T) == 4) EXPECT_EQ(floatBits(got[k]) & 0xffffu, 0u);
+        } else {
+          EXPECT_EQ(std::memcmp(&got[k], &(const T&)storeAs<T>(expected[k]), sizeof(T)), 0)
+              << "token " << t << " pair " << i << " member " << k;
+        }
+      }
+    }
+  }
+  EXPECT_GE(nan_outputs, 10);  // NaN inputs, and inf * 0 (sin 0 at position 0)
+}
+
+TEST(Rope, NanResultsAreCanonical) {
+  checkRopeNanResults<bf16_t>(DType::kBF16, 0x7fc0u);
+  checkRopeNanResults<f16_t>(DType::kF16, 0x7e00u);
+  checkRopeNanResults<float>(DType::kF32, 0x7fc0u);  // 0x7fc00000
 }
 
 // Golden hash of repops-1 RoPE bits (llama3 frequencies, bf16 and f32, both layouts).

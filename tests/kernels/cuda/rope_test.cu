@@ -70,6 +70,10 @@ void checkRopeShape(int64_t tokens, int heads, int head_dim, int rotary_dim, int
       repops::cpu::ropeInvFreq(500000.0f, rotary_dim, llama3 ? &scaling : nullptr, inv.data()),
       Status::kSuccess);
   std::vector<T> x = test::randomValues<T>(offset + tokens * token_stride, seed + 1, 3.0f);
+  // A few NaNs of both signs and infinities: NaN results must come out canonical on both sides.
+  const float specials[] = {bitsFloat(0xffc01234u), bitsFloat(0x7fa00001u), INFINITY, -INFINITY};
+  for (size_t i = offset + 5; i < x.size(); i += 211)
+    x[i] = storeAs<T>(specials[(i / 211) % 4]);
   T* dx = toDevice(x);
   int32_t* dpos = toDevice(positions);
   float* dinv = toDevice(inv);

@@ -252,4 +252,30 @@ REE_HD f16_t storeCanonical<f16_t>(float value) {
   return f16_t{value != value ? uint16_t{0x7e00u} : numeric_detail::f16BitsNotNan(value)};
 }
 
+// loadFloat(storeAs<T>(v)), except that a NaN v gives some NaN (of any sign and payload): for an
+// intermediate rounding whose NaN results are canonicalised later (storeCanonical). On the GPU
+// one conversion instruction (it turns every NaN into a NaN), no NaN test.
+template <typename T>
+REE_HD float roundThrough(float value);
+template <>
+REE_HD float roundThrough<float>(float value) {
+  return value;
+}
+template <>
+REE_HD float roundThrough<bf16_t>(float value) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return toFloat(bf16_t{numeric_detail::bf16BitsNotNan(value)});  // NaN -> 0x7fff, a NaN
+#else
+  return toFloat(toBF16(value));
+#endif
+}
+template <>
+REE_HD float roundThrough<f16_t>(float value) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return toFloat(f16_t{numeric_detail::f16BitsNotNan(value)});  // NaN -> 0x7fff, a NaN
+#else
+  return toFloat(toF16(value));
+#endif
+}
+
 }  // namespace ree

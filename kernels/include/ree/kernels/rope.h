@@ -67,16 +67,19 @@ REE_HD float ropeInvFreqLlama3(float inv_freq, const RopeLlama3Scaling& scaling)
 
 // Rotation of one pair (a, b) -> (a*c - b*s, b*c + a*s), with c, s already rounded to storage T,
 // every product and the sum rounded to T (torch's bf16/f16 op-by-op semantics; identity for f32).
+// A NaN result is stored as the canonical NaN: CPUs and GPUs give NaNs (from a NaN input, or
+// inf * 0 at position 0) different signs and payloads. A NaN product stays NaN through the sum,
+// so the products' roundings need no NaN test of their own (roundThrough).
 template <typename T>
 REE_HD void ropeRotatePair(T& a, T& b, float c, float s) {
   const float x0 = loadFloat(a);
   const float x1 = loadFloat(b);
-  const float x0c = loadFloat(storeAs<T>(x0 * c));
-  const float x1s = loadFloat(storeAs<T>(x1 * s));
-  const float x1c = loadFloat(storeAs<T>(x1 * c));
-  const float x0s = loadFloat(storeAs<T>(x0 * s));
-  a = storeAs<T>(x0c - x1s);
-  b = storeAs<T>(x1c + x0s);
+  const float x0c = roundThrough<T>(x0 * c);
+  const float x1s = roundThrough<T>(x1 * s);
+  const float x1c = roundThrough<T>(x1 * c);
+  const float x0s = roundThrough<T>(x0 * s);
+  a = storeCanonical<T>(x0c - x1s);
+  b = storeCanonical<T>(x1c + x0s);
 }
 
 // cos (sine = false) or sin of pair i at a position, rounded to the storage type T. One value
