@@ -662,36 +662,12 @@ __device__ __forceinline__ void stageVector(unsigned char* dst, const void* src,
 // CPU build on all 2^32 inputs by NumericCuda.NarrowingMatchesCpuForAllFloats). The pair form
 // (toBF16x2) converts two values with one instruction.
 
-// rowmath::storeOut<OutT>(v): a NaN becomes the canonical NaN (bf16 0x7fc0), then RNE.
-template <typename OutT>
-__device__ __forceinline__ OutT storeOutput(float v) {
-  if constexpr (std::is_same<OutT, bf16_t>::value) {
-    return bf16_t{static_cast<uint16_t>((v != v) ? 0x7fc0u : toBF16(v).bits)};
-  } else if constexpr (std::is_same<OutT, float>::value) {
-    return (v != v) ? rowmath::canonicalNaN() : v;
-  } else {
-    return rowmath::storeOut<OutT>(v);
-  }
-}
-
-// Two bf16 outputs (storeOutput) packed in one word, element `lo` first.
+// Two bf16 outputs (storeCanonical, numeric.h) packed in one word, element `lo` first.
 __device__ __forceinline__ uint32_t storeOutputPair(float lo, float hi) {
   uint32_t packed = toBF16x2(lo, hi);
   if (lo != lo) packed = (packed & 0xffff0000u) | 0x7fc0u;
   if (hi != hi) packed = (packed & 0x0000ffffu) | 0x7fc00000u;
   return packed;
-}
-
-// loadFloat(storeAs<InT>(v)): RMSNorm kCastBeforeWeight's rounding to the input dtype. A NaN
-// stays a NaN (storeAs gives another NaN; only NaN-ness reaches the output, which storeOutput
-// canonicalises).
-template <typename InT>
-__device__ __forceinline__ float roundToInput(float v) {
-  if constexpr (std::is_same<InT, bf16_t>::value) {
-    return (v != v) ? v : toFloat(toBF16(v));
-  } else {
-    return loadFloat(storeAs<InT>(v));
-  }
 }
 
 // The canonical chain of one chunk (reduce.h) over its `length` terms: kSumX p + x, kDotX
@@ -984,13 +960,13 @@ __device__ __forceinline__ void storeOutputs(OutT* out, int n, bool vector, cons
       Pack<OutT, N> pack;
 #pragma unroll
       for (int j = 0; j < N; ++j)
-        pack.v[j] = storeOutput<OutT>(values[j]);
+        pack.v[j] = storeCanonical<OutT>(values[j]);
       *reinterpret_cast<Pack<OutT, N>*>(out) = pack;
     }
   } else {
 #pragma unroll
     for (int j = 0; j < N; ++j) {
-      if (j < n) out[j] = storeOutput<OutT>(values[j]);
+      if (j < n) out[j] = storeCanonical<OutT>(values[j]);
     }
   }
 }
@@ -1034,7 +1010,8 @@ __device__ __forceinline__ void normOutputs(const ResidentArgs& ra, const Reside
     for (int j = 0; j < V; ++j) {
       if constexpr (kOp == kRms) {
         float scaled = v[j] * s0;
-        if (kCastFirst) scaled = roundToInput<InT>(scaled);
+        // A NaN stays a NaN through roundThrough; the output store canonicalises it.
+        if (kCastFirst) scaled = roundThrough<InT>(scaled);
         v[j] = kWeight ? scaled * w[j] : scaled;
       } else if constexpr (kOp == kLayer) {
         v[j] = rowmath::layerNormValue(v[j], s0, s1, kWeight, kWeight ? w[j] : 0.0f, kBias,

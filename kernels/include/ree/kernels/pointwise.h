@@ -74,11 +74,12 @@ REE_HD T activationElement(Activation activation, T x) {
   return storeCanonical<T>(activationBeforeCanonical(activation, loadFloat(x)));
 }
 
-// Gated unit: out = R(R(act(gate)) * up), as act_fn(gate_proj(x)) * up_proj(x) in torch.
+// Gated unit: out = R(R(act(gate)) * up), as act_fn(gate_proj(x)) * up_proj(x) in torch. The
+// inner R needs no NaN test of its own (roundThrough): a NaN activation makes the product NaN,
+// which the outer R canonicalises.
 template <typename T>
 REE_HD T gatedElement(Activation activation, T gate, T up) {
-  const float activated =
-      loadFloat(storeCanonical<T>(activationBeforeCanonical(activation, loadFloat(gate))));
+  const float activated = roundThrough<T>(activationBeforeCanonical(activation, loadFloat(gate)));
   return storeCanonical<T>(activated * loadFloat(up));
 }
 

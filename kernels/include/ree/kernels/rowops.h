@@ -84,7 +84,7 @@ REE_HD bool isNaN(float v) {
 // produce (x86 makes -qNaN for inf - inf, CUDA 0x7fffffff). Then one RNE rounding to T.
 template <typename T>
 REE_HD T storeOut(float v) {
-  return storeAs<T>(isNaN(v) ? canonicalNaN() : v);
+  return storeCanonical<T>(v);  // = storeAs<T>(isNaN(v) ? canonicalNaN() : v), one NaN test
 }
 
 // Total-order max/min used by kMax/kMin and softmax's row max. The result is one of the inputs
