@@ -92,6 +92,13 @@ __global__ void fillBF16(ree::bf16_t* out, int64_t n) {
   }
 }
 
+// out[i] = float(in[i]) for i in [0, n).
+__global__ void widenBF16(const ree::bf16_t* in, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = ree::loadFloat(in[i]);
+}
+
 }  // namespace
 
 int main() {
@@ -153,19 +160,46 @@ int main() {
     cudaFree(dinv);
   }
 
-  // SwiGLU: 4096 tokens x 14336 (Llama 3 8B MLP), bf16, gate and up halves of a fused buffer
-  // (refilled: the RoPE runs above rotated it in place).
+  // SwiGLU: 4096 tokens x 14336 (Llama 3 8B MLP), gate and up halves of a fused buffer
+  // (refilled: the RoPE runs above rotated it in place). bf16 and f16 calls of this size look the
+  // activation up in a table (pointwise.h, kActivationTableMinElements); 16 rows (a decode batch)
+  // compute it. f32 is the reproducible model path's own (its activations are f32).
   {
     fillBF16<<<1024, 256>>>(static_cast<bf16_t*>(src), copy_bytes / 2);
     CHECK_CUDA(cudaGetLastError());
-    const int64_t rows = 4096, cols = 14336;
-    const double bytes = 3.0 * rows * cols * 2;
-    const auto* fused = static_cast<const bf16_t*>(src);
-    const double ms = millisecondsPerCall([&] {
-      repops::cuda::gated(Activation::kSilu, DType::kBF16, fused, 2 * cols, fused + cols, 2 * cols,
-                          dst, cols, rows, cols, nullptr);
-    });
-    report("swiglu bf16 4096x14336", bytes, ms, copy_gbs);
+    const int64_t cols = 14336;
+    struct Case {
+      const char* name;
+      Activation activation;
+      DType dtype;
+      int64_t rows;
+    };
+    const Case cases[] = {
+        {"swiglu bf16 4096x14336", Activation::kSilu, DType::kBF16, 4096},
+        {"geglu (tanh) bf16 4096x14336", Activation::kGeluTanh, DType::kBF16, 4096},
+        {"swiglu bf16 16x14336 (computed)", Activation::kSilu, DType::kBF16, 16},
+        {"swiglu f32 4096x14336", Activation::kSilu, DType::kF32, 4096},
+    };
+    for (const Case& c : cases) {
+      // f32 gate/up values: the bf16 fill read as pairs would be mostly huge or NaN, so the f32
+      // case widens the first half of the bf16 values into the second half of the buffer.
+      const void* fused = src;
+      if (c.dtype == DType::kF32) {
+        const int64_t n = c.rows * 2 * cols;
+        widenBF16<<<1024, 256>>>(static_cast<const bf16_t*>(src),
+                                 static_cast<float*>(src) + n / 2 + n % 2, n);
+        CHECK_CUDA(cudaGetLastError());
+        fused = static_cast<float*>(src) + n / 2 + n % 2;
+      }
+      const size_t elem = c.dtype == DType::kF32 ? 4 : 2;
+      const double bytes = 3.0 * c.rows * cols * elem;
+      const auto* base = static_cast<const unsigned char*>(fused);
+      const double ms = millisecondsPerCall([&] {
+        repops::cuda::gated(c.activation, c.dtype, base, 2 * cols, base + cols * elem, 2 * cols,
+                            dst, cols, c.rows, cols, nullptr);
+      });
+      report(c.name, bytes, ms, copy_gbs);
+    }
   }
 
   // Residual add, in place as the runtime does it (acc += x): 8192 tokens x 4096, bf16.

@@ -9,6 +9,7 @@
 #include "chained_launch.cuh"
 #include "cuda_check.cuh"
 #include "ree/kernels/pointwise.h"
+#include "shared_memory.cuh"
 
 namespace ree::repops::cuda {
 namespace {
@@ -223,11 +224,11 @@ __global__ void __launch_bounds__(kThreads) activationKernel(const T* x, T* out,
 // row y. With kCount > 1 the rows start 16-byte aligned (pointers and strides checked on the
 // host) and a row's last cols % kCount columns are done one by one by the thread they fall to.
 //
-// SwiGLU on 16-bit types is bound by instruction issue (most of it the correctly rounded exp).
-// Four blocks per SM (64 registers) measured fastest on H100 at 4096 x 14336: one-pass kernel
-// 0.150 ms (0.155 ms with five blocks, 48 registers and spills); the looping kernel 0.170 ms
-// (0.176 ms with five blocks, 0.175 ms with the compiler's choice). The other activations keep the
-// default.
+// SwiGLU on 16-bit types is bound by instruction issue (most of it the correctly rounded exp);
+// calls of kActivationTableMinElements or more take tableKernel instead (below). Four blocks per SM
+// (64 registers) measured fastest on H100 at 4096 x 14336: one-pass kernel 0.150 ms (0.155 ms with
+// five blocks, 48 registers and spills); the looping kernel 0.170 ms (0.176 ms with five blocks,
+// 0.175 ms with the compiler's choice). The other activations keep the default.
 template <typename T, Activation kAct>
 constexpr int kGatedMinBlocks = (kAct == Activation::kSilu && sizeof(T) == 2) ? 4 : 1;
 
@@ -305,22 +306,172 @@ Status binary(const char* name, DType dtype, const void* a, const void* b, void*
   return Status::kSuccess;
 }
 
+// ---- 16-bit activations by table lookup ---------------------------------------------------------
+// With bf16 or f16 storage, activationElement (R(act(x))) depends only on the 16 bits of x, and
+// the gated unit R(R(act(gate)) * up) equals R(loadFloat(activationElement(gate)) * up): the two
+// inner roundings agree on every non-NaN value, and a NaN activation makes the product NaN, which
+// the outer R canonicalises either way. kActivationTables holds activationElement of all 65536
+// patterns of each 16-bit type and activation, generated at build time by the host build of that
+// same function (kernels/src/gen/activation_table_gen.cpp). A large call copies its table
+// (128 KiB) into every block's shared memory once and looks each element up: about ten
+// instructions per element instead of the sixty-odd of the correctly rounded exp, the division and
+// the roundings (SwiGLU was bound by instruction issue), so it is bound by memory. The tests
+// compare these calls with the CPU's computed results, bit for bit, on every 16-bit pattern.
+
+// [bf16 silu, gelu_erf, gelu_tanh, f16 silu, gelu_erf, gelu_tanh][input bits].
+static __device__ const uint16_t kActivationTables[6][65536] = {
+#include "ree_activation_tables.inc"
+};
+
+constexpr int kTableThreads = 1024;  // one block per SM: the table fills most of shared memory
+constexpr int kTableBytes = 65536 * 2;
+// Items per thread whose loads are in flight together (4 measured no faster on H100).
+constexpr int kTableUnroll = 2;
+
 template <typename T, Activation kAct>
-void launchActivation(const void* x, void* out, int64_t n, cudaStream_t stream) {
+__device__ __forceinline__ const uint16_t* activationTable() {
+  static_assert(sizeof(T) == 2, "16-bit types only");
+  return kActivationTables[(std::is_same_v<T, bf16_t> ? 0 : 3) + static_cast<int>(kAct)];
+}
+
+// One output element from its looked-up activation (and its up value when kGated).
+template <typename T, bool kGated>
+__device__ __forceinline__ T tableElement(const uint16_t* lookup, T x, T up) {
+  const T activated{lookup[x.bits]};
+  if constexpr (kGated) {
+    return storeCanonical<T>(loadFloat(activated) * loadFloat(up));
+  } else {
+    (void)up;
+    return activated;
+  }
+}
+
+// Item (row r, group c) covers columns [8 c, 8 c + 8) of row r (fewer at the row's end). Block b
+// owns the items [b I / G, (b + 1) I / G) of the I = rows x groups in row-major order; thread t
+// takes every blockDim.x-th of them from the block's first + t, two at a time so that two items'
+// loads are in flight together. An element is read and written by the same thread, so out may
+// alias x or up. Rows start 16-byte aligned (pointers and strides checked on the host).
+template <typename T, Activation kAct, bool kGated>
+__global__ void __launch_bounds__(kTableThreads, 1)
+    tableKernel(const T* x, int64_t x_stride, const T* up, int64_t up_stride, T* out,
+                int64_t out_stride, int64_t rows, int64_t cols) {
+  constexpr int V = kPerVector<T>;
+  extern __shared__ uint4 shared_table[];
+  // The table is never written by a kernel, so it is copied before waiting for the predecessor.
+  const uint4* table = reinterpret_cast<const uint4*>(activationTable<T, kAct>());
+  for (int i = threadIdx.x; i < kTableBytes / 16; i += blockDim.x)
+    cpAsync16(shared_table + i, table + i, 16);
+  cpAsyncCommit();
+  waitForPredecessor();
+  allowSuccessorLaunch();
+  const uint16_t* lookup = reinterpret_cast<const uint16_t*>(shared_table);
+
+  // 32-bit item indices (launchTable checks that they fit): fewer registers per item in flight.
+  const int groups = static_cast<int>((cols + V - 1) / V);
+  const int items = static_cast<int>(rows) * groups;
+  const int end = static_cast<int>(static_cast<int64_t>(items) * (blockIdx.x + 1) / gridDim.x);
+  const int step = blockDim.x;
+  const int step_r = step / groups, step_c = step % groups;
+  int i = static_cast<int>(static_cast<int64_t>(items) * blockIdx.x / gridDim.x) + threadIdx.x;
+  int r = i / groups, c = i % groups;
+  auto advance = [&](int& row, int& group) {
+    row += step_r;
+    group += step_c;
+    if (group >= groups) group -= groups, ++row;
+  };
+  auto full = [&](int group) { return static_cast<int64_t>(group + 1) * V <= cols; };
+  auto load = [&](int64_t row, int group, T(&xv)[V], T(&uv)[V]) {
+    const int64_t k = static_cast<int64_t>(group) * V;
+    loadElements<V>(x + row * x_stride + k, xv);
+    if constexpr (kGated) loadElements<V>(up + row * up_stride + k, uv);
+  };
+  auto store = [&](int64_t row, int group, const T(&xv)[V], const T(&uv)[V]) {
+    T o[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      o[j] = tableElement<T, kGated>(lookup, xv[j], uv[j]);
+    storeElements<V>(out + row * out_stride + static_cast<int64_t>(group) * V, o);
+  };
+  auto tail = [&](int64_t row, int group) {  // the row's last cols % V columns
+    for (int64_t k = static_cast<int64_t>(group) * V; k < cols; ++k) {
+      out[row * out_stride + k] = tableElement<T, kGated>(lookup, x[row * x_stride + k],
+                                                          kGated ? up[row * up_stride + k] : T{});
+    }
+  };
+  cpAsyncWait<0>();
+  __syncthreads();
+  for (; i < end; i += kTableUnroll * step) {
+    int rs[kTableUnroll], cs[kTableUnroll];
+    T xv[kTableUnroll][V] = {}, uv[kTableUnroll][V] = {};
+#pragma unroll
+    for (int u = 0; u < kTableUnroll; ++u) {
+      rs[u] = r, cs[u] = c;
+      if (i + u * step < end && full(c)) load(r, c, xv[u], uv[u]);
+      advance(r, c);
+    }
+#pragma unroll
+    for (int u = 0; u < kTableUnroll; ++u) {
+      if (i + u * step < end) {
+        if (full(cs[u])) {
+          store(rs[u], cs[u], xv[u], uv[u]);
+        } else {
+          tail(rs[u], cs[u]);
+        }
+      }
+    }
+  }
+}
+
+// Launches tableKernel when the call is large enough and the device has the shared memory for
+// the table; otherwise leaves *launched false (the caller computes the activations instead).
+template <typename T, Activation kAct, bool kGated>
+Status launchTable(const T* x, int64_t x_stride, const T* up, int64_t up_stride, T* out,
+                   int64_t out_stride, int64_t rows, int64_t cols, cudaStream_t stream,
+                   bool* launched) {
+  *launched = false;
+  const int64_t items = rows * ceilDiv(cols, kPerVector<T>);
+  // The kernel's 32-bit item indices run up to items + kTableUnroll * kTableThreads.
+  if (rows * cols < kActivationTableMinElements || items > INT_MAX / 2) return Status::kSuccess;
+  int optin = 0, device = 0, sms = 0;
+  REE_RETURN_IF_ERROR(sharedMemoryOptin(&optin));
+  if (optin < kTableBytes) return Status::kSuccess;
+  REE_CUDA_CHECK(cudaGetDevice(&device));
+  REE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  auto kernel = tableKernel<T, kAct, kGated>;
+  REE_RETURN_IF_ERROR(allowFullSharedMemory(kernel));
+  const unsigned blocks =
+      static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(sms, items / kTableThreads)));
+  launchChained(kernel, dim3(blocks), dim3(kTableThreads), kTableBytes, stream, x, x_stride, up,
+                up_stride, out, out_stride, rows, cols);
+  REE_CUDA_CHECK_LAUNCH();
+  *launched = true;
+  return Status::kSuccess;
+}
+
+template <typename T, Activation kAct>
+Status launchActivation(const void* x, void* out, int64_t n, cudaStream_t stream) {
   constexpr int kVector = kPerVector<T>;
   const T* tx = static_cast<const T*>(x);
   T* tout = static_cast<T*>(out);
   if (aligned(x, 16) && aligned(out, 16)) {
+    if constexpr (sizeof(T) == 2) {
+      bool launched = false;
+      REE_RETURN_IF_ERROR(
+          (launchTable<T, kAct, false>(tx, n, nullptr, 0, tout, n, 1, n, stream, &launched)));
+      if (launched) return Status::kSuccess;
+    }
     launchChained(activationKernel<T, kAct, kVector>, gridFor(ceilDiv(n, kVector)), kThreads, 0,
                   stream, tx, tout, n);
   } else {
     launchChained(activationKernel<T, kAct, 1>, gridFor(n), kThreads, 0, stream, tx, tout, n);
   }
+  REE_CUDA_CHECK_LAUNCH();
+  return Status::kSuccess;
 }
 
 template <typename T>
-void launchActivation(Activation activation, const void* x, void* out, int64_t n,
-                      cudaStream_t stream) {
+Status launchActivation(Activation activation, const void* x, void* out, int64_t n,
+                        cudaStream_t stream) {
   switch (activation) {
     case Activation::kSilu:
       return launchActivation<T, Activation::kSilu>(x, out, n, stream);
@@ -329,11 +480,12 @@ void launchActivation(Activation activation, const void* x, void* out, int64_t n
     case Activation::kGeluTanh:
       return launchActivation<T, Activation::kGeluTanh>(x, out, n, stream);
   }
+  return Status::kSuccess;
 }
 
 template <typename T, Activation kAct>
-void launchGated(const void* gate, int64_t gate_stride, const void* up, int64_t up_stride,
-                 void* out, int64_t out_stride, int64_t rows, int64_t cols, cudaStream_t stream) {
+Status launchGated(const void* gate, int64_t gate_stride, const void* up, int64_t up_stride,
+                   void* out, int64_t out_stride, int64_t rows, int64_t cols, cudaStream_t stream) {
   constexpr int kVector = kPerVector<T>;
   const T* tgate = static_cast<const T*>(gate);
   const T* tup = static_cast<const T*>(up);
@@ -342,6 +494,14 @@ void launchGated(const void* gate, int64_t gate_stride, const void* up, int64_t 
   const bool vector = aligned(gate, 16) && aligned(up, 16) && aligned(out, 16) &&
                       gate_stride % kVector == 0 && up_stride % kVector == 0 &&
                       out_stride % kVector == 0;
+  if constexpr (sizeof(T) == 2) {
+    if (vector) {
+      bool launched = false;
+      REE_RETURN_IF_ERROR((launchTable<T, kAct, true>(tgate, gate_stride, tup, up_stride, tout,
+                                                      out_stride, rows, cols, stream, &launched)));
+      if (launched) return Status::kSuccess;
+    }
+  }
   const int64_t items_per_row = vector ? ceilDiv(cols, kVector) : cols;
   const RowGrid shape = rowGrid(rows, items_per_row);
   const bool one_pass = static_cast<int64_t>(shape.grid.x) * shape.block.x >= items_per_row &&
@@ -356,12 +516,14 @@ void launchGated(const void* gate, int64_t gate_stride, const void* up, int64_t 
   } else {
     one_pass ? launch(gatedKernel<T, kAct, 1, true>) : launch(gatedKernel<T, kAct, 1, false>);
   }
+  REE_CUDA_CHECK_LAUNCH();
+  return Status::kSuccess;
 }
 
 template <typename T>
-void launchGated(Activation activation, const void* gate, int64_t gate_stride, const void* up,
-                 int64_t up_stride, void* out, int64_t out_stride, int64_t rows, int64_t cols,
-                 cudaStream_t stream) {
+Status launchGated(Activation activation, const void* gate, int64_t gate_stride, const void* up,
+                   int64_t up_stride, void* out, int64_t out_stride, int64_t rows, int64_t cols,
+                   cudaStream_t stream) {
   switch (activation) {
     case Activation::kSilu:
       return launchGated<T, Activation::kSilu>(gate, gate_stride, up, up_stride, out, out_stride,
@@ -373,6 +535,7 @@ void launchGated(Activation activation, const void* gate, int64_t gate_stride, c
       return launchGated<T, Activation::kGeluTanh>(gate, gate_stride, up, up_stride, out,
                                                    out_stride, rows, cols, stream);
   }
+  return Status::kSuccess;
 }
 
 }  // namespace
@@ -452,16 +615,12 @@ Status activation(Activation activation, DType dtype, const void* x, void* out, 
   REE_CHECK_ARG(x && out, "activation: null pointer (x=%p out=%p)", x, out);
   switch (dtype) {
     case DType::kF32:
-      launchActivation<float>(activation, x, out, n, stream);
-      break;
+      return launchActivation<float>(activation, x, out, n, stream);
     case DType::kBF16:
-      launchActivation<bf16_t>(activation, x, out, n, stream);
-      break;
+      return launchActivation<bf16_t>(activation, x, out, n, stream);
     case DType::kF16:
-      launchActivation<f16_t>(activation, x, out, n, stream);
-      break;
+      return launchActivation<f16_t>(activation, x, out, n, stream);
   }
-  REE_CUDA_CHECK_LAUNCH();
   return Status::kSuccess;
 }
 
@@ -481,19 +640,15 @@ Status gated(Activation activation, DType dtype, const void* gate, int64_t gate_
   REE_CHECK_ARG(gate && up && out, "gated: null pointer (gate=%p up=%p out=%p)", gate, up, out);
   switch (dtype) {
     case DType::kF32:
-      launchGated<float>(activation, gate, gate_stride, up, up_stride, out, out_stride, rows, cols,
-                         stream);
-      break;
+      return launchGated<float>(activation, gate, gate_stride, up, up_stride, out, out_stride, rows,
+                                cols, stream);
     case DType::kBF16:
-      launchGated<bf16_t>(activation, gate, gate_stride, up, up_stride, out, out_stride, rows, cols,
-                          stream);
-      break;
+      return launchGated<bf16_t>(activation, gate, gate_stride, up, up_stride, out, out_stride,
+                                 rows, cols, stream);
     case DType::kF16:
-      launchGated<f16_t>(activation, gate, gate_stride, up, up_stride, out, out_stride, rows, cols,
-                         stream);
-      break;
+      return launchGated<f16_t>(activation, gate, gate_stride, up, up_stride, out, out_stride, rows,
+                                cols, stream);
   }
-  REE_CUDA_CHECK_LAUNCH();
   return Status::kSuccess;
 }
 

@@ -1,6 +1,7 @@
 // CUDA embedding and elementwise operators == CPU, bit for bit, on random sizes (odd included).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -221,6 +222,55 @@ TEST(PointwiseCuda, ActivationsExhaustiveBF16) {
   cudaFree(dx);
   cudaFree(dup);
   cudaFree(dout);
+}
+
+// The table path of large 16-bit calls (kActivationTableMinElements elements or more): every
+// input bit pattern, each many times with different up values, against the CPU's computed
+// results. Gated over a fused [rows, 2 * half] layout whose rows end in a partial 16-byte group
+// (cols % 8 == 4), and the plain activation over a flat range with a tail.
+template <typename T>
+void checkTablePath(uint64_t seed) {
+  const DType dtype = dtypeOf<T>();
+  const int64_t cols = 8100, half = 8104, rows = gpu::kActivationTableMinElements / cols + 3;
+  ASSERT_GE(rows * cols, gpu::kActivationTableMinElements);
+  std::vector<T> fused = test::randomValues<T>(rows * 2 * half, seed, 6.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c)  // 40503 is odd: any 65536 consecutive items cover all
+      fused[r * 2 * half + c].bits = static_cast<uint16_t>(((r * cols + c) * 40503) & 0xffff);
+  }
+  const int64_t n = gpu::kActivationTableMinElements + 5;
+  std::vector<T> x(n);
+  for (int64_t i = 0; i < n; ++i)
+    x[i].bits = static_cast<uint16_t>((i * 13) & 0xffff);
+  T* dfused = toDevice(fused);
+  T* dx = toDevice(x);
+  T* dout = toDevice(std::vector<T>(std::max(rows * half, n)));
+  for (Activation activation : kActivations) {
+    std::vector<T> out(rows * half);
+    ASSERT_EQ(cudaMemset(dout, 0, rows * half * sizeof(T)), cudaSuccess);
+    ASSERT_EQ(cpu::gated(activation, dtype, fused.data(), 2 * half, fused.data() + half, 2 * half,
+                         out.data(), half, rows, cols),
+              Status::kSuccess);
+    ASSERT_EQ(gpu::gated(activation, dtype, dfused, 2 * half, dfused + half, 2 * half, dout, half,
+                         rows, cols, nullptr),
+              Status::kSuccess);
+    EXPECT_EQ(test::firstBitDifference(toHost(dout, rows * half), out), -1)
+        << "gated " << activationName(activation) << " rows " << rows << " cols " << cols;
+    std::vector<T> act(n);
+    ASSERT_EQ(cpu::activation(activation, dtype, x.data(), act.data(), n), Status::kSuccess);
+    ASSERT_EQ(gpu::activation(activation, dtype, dx, dout, n, nullptr), Status::kSuccess);
+    EXPECT_EQ(test::firstBitDifference(toHost(dout, n), act), -1)
+        << activationName(activation) << " n " << n;
+  }
+  cudaFree(dfused);
+  cudaFree(dx);
+  cudaFree(dout);
+}
+
+TEST(PointwiseCuda, LargeSixteenBitCallsMatchCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  checkTablePath<bf16_t>(21);
+  checkTablePath<f16_t>(22);
 }
 
 template <typename T>

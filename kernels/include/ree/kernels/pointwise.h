@@ -121,6 +121,12 @@ Status gated(Activation activation, DType dtype, const void* gate, int64_t gate_
 
 namespace ree::repops::cuda {
 
+// bf16 and f16 activation and gated calls of at least this many elements (16-byte aligned rows)
+// look the activation up in a table of all 65536 results instead of computing it: the same bits,
+// about ten instructions per element instead of sixty. Smaller calls compute (on H100 the table
+// is faster from about 64 x 14336 elements, slower at 16 x 14336; docs/benchmarks.md).
+constexpr int64_t kActivationTableMinElements = int64_t{1} << 19;
+
 // Device pointers, work on `stream`. An out-of-range id writes a zero row and is recorded in a
 // device flag (the lowest bad position, by atomicMin); the call then synchronizes `stream` and
 // returns kInvalidArgument naming that position and its id.
