@@ -313,7 +313,7 @@ Status binary(const char* name, DType dtype, const void* a, const void* b, void*
 // the outer R canonicalises either way. kActivationTables holds activationElement of all 65536
 // patterns of each 16-bit type and activation, generated at build time by the host build of that
 // same function (kernels/src/gen/activation_table_gen.cpp). A large call copies its table
-// (128 KiB) into every block's shared memory once and looks each element up: about ten
+// (128 KiB) into every block's shared memory once and looks each element up: about fifteen
 // instructions per element instead of the sixty-odd of the correctly rounded exp, the division and
 // the roundings (SwiGLU was bound by instruction issue), so it is bound by memory. The tests
 // compare these calls with the CPU's computed results, bit for bit, on every 16-bit pattern.

@@ -123,7 +123,7 @@ namespace ree::repops::cuda {
 
 // bf16 and f16 activation and gated calls of at least this many elements (16-byte aligned rows)
 // look the activation up in a table of all 65536 results instead of computing it: the same bits,
-// about ten instructions per element instead of sixty. Smaller calls compute (on H100 the table
+// about fifteen instructions per element instead of sixty. Smaller calls compute (on H100 the table
 // is faster from about 64 x 14336 elements, slower at 16 x 14336; docs/benchmarks.md).
 constexpr int64_t kActivationTableMinElements = int64_t{1} << 19;
 
