@@ -1,8 +1,9 @@
 // CUDA linear layer (docs/repops-spec/linear.md): three kernels with the same bits.
 //
-// GEMV, M <= 4: a block owns 32 output features (one per lane) and walks k in stages of
-// 128-wide chunks; each warp computes one chunk of its 32 rows for up to 4 rows of x, each lane
-// running the chunk's fma chain in order. The stage's weights arrive in shared memory through a
+// GEMV, M <= 4: a block owns up to 32 output features (one per lane; fewer with one row of x, so
+// that every SM gets the same number of weight rows) and walks k in stages of 128-wide chunks;
+// each warp computes one chunk of its rows for up to 4 rows of x, each lane running the chunk's
+// fma chain in order. The stage's weights arrive in shared memory through a
 // per-warp cp.async pipeline (coalesced 16-byte copies, each weight byte read once for all rows of
 // x), and after each round one thread per output merges the warps' chunk partials into its running
 // total, in chunk order, exactly as reduce.h's ChunkMerge.
@@ -17,6 +18,7 @@
 // cores only: tensor cores do not round like IEEE fma.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <mutex>
 
@@ -105,14 +107,15 @@ __device__ __forceinline__ void load8(const float* p, float out[8]) {
 
 // ==== GEMV =======================================================================================
 // Decode shapes are bound by the weight bytes, so the kernel is organised around keeping enough of
-// them in flight on every SM: a block owns 32 output features (lane l of every warp computes
-// output n0 + l) and W warps (2, 4 or 8, chosen per launch so the grid fills the GPU in one wave
-// where it can). Warp w computes chunks w, w + W, w + 2W, ... of its 32 outputs; each chunk
-// arrives in shared memory through the warp's own cp.async ring (3-4 stages of kStageK k: the
-// 32 weight row segments and the matching x segments), so warps never wait for each other to
-// load. Lane l runs the chunk's fma chain for every row of x over row l of the stage. After each
-// round of W chunks the block synchronises once and the thread that owns output (m, n) adds the
-// round's W partials to its running total in chunk order, exactly as reduce.h's ChunkMerge.
+// them in flight on every SM: a block owns up to 32 output features (lane l of every warp computes
+// output n0 + l) and W warps (2, 4 or 8), both chosen per launch so that the grid fits the GPU in
+// one wave and the SMs get equal numbers of weight rows (chooseGemvTiling). Warp w computes chunks
+// w, w + W, w + 2W, ... of its 32 outputs; each chunk arrives in shared memory through the warp's
+// own cp.async ring (3-4 stages of kStageK k: the 32 weight row segments and the matching x
+// segments), so warps never wait for each other to load. Lane l runs the chunk's fma chain for
+// every row of x over row l of the stage. After each round of W chunks the block synchronises once
+// and the thread that owns output (m, n) adds the round's W partials to its running total in chunk
+// order, exactly as reduce.h's ChunkMerge.
 constexpr int kGemvRowsPerBlock = 32;  // output features per block (one per lane)
 constexpr int kGemvMaxWarps = 8;
 
@@ -120,6 +123,8 @@ template <typename TW, typename TX, int kMaxRows>
 struct GemvLayout {
   static constexpr int kStagesPerChunk = sizeof(TW) == 4 ? 4 : 2;
   static constexpr int kStageK = kReduceChunk / kStagesPerChunk;  // 32 or 64: 128 bytes per row
+  static_assert(kStageK * sizeof(TW) % 16 == 0 && 32 % (kStageK * sizeof(TW) / 16) == 0,
+                "a stage row is whole 16-byte pieces, a divisor of 32 of them");
   static constexpr int kWRowBytes = kStageK * static_cast<int>(sizeof(TW)) + 16;  // +16: banks
   static constexpr int kWBytes = kGemvRowsPerBlock * kWRowBytes;
   static constexpr int kXRowBytes = kStageK * static_cast<int>(sizeof(TX));
@@ -137,6 +142,7 @@ struct GemvLayout {
 
 struct GemvShape {
   int warps;     // W
+  int features;  // output features per block, 1..32 (lanes >= features compute zeros)
   int n_chunks;  // ceil(K / 128)
   int rounds;    // ceil(n_chunks / W)
 };
@@ -149,50 +155,157 @@ __device__ __forceinline__ int gemvStageK0(const GemvShape& g, int warp, int t) 
   return chunk * kReduceChunk + (t % L::kStagesPerChunk) * L::kStageK;
 }
 
-// Issues the cp.async copies of the weights of this warp's stage `t` into `slot`.
-template <typename TW, typename TX, int kMaxRows>
-__device__ __forceinline__ void gemvLoadWeights(const DeviceArgs& a, const GemvShape& g, int n0,
-                                                int warp, int lane, int t, unsigned char* slot) {
-  using L = GemvLayout<TW, TX, kMaxRows>;
-  const int k0 = gemvStageK0<TW, TX, kMaxRows>(g, warp, t);
-  // 32 rows x 128 bytes, 8 pieces of 16 bytes per row; lane l copies pieces l, l+32, ...
-  constexpr int kWElemsPerPiece = 16 / sizeof(TW);
-  const TW* w = static_cast<const TW*>(a.w);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int piece = i * 32 + lane;
-    const int row = piece / 8;
-    const int col = piece % 8;
-    const int k = k0 + col * kWElemsPerPiece;
-    int valid = a.k - k;
-    valid = valid < 0 ? 0 : (valid > kWElemsPerPiece ? kWElemsPerPiece : valid);
-    if (n0 + row >= a.n) valid = 0;
-    const TW* src = valid ? w + static_cast<int64_t>(n0 + row) * a.w_stride + k : w;
-    cpAsync16(slot + row * L::kWRowBytes + col * 16, src, valid * static_cast<int>(sizeof(TW)));
-  }
-}
+// Which of a lane's cp.async copies are worked out once per block (stored) and which when issued,
+// by the rows of x: a stored plan saves integer work per stage but holds registers that the fma
+// loop of three or four rows wants. Measured side by side on an H100 (docs/benchmarks.md): stored
+// copies gain 1-14% with one or two rows; with three or four rows, stored weight copies gain 3-5%
+// with fp32 x and lose 5-13% with bf16 x, and stored x copies lost up to 16% (4096 x 4096, fp32
+// x: 20.9 against 18.0 us).
+template <typename TX, int kMaxRows>
+constexpr bool kGemvStoreWeightCopies = kMaxRows <= 2 || sizeof(TX) == 4;
+template <int kMaxRows>
+constexpr bool kGemvStoreXCopies = kMaxRows <= 2;
 
-// Issues the cp.async copies of the x segments (kMaxRows rows) of this warp's stage `t`.
-template <typename TW, typename TX, int kMaxRows>
-__device__ __forceinline__ void gemvLoadX(const DeviceArgs& a, const GemvShape& g, int m0, int rows,
-                                          int warp, int lane, int t, unsigned char* slot) {
+// This lane's weight copies of every stage: 32 rows of kStageK weights in 16-byte pieces; lane l
+// copies pieces l, l + 32, ... of that list (consecutive lanes copy the consecutive pieces of a
+// row). Stored: the row pointers and limits are worked out once per block, so that a stage costs
+// a few integer operations per copy.
+template <typename TW, typename TX, int kMaxRows,
+          bool kStored = kGemvStoreWeightCopies<TX, kMaxRows>>
+struct GemvWeightPlan {
   using L = GemvLayout<TW, TX, kMaxRows>;
-  const int k0 = gemvStageK0<TW, TX, kMaxRows>(g, warp, t);
-  constexpr int kXElemsPerPiece = 16 / sizeof(TX);
-  constexpr int kXPiecesPerRow = L::kXRowBytes / 16;
-  const TX* x = static_cast<const TX*>(a.x);
-  for (int piece = lane; piece < kMaxRows * kXPiecesPerRow; piece += 32) {
-    const int r = piece / kXPiecesPerRow;
-    const int col = piece % kXPiecesPerRow;
-    const int k = k0 + col * kXElemsPerPiece;
-    int valid = a.k - k;
-    valid = valid < 0 ? 0 : (valid > kXElemsPerPiece ? kXElemsPerPiece : valid);
-    if (r >= rows) valid = 0;
-    const TX* src = valid ? x + static_cast<int64_t>(m0 + r) * a.x_stride + k : x;
-    cpAsync16(slot + L::kWBytes + r * L::kXRowBytes + col * 16, src,
-              valid * static_cast<int>(sizeof(TX)));
+  static constexpr int kElems = 16 / sizeof(TW);  // weights per piece
+  static constexpr int kPiecesPerRow = L::kStageK / kElems;
+  static constexpr int kCopies = kPiecesPerRow;        // 32 rows x kPiecesPerRow pieces / 32 lanes
+  static constexpr int kRowStep = 32 / kPiecesPerRow;  // rows between a lane's copies
+  const TW* row[kCopies];  // the piece's weight row at its first element, or w when not copied
+  int end[kCopies];        // K - (the piece's first k in a stage); 0 for rows past the block or N
+  int dst;                 // byte offset of the first copy in a stage
+
+  __device__ __forceinline__ void init(const DeviceArgs& a, int n0, int n_rows, int lane) {
+    const TW* w = static_cast<const TW*>(a.w);
+    const int first_row = lane / kPiecesPerRow;
+    const int col = lane % kPiecesPerRow;
+    dst = first_row * L::kWRowBytes + col * 16;
+#pragma unroll
+    for (int i = 0; i < kCopies; ++i) {
+      const int r = first_row + kRowStep * i;
+      const bool ok = r < n_rows;
+      row[i] = w + (ok ? static_cast<int64_t>(n0 + r) * a.w_stride + col * kElems : 0);
+      end[i] = ok ? a.k - col * kElems : 0;
+    }
   }
-}
+
+  // Issues the copies of the stage starting at k0 into `slot`.
+  __device__ __forceinline__ void load(int k0, unsigned char* slot) const {
+#pragma unroll
+    for (int i = 0; i < kCopies; ++i) {
+      int valid = end[i] - k0;
+      valid = valid < 0 ? 0 : (valid > kElems ? kElems : valid);
+      cpAsync16(slot + dst + i * kRowStep * L::kWRowBytes, valid ? row[i] + k0 : row[i],
+                valid * static_cast<int>(sizeof(TW)));
+    }
+  }
+};
+
+template <typename TW, typename TX, int kMaxRows>
+struct GemvWeightPlan<TW, TX, kMaxRows, false> {  // the copies worked out when issued
+  using L = GemvLayout<TW, TX, kMaxRows>;
+  static constexpr int kElems = 16 / sizeof(TW);
+  static constexpr int kPiecesPerRow = L::kStageK / kElems;
+  const TW* w;
+  int64_t w_stride;
+  int n0, n_rows, k;
+
+  __device__ __forceinline__ void init(const DeviceArgs& a, int first, int rows, int) {
+    w = static_cast<const TW*>(a.w), w_stride = a.w_stride;
+    n0 = first, n_rows = rows, k = a.k;
+  }
+
+  __device__ __forceinline__ void load(int k0, unsigned char* slot) const {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int i = 0; i < kPiecesPerRow; ++i) {
+      const int piece = 32 * i + lane;
+      const int row = piece / kPiecesPerRow;
+      const int col = piece % kPiecesPerRow;
+      const int kp = k0 + col * kElems;
+      int valid = k - kp;
+      valid = valid < 0 ? 0 : (valid > kElems ? kElems : valid);
+      if (row >= n_rows) valid = 0;
+      const TW* src = valid ? w + static_cast<int64_t>(n0 + row) * w_stride + kp : w;
+      cpAsync16(slot + row * L::kWRowBytes + col * 16, src, valid * static_cast<int>(sizeof(TW)));
+    }
+  }
+};
+
+// This lane's x copies of every stage: kMaxRows rows of kStageK elements, lane l copies pieces
+// l, l + 32, ... of that list. Stored (one copy per lane) with one or two rows of x, else worked
+// out when issued.
+template <typename TW, typename TX, int kMaxRows>
+struct GemvXLayout {
+  using L = GemvLayout<TW, TX, kMaxRows>;
+  static constexpr int kElems = 16 / sizeof(TX);
+  static constexpr int kPiecesPerRow = L::kXRowBytes / 16;
+  static constexpr int kPieces = kMaxRows * kPiecesPerRow;
+  static constexpr bool kOnePerLane = kPieces <= 32 && kGemvStoreXCopies<kMaxRows>;
+};
+
+template <typename TW, typename TX, int kMaxRows,
+          bool kStored = GemvXLayout<TW, TX, kMaxRows>::kOnePerLane>
+struct GemvXPlan {  // one copy per lane, stored
+  using L = GemvLayout<TW, TX, kMaxRows>;
+  using X = GemvXLayout<TW, TX, kMaxRows>;
+  const TX* row;  // the piece's x row at its first element, or x when not copied
+  int end;        // K - (the piece's first k in a stage); 0 for rows past M
+  int dst;        // byte offset in the stage
+
+  __device__ __forceinline__ void init(const DeviceArgs& a, int m0, int rows, int lane) {
+    const int r = lane / X::kPiecesPerRow;
+    const int col = lane % X::kPiecesPerRow;
+    const bool ok = lane < X::kPieces && r < rows;
+    row = static_cast<const TX*>(a.x) +
+          (ok ? static_cast<int64_t>(m0 + r) * a.x_stride + col * X::kElems : 0);
+    end = ok ? a.k - col * X::kElems : 0;
+    dst = L::kWBytes + r * L::kXRowBytes + col * 16;
+  }
+
+  __device__ __forceinline__ void load(int k0, int lane, unsigned char* slot) const {
+    if (X::kPieces == 32 || lane < X::kPieces) {
+      int valid = end - k0;
+      valid = valid < 0 ? 0 : (valid > X::kElems ? X::kElems : valid);
+      cpAsync16(slot + dst, valid ? row + k0 : row, valid * static_cast<int>(sizeof(TX)));
+    }
+  }
+};
+
+template <typename TW, typename TX, int kMaxRows>
+struct GemvXPlan<TW, TX, kMaxRows, false> {  // several copies per lane, worked out when issued
+  using L = GemvLayout<TW, TX, kMaxRows>;
+  using X = GemvXLayout<TW, TX, kMaxRows>;
+  const TX* x;
+  int64_t x_stride;
+  int m0, rows, k;
+
+  __device__ __forceinline__ void init(const DeviceArgs& a, int first_row, int row_count, int) {
+    x = static_cast<const TX*>(a.x), x_stride = a.x_stride;
+    m0 = first_row, rows = row_count, k = a.k;
+  }
+
+  __device__ __forceinline__ void load(int k0, int lane, unsigned char* slot) const {
+    for (int piece = lane; piece < X::kPieces; piece += 32) {
+      const int r = piece / X::kPiecesPerRow;
+      const int col = piece % X::kPiecesPerRow;
+      const int kp = k0 + col * X::kElems;
+      int valid = k - kp;
+      valid = valid < 0 ? 0 : (valid > X::kElems ? X::kElems : valid);
+      if (r >= rows) valid = 0;
+      const TX* src = valid ? x + static_cast<int64_t>(m0 + r) * x_stride + kp : x;
+      cpAsync16(slot + L::kWBytes + r * L::kXRowBytes + col * 16, src,
+                valid * static_cast<int>(sizeof(TX)));
+    }
+  }
+};
 
 template <typename TW, typename TX, int kMaxRows>
 __global__ void __launch_bounds__(kGemvMaxWarps * 32) gemvKernel(DeviceArgs a, GemvShape g) {
@@ -201,7 +314,7 @@ __global__ void __launch_bounds__(kGemvMaxWarps * 32) gemvKernel(DeviceArgs a, G
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int threads = g.warps * 32;
-  const int n0 = blockIdx.x * kGemvRowsPerBlock;
+  const int n0 = blockIdx.x * g.features;
   const int m0 = blockIdx.y * kMaxRows;
   const int rows = min(kMaxRows, a.m - m0);
   unsigned char* ring = shared + warp * L::kWarpBytes;
@@ -216,12 +329,16 @@ __global__ void __launch_bounds__(kGemvMaxWarps * 32) gemvKernel(DeviceArgs a, G
   // while this grid launches), instead of after. x is read only once the predecessor is done.
   // cp.async groups complete in order, so the first group (all early weights and x of stage 0)
   // still completes before stage 0 is read, and group t before stage t.
+  GemvWeightPlan<TW, TX, kMaxRows> plan;
+  plan.init(a, n0, min(g.features, a.n - n0), lane);
+  GemvXPlan<TW, TX, kMaxRows> x_plan;
+  x_plan.init(a, m0, rows, lane);
   const bool early_weights = a.w_is_constant != 0;
   if (early_weights) {
 #pragma unroll
     for (int t = 0; t < L::kRing - 1; ++t) {
       if (t < my_stages) {
-        gemvLoadWeights<TW, TX, kMaxRows>(a, g, n0, warp, lane, t, ring + t * L::kStageBytes);
+        plan.load(gemvStageK0<TW, TX, kMaxRows>(g, warp, t), ring + t * L::kStageBytes);
       }
     }
   }
@@ -231,8 +348,8 @@ __global__ void __launch_bounds__(kGemvMaxWarps * 32) gemvKernel(DeviceArgs a, G
   for (int t = 0; t < L::kRing - 1; ++t) {
     if (t < my_stages) {
       unsigned char* slot = ring + t * L::kStageBytes;
-      if (!early_weights) gemvLoadWeights<TW, TX, kMaxRows>(a, g, n0, warp, lane, t, slot);
-      gemvLoadX<TW, TX, kMaxRows>(a, g, m0, rows, warp, lane, t, slot);
+      if (!early_weights) plan.load(gemvStageK0<TW, TX, kMaxRows>(g, warp, t), slot);
+      x_plan.load(gemvStageK0<TW, TX, kMaxRows>(g, warp, t), lane, slot);
     }
     cpAsyncCommit();
   }
@@ -259,8 +376,9 @@ __global__ void __launch_bounds__(kGemvMaxWarps * 32) gemvKernel(DeviceArgs a, G
         const int next = t + L::kRing - 1;
         if (next < my_stages) {
           unsigned char* slot = ring + (next % L::kRing) * L::kStageBytes;
-          gemvLoadWeights<TW, TX, kMaxRows>(a, g, n0, warp, lane, next, slot);
-          gemvLoadX<TW, TX, kMaxRows>(a, g, m0, rows, warp, lane, next, slot);
+          const int k0 = gemvStageK0<TW, TX, kMaxRows>(g, warp, next);
+          plan.load(k0, slot);
+          x_plan.load(k0, lane, slot);
         }
         cpAsyncCommit();
       }
@@ -327,7 +445,9 @@ __global__ void __launch_bounds__(kGemvMaxWarps * 32) gemvKernel(DeviceArgs a, G
     const int o = threadIdx.x + i * threads;
     const int r = o / 32;
     const int col = n0 + o % 32;
-    if (o < kMaxRows * 32 && r < rows && col < a.n) storeOutput(a, m0 + r, col, totals[i]);
+    if (o < kMaxRows * 32 && r < rows && o % 32 < g.features && col < a.n) {
+      storeOutput(a, m0 + r, col, totals[i]);
+    }
   }
 }
 
@@ -739,6 +859,53 @@ Status chooseGemvWarps(const GemvDevice& dev, long long tiles, int max_warps, in
   return Status::kSuccess;
 }
 
+// Warps and output features per block of the one-feature-per-lane GEMV. Every SM streams the
+// weight rows of the blocks it holds, so a launch lasts about as long as its busiest SM takes:
+// with T tiles of F features spread over S SMs, ceil(T / S) * F weight rows. With F = 32 some LLM
+// shapes leave SMs idle for a third of the launch (N = 6144: 192 tiles, 60 SMs with two and 72
+// with one; N = 14336: 448 tiles, four or three per SM). A smaller F that evens the SMs out costs
+// only idle lanes, which a bandwidth-bound kernel can afford. Among the tilings whose blocks all
+// fit on the GPU at once (one wave), the first in the order (most warps, most features) is kept
+// unless a later one puts at least 2% fewer rows on the busiest SM. When none fits in one wave:
+// 32 features and two warps (short rounds, many blocks per SM), as for the four-feature kernel.
+struct GemvTiling {
+  int warps = 2;
+  int features = kGemvRowsPerBlock;
+  int bytes = 0;
+};
+
+template <typename SharedBytes>
+Status chooseGemvTiling(const GemvDevice& dev, int n, long long row_blocks, int min_features,
+                        SharedBytes shared_bytes, GemvTiling* out) {
+  GemvTiling best;
+  long long best_rows = -1;
+  for (int w = kGemvMaxWarps; w >= 2; w /= 2) {
+    const int b = shared_bytes(w);
+    if (b > dev.smem_optin) continue;
+    const long long per_sm =
+        std::min<long long>(dev.smem_per_sm / (b + 1024), 2048 / (32 * w));  // + reservation
+    for (int f = kGemvRowsPerBlock; f >= min_features; --f) {
+      const long long tiles = static_cast<long long>(divUp(n, f)) * row_blocks;
+      if (tiles > per_sm * dev.sms) continue;
+      const long long rows = static_cast<long long>(divUp(tiles, dev.sms)) * f;
+      if (best_rows < 0 || rows * 50 < best_rows * 49) {
+        best_rows = rows;
+        best.warps = w;
+        best.features = f;
+      }
+    }
+  }
+  best.bytes = shared_bytes(best.warps);
+  if (best.bytes > dev.smem_optin) {
+    return REE_FAIL(Status::kUnsupported,
+                    "linear: the GEMV kernel needs %d bytes of shared memory per block; the device "
+                    "allows %d",
+                    best.bytes, dev.smem_optin);
+  }
+  *out = best;
+  return Status::kSuccess;
+}
+
 template <typename TW, typename TX, int kMaxRows>
 Status launchGemv(const DeviceArgs& a, cudaStream_t stream) {
   using L = GemvLayout<TW, TX, kMaxRows>;
@@ -746,16 +913,20 @@ Status launchGemv(const DeviceArgs& a, cudaStream_t stream) {
   GemvDevice dev;
   REE_RETURN_IF_ERROR(gemvDevice(&dev));
   REE_RETURN_IF_ERROR(allowFullSharedMemory(kernel));
-  const long long tiles =
-      static_cast<long long>(divUp(a.n, kGemvRowsPerBlock)) * divUp(a.m, kMaxRows);
-  int warps = 0, bytes = 0;
+  // Balanced tiles for one row of x only: with two to four rows the kernel is also bound by its
+  // fmas, and idle lanes cost more than the balance gains (H100: 4096 x 6144, four rows of x,
+  // 33.5 us with 32 features per block against 36.1 us with 24).
+  const int min_features = kMaxRows == 1 ? 8 : kGemvRowsPerBlock;
+  GemvTiling tiling;
   REE_RETURN_IF_ERROR(
-      chooseGemvWarps(dev, tiles, kGemvMaxWarps, 2, L::sharedBytes, &warps, &bytes));
+      chooseGemvTiling(dev, a.n, divUp(a.m, kMaxRows), min_features, L::sharedBytes, &tiling));
+  const int warps = tiling.warps, bytes = tiling.bytes;
   GemvShape g;
   g.warps = warps;
+  g.features = tiling.features;
   g.n_chunks = static_cast<int>(divUp(a.k, kReduceChunk));
   g.rounds = static_cast<int>(divUp(g.n_chunks, warps));
-  dim3 grid(divUp(a.n, kGemvRowsPerBlock), divUp(a.m, kMaxRows));
+  dim3 grid(divUp(a.n, g.features), divUp(a.m, kMaxRows));
   launchChained(kernel, grid, warps * 32, bytes, stream, a, g);
   REE_CUDA_CHECK_LAUNCH();
   return Status::kSuccess;

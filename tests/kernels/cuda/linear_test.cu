@@ -262,6 +262,11 @@ TEST(LinearCuda, GemvRoundsAndBlockShapesMatchCpu) {
       {2, 8000, 300, DType::kF32, DType::kF16},      // two rows
       {9, 4133, 4096, DType::kF32, DType::kBF16},    // decode-like, 16-row block with 9 rows
       {40, 50, 700, DType::kBF16, DType::kBF16},     // three row blocks
+      // One row: blocks of fewer than 32 features, balanced over the SMs (24 and 28 features on
+      // a 132-SM H100), the last block partial.
+      {1, 6150, 600, DType::kBF16, DType::kBF16},
+      {1, 14339, 260, DType::kF32, DType::kBF16},
+      {1, 1000, 1030, DType::kF32, DType::kF16},  // small N: 8 features per block (H100)
   };
   int seed = 11;
   for (const Shape& shape : shapes) {
