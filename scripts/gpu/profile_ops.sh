@@ -5,7 +5,7 @@
 #      (libree_kernel_trace.so, CUPTI): per decode batch, kernel time per call and the GPU's idle
 #      time per call (host work between the timed events);
 #   2. ncu (Speed Of Light, occupancy, warp states, compute pipes) of chosen launches: the attention
-#      chunk and merge kernels at batch 16, RMSNorm bf16 4096 x 4096, softmax f32 512 x 128256,
+#      chunk and merge kernels at batch 1 and 16, RMSNorm bf16 4096 x 4096, softmax f32 512 x 128256,
 #      the gated (SwiGLU), rope and embedding kernels, the correctly rounded exp kernel, and the
 #      GEMV at M = 8 (K = N = 4096, x bf16 and x fp32) with the shared-memory tables.
 # ncu runs with --clock-control none (the device README asks to leave the clocks alone).
@@ -45,23 +45,34 @@ acts.sort()
 # Calls: each decode call is one chunk kernel (split) followed by one merge kernel.
 calls = []
 for i, a in enumerate(acts):
-    if "attentionChunkKernel" in a[3] and "(bool)0" in a[3]:
+    # The split path's chunk kernel: attentionChunkKernel<T, false, ...> (demanglers write the
+    # bool as "false" or "(bool)0").
+    if re.search(r"attentionChunkKernel<[^,]+, (false|\(bool\)0)", a[3]):
         j = i + 1
         while j < len(acts) and "attentionMergeKernel" not in acts[j][3]:
             j += 1
         if j < len(acts):
             calls.append((a, acts[j]))
-# The bench runs 53 calls per batch (3 warm-up + 50) for batch 1, 4, 8, 16.
+# Per batch the bench runs 53 single calls (3 warm-up + 50), then 3 + 11 x 20 back-to-back calls.
+single, stream = 53, 3 + 11 * 20
+med = lambda xs: sorted(xs)[len(xs) // 2] / 1e3 if xs else float("nan")
 for b, batch in enumerate([1, 4, 8, 16]):
-    group = calls[b * 53 + 3:(b + 1) * 53]
+    base = b * (single + stream)
+    group = calls[base + 3:base + single]
     if not group:
         continue
-    chunk = sorted(c[0][1] - c[0][0] for c in group)[len(group) // 2] / 1e3
-    merge = sorted(c[1][1] - c[1][0] for c in group)[len(group) // 2] / 1e3
-    gap = sorted(c[1][0] - c[0][1] for c in group)[len(group) // 2] / 1e3
-    span = sorted(c[1][1] - c[0][0] for c in group)[len(group) // 2] / 1e3
+    chunk = med([c[0][1] - c[0][0] for c in group])
+    merge = med([c[1][1] - c[1][0] for c in group])
+    gap = med([c[1][0] - c[0][1] for c in group])
+    span = med([c[1][1] - c[0][0] for c in group])
     print(f"batch {batch:2d}: chunk kernel {chunk:8.1f} us, merge {merge:7.1f} us, "
-          f"gap {gap:6.1f} us, first start to last end {span:8.1f} us (medians)")
+          f"gap {gap:6.1f} us, first start to last end {span:8.1f} us (medians, single calls)")
+    run = calls[base + single + 3:base + single + stream]
+    if len(run) > 1:
+        period = med([run[i + 1][0][0] - run[i][0][0] for i in range(len(run) - 1)])
+        print(f"          back to back: chunk kernel {med([c[0][1] - c[0][0] for c in run]):8.1f} us, "
+              f"merge {med([c[1][1] - c[1][0] for c in run]):7.1f} us, "
+              f"call to call {period:8.1f} us (medians)")
 EOF
 fi
 
@@ -80,10 +91,13 @@ profile() {  # name, regex, skip, then the program and its arguments
   echo "== ncu $name" | tee -a "$out/ops-profile.txt"
   summarise "$out/ncu-$name.txt" | tee -a "$out/ops-profile.txt"
 }
-# attention bench: 53 calls per batch (1, 4, 8, 16); the 163rd split call is batch 16's.
-profile attention-chunk-b16 "attentionChunkKernel<.*\\(bool\\)0" 162 "$bench_dir/bench_gpu_attention_bench"
-profile attention-merge-b16 "attentionMergeKernel" 162 "$bench_dir/bench_gpu_attention_bench"
-profile attention-chunk-b1 "attentionChunkKernel<.*\\(bool\\)0" 3 "$bench_dir/bench_gpu_attention_bench"
+# attention bench: 276 split calls per batch (1, 4, 8, 16: 53 single, then 223 back to back);
+# the 832nd is batch 16's first timed single call.
+split_chunk="attentionChunkKernel<[^,]+, (false|\\(bool\\)0)"
+profile attention-chunk-b16 "$split_chunk" 831 "$bench_dir/bench_gpu_attention_bench"
+profile attention-merge-b16 "attentionMergeKernel" 831 "$bench_dir/bench_gpu_attention_bench"
+profile attention-chunk-b1 "$split_chunk" 3 "$bench_dir/bench_gpu_attention_bench"
+profile attention-merge-b1 "attentionMergeKernel" 3 "$bench_dir/bench_gpu_attention_bench"
 # rowops bench, bf16 first: rowKernel<0 (RMSNorm) runs 25 launches per shape for rows 128, 1024,
 # 4096 of cols 4096 (rows 1 and 16 take the small-row kernel).
 profile rmsnorm-bf16-4096 "rowKernel<\\(int\\)0, ree::bf16_t, ree::bf16_t" 50 "$bench_dir/bench_gpu_rowops_bench"
