@@ -487,7 +487,13 @@ struct Gemv4Layout {
   // +16: the four groups' x segments start in different banks.
   static constexpr int kXGroupBytes = kRows * kXRowBytes + 16;
   static constexpr int kStageBytes = kWBytes + kGemv4Groups * kXGroupBytes;
-  static constexpr int kRing = 3;
+  // cp.async stages per warp. With 16 rows a warp's stages and partials are large (33 KB with
+  // fp32 x and three stages), and with three stages the grid often fits the GPU at once only as
+  // one-warp blocks; two stages let twice the warps in. Side by side on an H100
+  // (docs/benchmarks.md), two stages against three: 9-16 rows of fp32 x 21-48% faster on five of
+  // six LLM shapes (6% slower at N = 28672), bf16 x 1-5% faster; 5-8 rows: mixed, up to 14%
+  // slower with fp32 x, so they keep three.
+  static constexpr int kRing = kRows >= 16 ? 2 : 3;
   static constexpr int kWarpBytes = kRing * kStageBytes;
   // Partials of one chunk: kRows x 32 floats, +8 so the four groups of a warp store to
   // different banks.
