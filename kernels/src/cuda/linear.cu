@@ -487,13 +487,16 @@ struct Gemv4Layout {
   // +16: the four groups' x segments start in different banks.
   static constexpr int kXGroupBytes = kRows * kXRowBytes + 16;
   static constexpr int kStageBytes = kWBytes + kGemv4Groups * kXGroupBytes;
-  // cp.async stages per warp. With 16 rows a warp's stages and partials are large (33 KB with
-  // fp32 x and three stages), and with three stages the grid often fits the GPU at once only as
-  // one-warp blocks; two stages let twice the warps in. Side by side on an H100
-  // (docs/benchmarks.md), two stages against three: 9-16 rows of fp32 x 21-48% faster on five of
-  // six LLM shapes (6% slower at N = 28672), bf16 x 1-5% faster; 5-8 rows: mixed, up to 14%
-  // slower with fp32 x, so they keep three.
-  static constexpr int kRing = kRows >= 16 ? 2 : 3;
+  // cp.async stages per warp. Measured side by side on an H100 against three stages (the earlier
+  // choice; docs/benchmarks.md): with 16 rows a warp's stages and partials are large (33 KB with
+  // fp32 x), and with three stages the grid often fits the GPU at once only as one-warp blocks;
+  // two stages let twice the warps in: 9-16 rows of fp32 x 21-48% faster on five of six LLM
+  // shapes (6% slower at N = 28672), bf16 x 1-5% faster. With 8 rows, four stages keep more
+  // weight bytes in flight: 5-8 rows 17-25% faster on the fused gate/up projection (N = 28672)
+  // and, with bf16 x, on 4096 x 14336; 15-19% slower with fp32 x on 4096 x 14336 and 4096 x 6144;
+  // within 6% elsewhere. Over one Llama-3-8B layer's four projections (q|k|v, o, gate|up, down)
+  // 10-13% faster.
+  static constexpr int kRing = kRows >= 16 ? 2 : 4;
   static constexpr int kWarpBytes = kRing * kStageBytes;
   // Partials of one chunk: kRows x 32 floats, +8 so the four groups of a warp store to
   // different banks.
