@@ -158,9 +158,9 @@ __device__ __forceinline__ int gemvStageK0(const GemvShape& g, int warp, int t) 
 // Which of a lane's cp.async copies are worked out once per block (stored) and which when issued,
 // by the rows of x: a stored plan saves integer work per stage but holds registers that the fma
 // loop of three or four rows wants. Measured side by side on an H100 (docs/benchmarks.md): stored
-// copies gain 1-14% with one or two rows; with three or four rows, stored weight copies gain 3-5%
-// with fp32 x and lose 5-13% with bf16 x, and stored x copies lost up to 16% (4096 x 4096, fp32
-// x: 20.9 against 18.0 us).
+// copies gain up to 14% with one or two rows; with three or four rows, stored weight copies gain
+// 3-6% with fp32 x (on 12 of 14 shapes) and lose 3-13% with bf16 x, and stored x copies lost up
+// to 16% (4096 x 4096, fp32 x: 20.9 against 18.0 us).
 template <typename TX, int kMaxRows>
 constexpr bool kGemvStoreWeightCopies = kMaxRows <= 2 || sizeof(TX) == 4;
 template <int kMaxRows>
