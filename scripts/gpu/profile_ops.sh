@@ -45,9 +45,9 @@ acts.sort()
 # Calls: each decode call is one chunk kernel (split) followed by one merge kernel.
 calls = []
 for i, a in enumerate(acts):
-    # The split path's chunk kernel: attentionChunkKernel<T, false, ...> (demanglers write the
-    # bool as "false" or "(bool)0").
-    if re.search(r"attentionChunkKernel<[^,]+, (false|\(bool\)0)", a[3]):
+    # The split path's chunk kernel: attentionChunkKernel<T, false, ...> (the tracer writes the
+    # template's commas as ';'; demanglers write the bool as "false" or "(bool)0").
+    if re.search(r"attentionChunkKernel<[^;,]+[;,] (false|\(bool\)0)", a[3]):
         j = i + 1
         while j < len(acts) and "attentionMergeKernel" not in acts[j][3]:
             j += 1
