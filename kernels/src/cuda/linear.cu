@@ -885,7 +885,7 @@ struct GemvTiling {
 
 template <typename SharedBytes>
 Status chooseGemvTiling(const GemvDevice& dev, int n, long long row_blocks, int min_features,
-                        SharedBytes shared_bytes, GemvTiling* out) {
+                        bool cap_blocks_per_sm, SharedBytes shared_bytes, GemvTiling* out) {
   GemvTiling best;
   long long best_rows = -1;
   for (int w = kGemvMaxWarps; w >= 2; w /= 2) {
@@ -911,6 +911,21 @@ Status chooseGemvTiling(const GemvDevice& dev, int n, long long row_blocks, int 
                     "allows %d",
                     best.bytes, dev.smem_optin);
   }
+  // Blocks per SM capped at the even share ceil(T / S) by asking for more shared memory than the
+  // kernel uses: where more blocks fit, the hardware may give some SMs more blocks than others
+  // (N = 6144 with bf16 x: 256 blocks, three fit per SM), and the launch lasts as long as its
+  // busiest SM. H100, one row of x, side by side: 4096 x 14336 48.4 -> 44.0 us, 4096 x 6144
+  // 21.4 -> 19.3 us (constant weights), no shape slower (docs/benchmarks.md).
+  if (cap_blocks_per_sm && best_rows >= 0) {
+    const long long tiles = static_cast<long long>(divUp(n, best.features)) * row_blocks;
+    const long long share = static_cast<long long>(divUp(tiles, dev.sms));
+    // Shared memory is allocated per block in 128-byte units, plus the 1 KiB per-block reservation.
+    const long long padded = (dev.smem_per_sm / share - 1024) / 128 * 128;
+    if (padded > best.bytes && padded <= dev.smem_optin &&
+        dev.smem_per_sm / (padded + 1024) == share) {
+      best.bytes = static_cast<int>(padded);
+    }
+  }
   *out = best;
   return Status::kSuccess;
 }
@@ -927,8 +942,9 @@ Status launchGemv(const DeviceArgs& a, cudaStream_t stream) {
   // 33.5 us with 32 features per block against 36.1 us with 24).
   const int min_features = kMaxRows == 1 ? 8 : kGemvRowsPerBlock;
   GemvTiling tiling;
-  REE_RETURN_IF_ERROR(
-      chooseGemvTiling(dev, a.n, divUp(a.m, kMaxRows), min_features, L::sharedBytes, &tiling));
+  REE_RETURN_IF_ERROR(chooseGemvTiling(dev, a.n, divUp(a.m, kMaxRows), min_features,
+                                       /*cap_blocks_per_sm=*/kMaxRows == 1, L::sharedBytes,
+                                       &tiling));
   const int warps = tiling.warps, bytes = tiling.bytes;
   GemvShape g;
   g.warps = warps;
