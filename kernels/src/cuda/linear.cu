@@ -919,7 +919,8 @@ Status chooseGemvTiling(const GemvDevice& dev, int n, long long row_blocks, int 
   if (cap_blocks_per_sm && best_rows >= 0) {
     const long long tiles = static_cast<long long>(divUp(n, best.features)) * row_blocks;
     const long long share = static_cast<long long>(divUp(tiles, dev.sms));
-    // Shared memory is allocated per block in 128-byte units, plus the 1 KiB per-block reservation.
+    // Rounded down to 128 bytes so that the allocation granularity cannot push a block past the
+    // share; + 1 KiB: the per-block reservation.
     const long long padded = (dev.smem_per_sm / share - 1024) / 128 * 128;
     if (padded > best.bytes && padded <= dev.smem_optin &&
         dev.smem_per_sm / (padded + 1024) == share) {
