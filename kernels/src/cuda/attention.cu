@@ -603,68 +603,99 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
   }
 }
 
-constexpr int kMergeFold = 8;  // chunk states per load group of the merge
 constexpr int kMergeMaxD = (kAttentionMaxHeadDim + kMergeThreads - 1) / kMergeThreads;
+constexpr int kMergeTile = 32;  // chunk states per load tile of a merge thread (registers per d)
+static_assert(kMergeThreads % (2 * kMergeTile) == 0, "factor tiles hold whole pairs of load tiles");
 
-// Loads the states of chunks first + [i0, i0 + kMergeFold) (those < count) for this thread's d's.
-__device__ __forceinline__ void loadMergeStates(const KernelParams& p, long long first, int i0,
-                                                int count, float (&sums)[kMergeFold],
-                                                float (&accs)[kMergeFold][kMergeMaxD]) {
+// Loads the accumulators of chunks j0 .. j0 + kMergeTile - 1 (those < n) for this thread's d's.
+// kHeadDim > 0 makes the chunk stride a constant, so the addresses are immediate offsets.
+template <int kHeadDim, int kD>
+__device__ __forceinline__ void loadMergeTile(const float* acc_row, int head_dim, int j0, int n,
+                                              float (&v)[kMergeTile][kD]) {
+  const int stride = kHeadDim > 0 ? kHeadDim : head_dim;
+  const float* src = acc_row + static_cast<long long>(j0) * stride;
 #pragma unroll
-  for (int f = 0; f < kMergeFold; ++f) {
-    if (i0 + f < count) {
-      const long long state = first + i0 + f;
-      sums[f] = p.ws_sum[state];
+  for (int i = 0; i < kMergeTile; ++i) {
 #pragma unroll
-      for (int k = 0; k < kMergeMaxD; ++k) {
-        const int d = threadIdx.x + k * kMergeThreads;
-        accs[f][k] = d < p.head_dim ? p.ws_acc[state * p.head_dim + d] : 0.0f;
-      }
+    for (int k = 0; k < kD; ++k) {
+      const int d = static_cast<int>(threadIdx.x) + k * kMergeThreads;
+      v[i][k] = (j0 + i < n && d < head_dim) ? src[i * stride + k * kMergeThreads] : 0.0f;
     }
   }
 }
 
-// Merges the chunk states of one row left to right (split path). The running maxima are a prefix
-// maximum (exact, so computed as a parallel scan); the factors crExp(M_{j-1} - M_j) and
-// crExp(m_j - M_j) of a tile of chunks are computed in parallel, then each thread folds its d's.
+// Folds chunks j0 .. j0 + kMergeTile - 1 (those < n) into the running state, in chunk order.
+// factors[j - tile] = (running factor, chunk factor, chunk sum * chunk factor) of chunk j.
+template <int kD>
+__device__ __forceinline__ void foldMergeTile(const float4* factors, int tile, int j0, int n,
+                                              const float (&v)[kMergeTile][kD], float& sum,
+                                              float (&acc)[kD]) {
+  auto step = [&](int i) {
+    const float4 f = factors[j0 + i - tile];
+    sum = sum * f.x + f.z;  // mergeValue: two rounded products (f.z is l_j * b), one rounded sum
+#pragma unroll
+    for (int k = 0; k < kD; ++k)
+      acc[k] = attn::mergeValue(acc[k], f.x, v[i][k], f.y);
+  };
+  if (j0 + kMergeTile <= n) {
+#pragma unroll
+    for (int i = 0; i < kMergeTile; ++i)
+      step(i);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kMergeTile; ++i) {
+      if (j0 + i < n) step(i);
+    }
+  }
+}
+
+// Merges the chunk states of one row left to right (split path); one thread per d (two for
+// head_dim > 128). The running maxima are a prefix maximum (exact, so computed as a parallel
+// scan), and the factors a = crExp(M_{j-1} - M_j) and b = crExp(m_j - M_j) of a tile of
+// kMergeThreads chunks are computed in parallel, a chunk per thread; then each thread folds its
+// d's. Chunk 0 takes a = +0 and b = 1 against a running state of -0: (-0 * +0) + x * 1 = x for
+// every x (also -0, inf and NaN), which is the spec's "chunk 0 initialises", without a branch per
+// chunk. A thread's accumulator loads are issued a tile of kMergeTile chunks ahead of its fold
+// (the first tile before the scan), so the states arrive in about one memory latency per tile
+// while the fold, a dependent chain, runs. (The previous fold, with a branch and 64-bit index
+// arithmetic per chunk and one round trip per 8 chunks, made a batch-1 decode call 3 us slower on
+// an H100: docs/benchmarks.md.)
 //
 // The work description is read before waitForPredecessor() (uploaded by a copy, never written by
 // a kernel); the chunk states only after it.
-__global__ void attentionMergeKernel(KernelParams p, const SplitSeq* __restrict__ split_seqs) {
+template <int kHeadDim, int kD>
+__global__ void __launch_bounds__(kMergeThreads)
+    attentionMergeKernel(KernelParams p, const SplitSeq* __restrict__ split_seqs) {
+  __shared__ float4 factors[kMergeThreads];
   __shared__ float prefix_max[kMergeThreads];
-  __shared__ float factor_running[kMergeThreads];
-  __shared__ float factor_chunk[kMergeThreads];
   __shared__ float warp_max[kMergeThreads / 32];
   const SplitSeq ss = split_seqs[blockIdx.y];
   const int local = static_cast<int>(blockIdx.x);
   if (local >= p.n_kv_heads * ss.rows) return;  // uniform over the block
   const int kv_head = local / ss.rows;
   const int row = local - kv_head * ss.rows;
-  struct {
-    long long state_row;  // workspace state index of (this row, chunk 0)
-    int n_chunks;         // chunks this row reads
-    int token;            // global token index
-    int head;             // query head
-  } item;
-  item.state_row = ss.state_base + (static_cast<long long>(kv_head) * ss.rows + row) * ss.n_chunks;
-  item.n_chunks = static_cast<int>(attn::chunkCount(ss.cached + row / p.group));
-  item.token = ss.token_begin + row / p.group;
-  item.head = kv_head * p.group + row % p.group;
+  const long long state_row =
+      ss.state_base + (static_cast<long long>(kv_head) * ss.rows + row) * ss.n_chunks;
+  const int n = static_cast<int>(attn::chunkCount(ss.cached + row / p.group));
+  const long long token = ss.token_begin + row / p.group;
+  const int head = kv_head * p.group + row % p.group;
+  const int head_dim = kHeadDim > 0 ? kHeadDim : p.head_dim;
+  const float* acc_row = p.ws_acc + state_row * head_dim + threadIdx.x;
   waitForPredecessor();
   allowSuccessorLaunch();
-  const int head_dim = p.head_dim;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  float acc[kMergeMaxD];
-  float sum = 0.0f;
-  float carry = -__int_as_float(0x7f800000);  // M of the chunk before this tile
-  for (int tile = 0; tile < item.n_chunks; tile += kMergeThreads) {
-    const int tile_count =
-        item.n_chunks - tile < kMergeThreads ? item.n_chunks - tile : kMergeThreads;
-    float chunk_sum[kMergeFold];
-    float chunk_acc[kMergeFold][kMergeMaxD];
-    loadMergeStates(p, item.state_row + tile, 0, tile_count, chunk_sum, chunk_acc);
-    const int j = tile + threadIdx.x;
-    const float m = j < item.n_chunks ? p.ws_max[item.state_row + j] : -__int_as_float(0x7f800000);
+  float acc[kD];
+#pragma unroll
+  for (int k = 0; k < kD; ++k)
+    acc[k] = -0.0f;
+  float sum = -0.0f;
+  float carry = -__int_as_float(0x7f800000);  // M of the chunk before this factor tile
+  float tile_a[kMergeTile][kD], tile_b[kMergeTile][kD];
+  loadMergeTile<kHeadDim, kD>(acc_row, head_dim, 0, n, tile_a);
+  for (int tile = 0; tile < n; tile += kMergeThreads) {
+    const int j = tile + static_cast<int>(threadIdx.x);
+    const float m = j < n ? p.ws_max[state_row + j] : -__int_as_float(0x7f800000);
+    const float l = j < n ? p.ws_sum[state_row + j] : 0.0f;
     float running = m;
 #pragma unroll
     for (int offset = 1; offset < 32; offset *= 2) {
@@ -678,61 +709,42 @@ __global__ void attentionMergeKernel(KernelParams p, const SplitSeq* __restrict_
     running = attn::maxStep(running, carry);
     prefix_max[threadIdx.x] = running;
     __syncthreads();
-    if (j >= 1 && j < item.n_chunks) {
-      const float before = threadIdx.x == 0 ? carry : prefix_max[threadIdx.x - 1];
-      factor_running[threadIdx.x] = attn::rescaleFactor(before, running);
-      factor_chunk[threadIdx.x] = attn::rescaleFactor(m, running);
+    if (j < n) {
+      float4 f;
+      if (j == 0) {
+        f = make_float4(0.0f, 1.0f, l, 0.0f);
+      } else {
+        const float before = threadIdx.x == 0 ? carry : prefix_max[threadIdx.x - 1];
+        const float scores[2] = {before, m};
+        float ab[2];
+        attn::chunkWeights(scores, running, ab);  // = rescaleFactor(before / m, running)
+        f = make_float4(ab[0], ab[1], l * ab[1], 0.0f);
+      }
+      factors[threadIdx.x] = f;
     }
+    const int tile_end = min(tile + kMergeThreads, n);
+    carry = prefix_max[tile_end - tile - 1];
     __syncthreads();
-    // The fold is a dependent chain, so the states it needs are loaded ahead: group g + 1
-    // (kMergeFold chunks) is requested before group g is folded, and group 0 before the scan.
-    // The merge order and arithmetic are unchanged.
-    for (int i0 = 0; i0 < tile_count; i0 += kMergeFold) {
-      float next_sum[kMergeFold];
-      float next_acc[kMergeFold][kMergeMaxD];
-      const bool more = i0 + kMergeFold < tile_count;
-      if (more) {
-        loadMergeStates(p, item.state_row + tile, i0 + kMergeFold, tile_count, next_sum, next_acc);
-      }
-#pragma unroll
-      for (int f = 0; f < kMergeFold; ++f) {
-        const int i = i0 + f;
-        if (i >= tile_count) break;
-        const int jj = tile + i;
-        if (jj == 0) {
-          sum = chunk_sum[f];
-        } else {
-          sum = attn::mergeValue(sum, factor_running[i], chunk_sum[f], factor_chunk[i]);
+    // Load tiles alternate between tile_a and tile_b (a factor tile holds an even number of them,
+    // so each factor tile starts in tile_a).
+    for (int j0 = tile; j0 < tile_end; j0 += 2 * kMergeTile) {
+      if (j0 + kMergeTile < n)
+        loadMergeTile<kHeadDim, kD>(acc_row, head_dim, j0 + kMergeTile, n, tile_b);
+      foldMergeTile<kD>(factors, tile, j0, n, tile_a, sum, acc);
+      if (j0 + kMergeTile < n) {
+        if (j0 + 2 * kMergeTile < n) {
+          loadMergeTile<kHeadDim, kD>(acc_row, head_dim, j0 + 2 * kMergeTile, n, tile_a);
         }
-#pragma unroll
-        for (int k = 0; k < kMergeMaxD; ++k) {
-          const int d = threadIdx.x + k * kMergeThreads;
-          if (d < head_dim) {
-            acc[k] = jj == 0 ? chunk_acc[f][k]
-                             : attn::mergeValue(acc[k], factor_running[i], chunk_acc[f][k],
-                                                factor_chunk[i]);
-          }
-        }
-      }
-      if (more) {
-#pragma unroll
-        for (int f = 0; f < kMergeFold; ++f) {
-          chunk_sum[f] = next_sum[f];
-#pragma unroll
-          for (int k = 0; k < kMergeMaxD; ++k)
-            chunk_acc[f][k] = next_acc[f][k];
-        }
+        foldMergeTile<kD>(factors, tile, j0 + kMergeTile, n, tile_b, sum, acc);
       }
     }
-    carry = prefix_max[tile_count - 1];
-    __syncthreads();  // the next tile overwrites the shared arrays
+    __syncthreads();  // the next factor tile overwrites the shared arrays
   }
 #pragma unroll
-  for (int k = 0; k < kMergeMaxD; ++k) {
-    const int d = threadIdx.x + k * kMergeThreads;
+  for (int k = 0; k < kD; ++k) {
+    const int d = static_cast<int>(threadIdx.x) + k * kMergeThreads;
     if (d < head_dim) {
-      storeAny(p.out, p.out_dtype,
-               (static_cast<long long>(item.token) * p.n_heads + item.head) * head_dim + d,
+      storeAny(p.out, p.out_dtype, (token * p.n_heads + head) * head_dim + d,
                attn::finalOutput(acc[k], sum));
     }
   }
@@ -837,6 +849,22 @@ Status launchSplitHeadDim(const KernelParams& p, const SplitSeq* split_seqs, int
   return launchSplit<T, kRows, 0>(p, split_seqs, n_split_seqs, work, bytes, stream);
 }
 
+// The merge kernel: head_dim 128 with constant strides; otherwise one or two d's per thread.
+Status launchMerge(const KernelParams& p, const SplitSeq* split_seqs, int n_split_seqs,
+                   int merge_blocks, cudaStream_t stream) {
+  const dim3 grid(merge_blocks, n_split_seqs);
+  if (p.head_dim == 128) {
+    launchChained(attentionMergeKernel<128, 1>, grid, kMergeThreads, 0, stream, p, split_seqs);
+  } else if (p.head_dim <= kMergeThreads) {
+    launchChained(attentionMergeKernel<0, 1>, grid, kMergeThreads, 0, stream, p, split_seqs);
+  } else {
+    launchChained(attentionMergeKernel<0, kMergeMaxD>, grid, kMergeThreads, 0, stream, p,
+                  split_seqs);
+  }
+  REE_CUDA_CHECK_LAUNCH();
+  return Status::kSuccess;
+}
+
 template <typename T>
 Status launchChunkKernels(const KernelParams& base, const SplitSeq* split_seqs, int n_split_seqs,
                           const SplitWork& split_work, int split_rows_cap, int merge_blocks,
@@ -853,9 +881,7 @@ Status launchChunkKernels(const KernelParams& base, const SplitSeq* split_seqs, 
       REE_RETURN_IF_ERROR((launchSplitHeadDim<T, kRowGroup>(p, split_seqs, n_split_seqs, split_work,
                                                             bytes, stream)));
     }
-    launchChained(attentionMergeKernel, dim3(merge_blocks, n_split_seqs), kMergeThreads, 0, stream,
-                  p, split_seqs);
-    REE_CUDA_CHECK_LAUNCH();
+    REE_RETURN_IF_ERROR(launchMerge(p, split_seqs, n_split_seqs, merge_blocks, stream));
   }
   if (n_flash > 0) {
     KernelParams p = base;

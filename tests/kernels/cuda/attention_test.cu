@@ -142,6 +142,36 @@ TEST(AttentionCuda, LargeDecodeBatchesMatchCpu) {
   }
 }
 
+// The merge kernel folds a row's chunk states in factor tiles of 128 chunks (8192 positions),
+// carrying the running maximum from one tile to the next, and loads the states in tiles of 32
+// chunks ahead of the fold. Rows that end exactly at, just before and just after those edges
+// (1, 2 and 3 factor tiles; partial load tiles), in one grid with rows of other lengths, for the
+// head_dim 128 instantiation, the generic one (72) and two d's per thread (256).
+TEST(AttentionCuda, LongContextsMergeAcrossFactorTiles) {
+  REE_SKIP_WITHOUT_GPU();
+  const int contexts[] = {8191, 8192, 8193, 2047, 16383, 16384, 20000, 8192 + 31 * 64 + 5};
+  std::mt19937 rng(11);
+  for (int head_dim : {128, 72, 256}) {
+    AttentionProblem prob;
+    prob.n_heads = 8;
+    prob.n_kv_heads = 2;
+    prob.head_dim = head_dim;
+    prob.kv_dtype = DType::kBF16;
+    prob.q_dtype = DType::kF32;
+    prob.out_dtype = DType::kF32;
+    prob.block_size = 16;
+    prob.shuffle_blocks = true;
+    for (int context : contexts) {
+      // A context of c positions ends at position c - 1; the last sequence also brings 3 tokens.
+      const int n_new = context == 20000 ? 3 : 1;
+      prob.seqs.push_back({rng(), context - n_new, n_new});
+    }
+    Buffers host = prob.buildHost();
+    EXPECT_EQ(test::firstBitDifference(runGpu(prob, host), runCpuBytes(prob, host)), -1)
+        << "head_dim " << head_dim;
+  }
+}
+
 TEST(AttentionCuda, PrefillEqualsDecodeOnGpu) {
   REE_SKIP_WITHOUT_GPU();
   for (int head_dim : {128, 80, 256}) {
