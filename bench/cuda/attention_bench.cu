@@ -9,15 +9,23 @@
 // to back between two events (the stream's throughput when the host runs ahead of the GPU, as in
 // a decode step; host work shows only where it is the longer), each call reading another region
 // of a KV cache larger than the L2 cache, so that no call finds its K and V there.
+// Baseline beside each figure (when LibTorch is found): ATen's scaled_dot_product_attention on
+// bf16 q, k, v of the same shapes (enable_gqa, contiguous K/V rotated over as many sets as our
+// cache regions), timed the same two ways; "speed" ratios are ATen's time over ours.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "ree/kernels/attention.h"
+#if REE_BENCH_HAVE_ATEN
+#include "cuda/aten_sdpa.h"
+#endif
 
 namespace {
 
@@ -125,6 +133,35 @@ void runAttention(const Setup& setup, int batch, int cached, int n_new, void* q,
   }
 }
 
+#if REE_BENCH_HAVE_ATEN
+// ATen's SDPA on `shape`, timed as our calls are: one call (median) and back to back (rotating
+// over the K/V sets). Prints one line; returns false (after printing why) if ATen fails.
+bool timeAten(const bench::AtenSdpaShape& shape, float* one_call_ms, float* stream_ms,
+              std::string* backend) {
+  std::string error;
+  std::unique_ptr<bench::AtenSdpa> aten = bench::AtenSdpa::create(shape, &error);
+  bool ok = aten != nullptr;
+  if (ok) {
+    *backend = aten->backend();
+    ok = aten->run(0, &error);
+    BENCH_CHECK(cudaDeviceSynchronize());
+  }
+  if (!ok) {
+    std::printf("    ATen SDPA: not measured (%s)\n", error.c_str());
+    return false;
+  }
+  auto call = [&](int i) {
+    if (!aten->run(i, &error)) {
+      std::fprintf(stderr, "ATen SDPA failed: %s\n", error.c_str());
+      std::exit(1);
+    }
+  };
+  *one_call_ms = medianMs([&] { call(0); }, 50);
+  if (stream_ms) *stream_ms = backToBackMs(call, 20, 11);
+  return true;
+}
+#endif
+
 }  // namespace
 
 int main() {
@@ -195,6 +232,26 @@ int main() {
         "%8.1f us/call  %7.1f GB/s  = %5.1f%%\n",
         batch, ms * 1e3, gbs, 100.0 * gbs / copy_gbs, stream_ms * 1e3, stream_gbs,
         100.0 * stream_gbs / copy_gbs);
+#if REE_BENCH_HAVE_ATEN
+    bench::AtenSdpaShape shape;
+    shape.batch = batch;
+    shape.n_heads = setup.n_heads;
+    shape.n_kv_heads = setup.n_kv_heads;
+    shape.head_dim = setup.head_dim;
+    shape.q_len = 1;
+    shape.kv_len = context;
+    shape.sets = regions;
+    float aten_ms = 0.0f, aten_stream_ms = 0.0f;
+    std::string backend;
+    if (timeAten(shape, &aten_ms, &aten_stream_ms, &backend)) {
+      const double aten_gbs = kv_bytes / (aten_stream_ms * 1e-3) / 1e9;
+      std::printf(
+          "    ATen SDPA (%s): one call %8.1f us (ours/ATen speed %.2fx);  back to back %8.1f "
+          "us/call  %7.1f GB/s  = %5.1f%% (ours/ATen speed %.2fx)\n",
+          backend.c_str(), aten_ms * 1e3, aten_ms / ms, aten_stream_ms * 1e3, aten_gbs,
+          100.0 * aten_gbs / copy_gbs, aten_stream_ms / stream_ms);
+    }
+#endif
   }
 
   const int prefill = 2048;
@@ -206,6 +263,26 @@ int main() {
   std::printf("prefill %d tokens (%d/%d heads, head_dim %d): %.3f ms  %.2f TFLOP/s (fp32 FFMA)\n",
               prefill, setup.n_heads, setup.n_kv_heads, setup.head_dim, ms,
               flops / (ms * 1e-3) / 1e12);
+#if REE_BENCH_HAVE_ATEN
+  {
+    bench::AtenSdpaShape shape;
+    shape.n_heads = setup.n_heads;
+    shape.n_kv_heads = setup.n_kv_heads;
+    shape.head_dim = setup.head_dim;
+    shape.q_len = prefill;
+    shape.kv_len = prefill;
+    float aten_ms = 0.0f;
+    std::string backend;
+    if (timeAten(shape, &aten_ms, nullptr, &backend)) {
+      std::printf(
+          "    ATen SDPA (%s, bf16 tensor cores, causal): %.3f ms  %.2f TFLOP/s (ours/ATen speed "
+          "%.3fx)\n",
+          backend.c_str(), aten_ms, flops / (aten_ms * 1e-3) / 1e12, aten_ms / ms);
+    }
+  }
+#else
+  std::printf("    ATen SDPA: not built (no LibTorch)\n");
+#endif
 
   BENCH_CHECK(cudaFree(k));
   BENCH_CHECK(cudaFree(v));
