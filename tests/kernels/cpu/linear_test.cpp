@@ -281,6 +281,62 @@ TEST(LinearCpu, RowsAreInvariantToBatchThreadsAndSimd) {
   }
 }
 
+// The SIMD path packs whole 16-feature panels of fp32 and bf16 weights by 8 x 8 register
+// transposes (k tails and partial panels go through the scalar packing). Its outputs must equal the
+// scalar path's bit for bit, for every weight type, with NaNs, infinities, -0 and denormals placed
+// in both halves of a panel and in the k tail.
+TEST(LinearCpu, SimdPanelPackingKeepsEveryWeightBit) {
+  ThreadGuard guard;
+  setCpuThreads(1);
+  for (DType w_dtype : kWTypes) {
+    for (int64_t n : {16, 33}) {
+      for (int64_t k : {1, 7, 8, 9, 130}) {
+        for (bool with_nan : {false, true}) {
+          Problem p;
+          p.m = 3;
+          p.n = n;
+          p.k = k;
+          p.w_dtype = w_dtype;
+          p.w_stride = k + (n == 33 ? 3 : 0);
+          p.fill(static_cast<uint64_t>(n * 1000 + k));
+          // Specials as raw bits: (NaN with a payload,) -inf, +inf, -0, smallest denormal.
+          std::vector<uint32_t> specials;
+          switch (w_dtype) {
+            case DType::kF32:
+              specials = {0xff800000u, 0x7f800000u, 0x80000000u, 0x00000001u};
+              if (with_nan) specials.push_back(0x7fc00123u);
+              break;
+            case DType::kBF16:
+              specials = {0xff80u, 0x7f80u, 0x8000u, 0x0001u};
+              if (with_nan) specials.push_back(0x7fc3u);
+              break;
+            case DType::kF16:
+              specials = {0xfc00u, 0x7c00u, 0x8000u, 0x0001u};
+              if (with_nan) specials.push_back(0x7e05u);
+              break;
+          }
+          const size_t element = dtypeSize(w_dtype);
+          for (size_t i = 0; i < specials.size(); ++i) {
+            // Features 3 and 12 (both halves of the first panel), at the start and in the tail.
+            for (int64_t feature : {int64_t{3}, int64_t{12}}) {
+              const int64_t kk = i % 2 == 0 ? static_cast<int64_t>(i) % k : k - 1;
+              std::memcpy(p.w.bytes.data() + (feature * p.ws() + kk) * element, &specials[i],
+                          element);
+            }
+          }
+          cpu::setLinearSimdEnabled(false);
+          const auto scalar = p.run();
+          cpu::setLinearSimdEnabled(true);
+          const auto simd = p.run();
+          ASSERT_EQ(0, std::memcmp(scalar.data(), simd.data(), scalar.size()))
+              << describe(p) << " nan=" << with_nan;
+          if (!with_nan) checkSpecBits(p, simd);
+        }
+      }
+    }
+  }
+}
+
 // Underflow makes a chunk partial -0; the merge and the bias-free output must keep it (a kernel
 // that pads k with +0 * +0 or starts the merge from +0 would turn it into +0).
 TEST(LinearCpu, NegativeZeroAndSpecialValues) {
