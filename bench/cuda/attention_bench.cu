@@ -135,7 +135,7 @@ void runAttention(const Setup& setup, int batch, int cached, int n_new, void* q,
 
 #if REE_BENCH_HAVE_ATEN
 // ATen's SDPA on `shape`, timed as our calls are: one call (median) and back to back (rotating
-// over the K/V sets). Prints one line; returns false (after printing why) if ATen fails.
+// over the K/V sets). Returns false, after printing why, if ATen fails.
 bool timeAten(const bench::AtenSdpaShape& shape, float* one_call_ms, float* stream_ms,
               std::string* backend) {
   std::string error;
@@ -275,7 +275,7 @@ int main() {
     std::string backend;
     if (timeAten(shape, &aten_ms, nullptr, &backend)) {
       std::printf(
-          "    ATen SDPA (%s, bf16 tensor cores, causal): %.3f ms  %.2f TFLOP/s (ours/ATen speed "
+          "    ATen SDPA (%s, bf16, causal): %.3f ms  %.2f TFLOP/s (ours/ATen speed "
           "%.3fx)\n",
           backend.c_str(), aten_ms, flops / (aten_ms * 1e-3) / 1e12, aten_ms / ms);
     }
