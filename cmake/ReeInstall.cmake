@@ -3,7 +3,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(REE_INSTALL_TARGETS ree_kernels)
+set(REE_INSTALL_TARGETS ree_core ree_kernels)
 foreach(component comm models runtime partitioner)
   if(TARGET ree_${component})
     list(APPEND REE_INSTALL_TARGETS ree_${component})

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ree/kernels/device.h"
+#include "ree/core/device.h"
 #include "ree/kernels/numeric.h"
 
 namespace ree::test {

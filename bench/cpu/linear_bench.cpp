@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "ree/kernels/cpu_parallel.h"
+#include "ree/core/parallel.h"
 #include "ree/kernels/linear.h"
 
 namespace {

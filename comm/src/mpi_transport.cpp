@@ -11,6 +11,8 @@
 
 #if defined(REE_WITH_CUDA)
 #include <cuda_runtime.h>
+
+#include "ree/core/cuda_check.h"
 #endif
 
 namespace ree::comm {
@@ -434,11 +436,8 @@ class MpiTransport : public StageTransport {
 #if defined(REE_WITH_CUDA)
     // The copy is ordered on the legacy default stream; the contract is "bytes in place", for
     // callers computing on non-blocking streams too.
-    cudaError_t rc = cudaStreamSynchronize(nullptr);
-    if (rc != cudaSuccess) {
-      return REE_FAIL(Status::kCudaError, "rank %d: recvTensor: copy to %s failed: %s", rank(),
-                      tensor.describe().c_str(), cudaGetErrorString(rc));
-    }
+    REE_CUDA_CHECK_MSG(cudaStreamSynchronize(nullptr), "rank %d: recvTensor: copy to %s", rank(),
+                       tensor.describe().c_str());
 #endif
     return Status::kSuccess;
   }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ree/comm/mpi_world.h"
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 
 namespace ree::comm {
 

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <thread>
 
+#include "ree/core/cuda_check.h"
+
 namespace ree::comm {
 namespace {
 
@@ -22,23 +24,9 @@ double secondsSince(Clock::time_point start) {
 
 }  // namespace
 
-#define REE_NCCL_CHECK(call)                                                                     \
-  do {                                                                                           \
-    ncclResult_t ree_nccl_rc_ = (call);                                                          \
-    if (ree_nccl_rc_ != ncclSuccess && ree_nccl_rc_ != ncclInProgress) {                         \
-      return setError(Status::kCommError, __FILE__, __LINE__, "%s failed on rank %d: %s", #call, \
-                      rank_, ncclGetErrorString(ree_nccl_rc_));                                  \
-    }                                                                                            \
-  } while (0)
-
-#define REE_CUDA_CALL(call)                                                                      \
-  do {                                                                                           \
-    cudaError_t ree_cuda_rc_ = (call);                                                           \
-    if (ree_cuda_rc_ != cudaSuccess) {                                                           \
-      return setError(Status::kCudaError, __FILE__, __LINE__, "%s failed on rank %d: %s", #call, \
-                      rank_, cudaGetErrorString(ree_cuda_rc_));                                  \
-    }                                                                                            \
-  } while (0)
+// Every NCCL/CUDA failure of a peer names the call and this rank.
+#define REE_NCCL_CHECK(call) REE_NCCL_CHECK_MSG(call, "%s on rank %d", #call, rank_)
+#define REE_CUDA_CALL(call) REE_CUDA_CHECK_MSG(call, "%s on rank %d", #call, rank_)
 
 NcclPeer::~NcclPeer() {
   if (comm_ != nullptr) {

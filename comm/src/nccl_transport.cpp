@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "mpi_transport.h"
+#include "ree/core/cuda_check.h"
 #endif
 
 namespace ree::comm {
@@ -349,8 +350,8 @@ class NcclTransport : public StageTransport {
   }
 
   Status cuda(cudaError_t rc, const char* what) {
-    if (rc == cudaSuccess) return Status::kSuccess;
-    return REE_FAIL(Status::kCudaError, "rank %d: %s: %s", rank(), what, cudaGetErrorString(rc));
+    REE_CUDA_CHECK_MSG(rc, "rank %d: %s", rank(), what);
+    return Status::kSuccess;
   }
   Status nccl(ncclResult_t rc, const char* what) {
     if (rc == ncclSuccess || rc == ncclInProgress) return Status::kSuccess;

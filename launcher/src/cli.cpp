@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "ree/kernels/device.h"
+#include "ree/core/device.h"
 
 namespace ree::launcher {
 namespace {

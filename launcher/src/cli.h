@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 #include "ree/models/engine.h"
 
 namespace ree::launcher {

@@ -12,7 +12,7 @@
 #include "cli.h"
 #include "process_role.h"
 #include "receipt_commands.h"
-#include "ree/kernels/cpu_parallel.h"
+#include "ree/core/parallel.h"
 #include "ree/models/tokenizer.h"
 
 namespace {

@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "ree/kernels/device.h"
+#include "ree/core/device.h"
 
 #if defined(REE_LAUNCH_WITH_MPI)
 #include <mpi.h>

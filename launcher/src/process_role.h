@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "cli.h"
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 #include "ree/runtime/stage_transport.h"
 
 namespace ree::launcher {

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "ree/kernels/cpu_parallel.h"
-#include "ree/kernels/device.h"
+#include "ree/core/parallel.h"
+#include "ree/core/device.h"
 #include "ree/models/model_identity.h"
 #include "ree/models/receipt.h"
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "ree/kernels/cpu_parallel.h"
+#include "ree/core/parallel.h"
 #include "ree/kernels/numeric.h"
 
 namespace ree::models {

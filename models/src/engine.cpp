@@ -16,6 +16,7 @@
 #include "async_digester.h"
 #include "generation_sampling.h"
 #include "pipeline_step.h"
+#include "ree/core/log.h"
 #include "ree/models/builtin.h"
 #include "ree/models/causal_lm.h"
 #include "ree/models/checkpoint.h"
@@ -92,12 +93,12 @@ struct Engine::Impl {
     std::chrono::steady_clock::time_point last_end;
     ~StepProfile() {
       if (!enabled || steps == 0) return;
-      std::fprintf(stderr,
-                   "[ree] step profile, mean of %ld steps (ms): enqueue layers %.3f | wait for "
-                   "layers %.3f | logits + copy to host %.3f | sample + queue hash %.3f | between "
-                   "steps %.3f\n",
-                   steps, 1e3 * enqueue / steps, 1e3 * wait / steps, 1e3 * logits / steps,
-                   1e3 * hash_sample / steps, 1e3 * between / steps);
+      logMessage(LogLevel::kWarning,
+                 "step profile, mean of %ld steps (ms): enqueue layers %.3f | wait for "
+                 "layers %.3f | logits + copy to host %.3f | sample + queue hash %.3f | between "
+                 "steps %.3f",
+                 steps, 1e3 * enqueue / steps, 1e3 * wait / steps, 1e3 * logits / steps,
+                 1e3 * hash_sample / steps, 1e3 * between / steps);
     }
   } profile;
 

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <vector>
 
-#include "ree/kernels/cpu_parallel.h"
+#include "ree/core/parallel.h"
 #include "ree/models/builtin.h"
 #include "ree/models/checkpoint.h"
 #include "ree/models/engine.h"

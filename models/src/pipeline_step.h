@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 #include "ree/models/engine.h"
 #include "ree/runtime/operation_set.h"
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 
 namespace ree::models::text {
 

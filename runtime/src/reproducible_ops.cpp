@@ -15,6 +15,8 @@
 
 #if defined(REE_WITH_CUDA)
 #include <cuda_runtime.h>
+
+#include "ree/core/cuda_check.h"
 // The CUDA entry points exist only in CUDA builds; elsewhere a CUDA device cannot be selected
 // (init() refuses it), so these branches are unreachable but must still compile.
 #define REE_CUDA_ONLY(call) (call)
@@ -230,11 +232,8 @@ class ReproducibleOps final : public OperationSet {
   Status synchronize() override {
 #if defined(REE_WITH_CUDA)
     if (stream_ != nullptr) {
-      cudaError_t err = cudaStreamSynchronize(stream_);
-      if (err != cudaSuccess) {
-        return REE_FAIL(Status::kCudaError, "reproducible operation set on %s: %s",
-                        device_.str().c_str(), cudaGetErrorString(err));
-      }
+      REE_CUDA_CHECK_MSG(cudaStreamSynchronize(stream_), "reproducible operation set on %s",
+                         device_.str().c_str());
     }
 #endif
     return Status::kSuccess;

@@ -8,10 +8,12 @@
 #include <mutex>
 #include <sstream>
 
-#include "ree/kernels/device.h"
+#include "ree/core/device.h"
 
 #if defined(REE_WITH_CUDA)
 #include <cuda_runtime.h>
+
+#include "ree/core/cuda_check.h"
 #endif
 
 namespace ree {
@@ -22,9 +24,9 @@ namespace {
 // Device tensors come from the device's default memory pool, allocated and freed in the order of
 // the legacy default stream. Every operation set and copy in REE queues its work on that stream
 // or on a blocking stream (ordered with it), so a free is ordered after the work queued before
-// it without a device-wide synchronisation (cudaFree imposes one per tensor), and freed blocks are
-// reused from the pool instead of going back to the driver (release threshold: unlimited). The
-// NCCL transport's own streams wait for the legacy stream before they touch a tensor.
+// it without a device-wide synchronisation (cudaFree imposes one per tensor), and freed blocks
+// are reused from the pool instead of going back to the driver (release threshold: unlimited).
+// The NCCL transport's own streams wait for the legacy stream before they touch a tensor.
 Status configureDevicePool(int device) {
   static std::mutex mutex;
   static uint64_t configured = 0;
@@ -171,11 +173,7 @@ Status Tensor::empty(Device device, DType dtype, std::vector<int64_t> shape, Ten
       ScopedDevice scope(device.index);
       err = cudaMallocAsync(&p, bytes, cudaStreamLegacy);
     }
-    if (err != cudaSuccess) {
-      cudaGetLastError();
-      return REE_FAIL(Status::kOutOfMemory, "allocating %zu bytes on %s failed: %s", bytes,
-                      device.str().c_str(), cudaGetErrorString(err));
-    }
+    REE_CUDA_CHECK_MSG(err, "allocating %zu bytes on %s", bytes, device.str().c_str());
     const int index = device.index;
     t.storage_ = std::shared_ptr<void>(p, [index](void* q) { freeDeviceMemory(index, q); });
 #else
@@ -253,10 +251,7 @@ Status copyTensor(const Tensor& src, const Tensor& dst, cudaStream_t stream) {
   if (err == cudaSuccess && (!dst.device().isCuda() || (cross_device && stream == nullptr))) {
     err = cudaStreamSynchronize(stream);
   }
-  if (err != cudaSuccess) {
-    return REE_FAIL(Status::kCudaError, "copy %s -> %s failed: %s", src.describe().c_str(),
-                    dst.describe().c_str(), cudaGetErrorString(err));
-  }
+  REE_CUDA_CHECK_MSG(err, "copy %s -> %s", src.describe().c_str(), dst.describe().c_str());
   return Status::kSuccess;
 #else
   (void)stream;
@@ -288,10 +283,7 @@ Status copyColumns(const Tensor& src, int64_t col_begin, const Tensor& dst, cuda
   cudaError_t err =
       cudaMemcpy2DAsync(to, width, from, src_pitch, width, static_cast<size_t>(dst.dim(0)),
                         cudaMemcpyDeviceToDevice, stream);
-  if (err != cudaSuccess) {
-    return REE_FAIL(Status::kCudaError, "copyColumns %s -> %s failed: %s", src.describe().c_str(),
-                    dst.describe().c_str(), cudaGetErrorString(err));
-  }
+  REE_CUDA_CHECK_MSG(err, "copyColumns %s -> %s", src.describe().c_str(), dst.describe().c_str());
   return Status::kSuccess;
 #else
   (void)stream;
@@ -314,11 +306,7 @@ namespace ree {
 Status setCurrentDevice(Device device) {
   if (!device.isCuda()) return Status::kSuccess;
 #if defined(REE_WITH_CUDA)
-  cudaError_t rc = cudaSetDevice(device.index);
-  if (rc != cudaSuccess) {
-    return REE_FAIL(Status::kCudaError, "cudaSetDevice(%d): %s", device.index,
-                    cudaGetErrorString(rc));
-  }
+  REE_CUDA_CHECK_MSG(cudaSetDevice(device.index), "cudaSetDevice(%d)", device.index);
   return Status::kSuccess;
 #else
   return REE_FAIL(Status::kUnsupported, "device %s: this build has no CUDA support",
@@ -339,11 +327,8 @@ Status deviceMemoryBytes(Device device, int64_t* total) {
   }
 #if defined(REE_WITH_CUDA)
   cudaDeviceProp prop;
-  cudaError_t rc = cudaGetDeviceProperties(&prop, device.index);
-  if (rc != cudaSuccess) {
-    return REE_FAIL(Status::kCudaError, "cudaGetDeviceProperties(%d): %s", device.index,
-                    cudaGetErrorString(rc));
-  }
+  REE_CUDA_CHECK_MSG(cudaGetDeviceProperties(&prop, device.index), "cudaGetDeviceProperties(%d)",
+                     device.index);
   *total = static_cast<int64_t>(prop.totalGlobalMem);
   return Status::kSuccess;
 #else

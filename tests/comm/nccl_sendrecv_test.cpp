@@ -9,7 +9,7 @@
 
 #include "mpi_test_main.h"
 #include "ree/comm/nccl_peer.h"
-#include "ree/kernels/device.h"
+#include "ree/core/device.h"
 
 namespace ree::comm {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "mpi_test_main.h"
 #include "ree/comm/transports.h"
-#include "ree/kernels/device.h"
+#include "ree/core/device.h"
 
 namespace ree::comm {
 namespace {

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "ree/kernels/cpu_parallel.h"
+#include "ree/core/parallel.h"
 #include "ree/models/builtin.h"
 #include "ree/models/engine.h"
 #include "ree/models/model_identity.h"

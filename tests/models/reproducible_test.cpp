@@ -6,7 +6,7 @@
 // - bad inputs give clear errors.
 #include <cstdlib>
 
-#include "ree/kernels/cpu_parallel.h"
+#include "ree/core/parallel.h"
 #include "ree/models/engine.h"
 #include "test_util.h"
 

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "ree/kernels/cpu_parallel.h"
+#include "ree/core/parallel.h"
 
 namespace ree {
 namespace repops {

@@ -1,7 +1,7 @@
 // CPU batch API of the correctly rounded math (crmath.h).
 #include "ree/kernels/crmath.h"
 
-#include "ree/kernels/cpu_parallel.h"
+#include "ree/core/parallel.h"
 #include "ree/kernels/math_ops.h"
 
 namespace ree {

@@ -15,7 +15,7 @@
 #define REE_LINEAR_X86 1
 #endif
 
-#include "ree/kernels/cpu_parallel.h"
+#include "ree/core/parallel.h"
 #include "ree/kernels/reduce.h"
 
 namespace ree::repops {

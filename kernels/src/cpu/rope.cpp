@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "ree/kernels/cpu_parallel.h"
+#include "ree/core/parallel.h"
 
 namespace ree::repops::cpu {
 namespace {

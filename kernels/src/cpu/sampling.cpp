@@ -9,7 +9,7 @@
 #include <immintrin.h>
 #endif
 
-#include "ree/kernels/cpu_parallel.h"
+#include "ree/core/parallel.h"
 
 namespace ree::repops::cpu {
 namespace {

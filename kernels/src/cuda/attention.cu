@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "chained_launch.cuh"
-#include "cuda_check.cuh"
+#include "ree/core/cuda_check.h"
 #include "ree/kernels/attention.h"
 #include "shared_memory.cuh"
 

@@ -14,7 +14,7 @@
 
 #include <utility>
 
-#include "cuda_check.cuh"
+#include "ree/core/cuda_check.h"
 
 namespace ree::repops::cuda {
 

@@ -1,5 +1,5 @@
 // CUDA batch API of the correctly rounded math (crmath.h): one thread per element, grid-stride.
-#include "cuda_check.cuh"
+#include "ree/core/cuda_check.h"
 #include "ree/kernels/crmath.h"
 #include "ree/kernels/math_ops.h"
 

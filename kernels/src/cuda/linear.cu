@@ -23,7 +23,8 @@
 #include <mutex>
 
 #include "chained_launch.cuh"
-#include "cuda_check.cuh"
+#include "grid.cuh"
+#include "ree/core/cuda_check.h"
 #include "ree/kernels/linear.h"
 #include "ree/kernels/reduce.h"
 #include "shared_memory.cuh"

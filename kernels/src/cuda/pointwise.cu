@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "chained_launch.cuh"
-#include "cuda_check.cuh"
+#include "ree/core/cuda_check.h"
 #include "ree/kernels/pointwise.h"
 #include "shared_memory.cuh"
 

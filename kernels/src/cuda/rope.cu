@@ -6,7 +6,8 @@
 #include <cstring>
 
 #include "chained_launch.cuh"
-#include "cuda_check.cuh"
+#include "grid.cuh"
+#include "ree/core/cuda_check.h"
 #include "ree/kernels/rope.h"
 
 namespace ree::repops::cuda {

@@ -22,7 +22,8 @@
 #include <utility>
 
 #include "chained_launch.cuh"
-#include "cuda_check.cuh"
+#include "grid.cuh"
+#include "ree/core/cuda_check.h"
 #include "ree/kernels/rowops.h"
 #include "shared_memory.cuh"
 

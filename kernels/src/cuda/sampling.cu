@@ -6,7 +6,7 @@
 #include <climits>
 #include <cmath>
 
-#include "cuda_check.cuh"
+#include "ree/core/cuda_check.h"
 #include "ree/kernels/sampling.h"
 
 namespace ree::repops::cuda {

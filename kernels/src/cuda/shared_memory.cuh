@@ -8,7 +8,7 @@
 #include <set>
 #include <utility>
 
-#include "cuda_check.cuh"
+#include "ree/core/cuda_check.h"
 
 namespace ree::repops::cuda {
 

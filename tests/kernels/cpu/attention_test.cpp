@@ -251,7 +251,7 @@ struct AttentionProblem {
 }  // namespace ree
 
 #if !defined(REE_ATTENTION_TEST_HELPERS_ONLY)
-#include "ree/kernels/cpu_parallel.h"
+#include "ree/core/parallel.h"
 
 namespace ree {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ree/kernels/cpu_parallel.h"
+#include "ree/core/parallel.h"
 #include "ree/kernels/linear.h"
 #include "ree/kernels/pointwise.h"
 #include "ree/kernels/reduce.h"

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "ree/kernels/cpu_parallel.h"
+#include "ree/core/parallel.h"
 #include "test_util.h"
 
 namespace ree {

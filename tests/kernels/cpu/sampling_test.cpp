@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "ree/kernels/cpu_parallel.h"
+#include "ree/core/parallel.h"
 #include "test_util.h"
 
 namespace ree {

@@ -1,7 +1,7 @@
 // MPI bootstrap: world rank/size and the node-local rank used to pick a GPU.
 #pragma once
 
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 
 namespace ree::comm {
 

@@ -9,7 +9,7 @@
 
 #include "ree/comm/mpi_world.h"
 #include "ree/kernels/numeric.h"
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 
 namespace ree::comm {
 

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "ree/comm/mpi_world.h"
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 #include "ree/runtime/stage_transport.h"
 
 namespace ree::comm {

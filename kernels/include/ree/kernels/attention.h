@@ -15,7 +15,7 @@
 
 #include "ree/kernels/numeric.h"
 #include "ree/kernels/reduce.h"
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 
 // The correctly rounded math library is built alongside; until it is in the tree, attention reports
 // kUnsupported instead of breaking the build.

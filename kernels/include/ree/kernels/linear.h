@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "ree/kernels/numeric.h"
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 
 namespace ree::repops {
 

@@ -20,7 +20,7 @@
 #include "ree/kernels/crmath.h"
 #include "ree/kernels/numeric.h"
 #include "ree/kernels/reduce.h"
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 
 namespace ree {
 namespace repops {

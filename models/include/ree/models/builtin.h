@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 
 namespace ree::models {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 #include "ree/models/model_config.h"
 #include "ree/models/safetensors.h"
 

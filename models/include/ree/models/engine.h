@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 #include "ree/models/model_config.h"
 #include "ree/partitioner/partition.h"
 #include "ree/runtime/operation_set.h"

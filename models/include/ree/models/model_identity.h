@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 
 namespace ree {
 

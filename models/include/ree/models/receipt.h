@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 #include "ree/models/engine.h"
 #include "ree/models/model_identity.h"
 

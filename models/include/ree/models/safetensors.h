@@ -21,7 +21,7 @@
 // Alignment: the safetensors writers pad the header so that every tensor starts at a multiple of
 // its element size; a hand-made file need not, so TensorView::data is only guaranteed byte-aligned.
 //
-// Errors are one line naming the file and the tensor or field; see ree/kernels/status.h.
+// Errors are one line naming the file and the tensor or field; see ree/core/status.h.
 #pragma once
 
 #include <cstddef>
@@ -32,7 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 
 namespace ree::models {
 

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 
 namespace ree::models {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 
 namespace ree::partitioner {
 

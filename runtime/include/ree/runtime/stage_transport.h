@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 #include "ree/runtime/tensor.h"
 
 namespace ree {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ree/kernels/numeric.h"
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 
 namespace ree {
 

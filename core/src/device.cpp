@@ -1,4 +1,4 @@
-#include "ree/kernels/device.h"
+#include "ree/core/device.h"
 
 #if defined(REE_WITH_CUDA)
 #include <cuda_runtime.h>

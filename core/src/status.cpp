@@ -1,4 +1,4 @@
-#include "ree/kernels/status.h"
+#include "ree/core/status.h"
 
 #include <cstdio>
 #include <cstring>
@@ -55,7 +55,7 @@ Status setError(Status status, const char* file, int line, const char* format, .
   // Keep only the path below the repository root: "kernels/src/x.cpp:12".
   const char* short_file = file;
   for (const char* marker :
-       {"/kernels/", "/runtime/", "/comm/", "/models/", "/launcher/", "/partitioner/"}) {
+       {"/core/", "/kernels/", "/runtime/", "/comm/", "/models/", "/launcher/", "/partitioner/"}) {
     const char* found = std::strstr(file, marker);
     if (found != nullptr) {
       short_file = found + 1;

@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "ree/kernels/cpu_parallel.h"
+#include "ree/core/parallel.h"
 
 namespace ree {
 namespace {
