@@ -58,7 +58,7 @@ bool isIgnorableBuffer(const std::string& name) {
 }
 
 Status readIndex(const std::string& path, Json* index) {
-  const std::string shown = printableName(path, 400);
+  const std::string shown = printableText(path, 400);
   std::ifstream in(path, std::ios::binary);
   if (!in) return REE_FAIL(Status::kIoError, "index file '%s': cannot open", shown.c_str());
   in.seekg(0, std::ios::end);
@@ -90,7 +90,7 @@ Status readIndex(const std::string& path, Json* index) {
   }
   if (!duplicate.empty()) {
     return REE_FAIL(Status::kIoError, "index file '%s': repeats the key '%s'", shown.c_str(),
-                    printableName(duplicate).c_str());
+                    printableText(duplicate).c_str());
   }
   return Status::kSuccess;
 }
@@ -160,7 +160,7 @@ void addGpt2Layer(const ModelConfig& c, const std::string& prefix, int64_t layer
 Status Checkpoint::open(const std::string& path, std::unique_ptr<Checkpoint>* out) {
   REE_CHECK_ARG(out != nullptr, "Checkpoint::open: out is null");
   out->reset();
-  const std::string shown = printableName(path, 400);
+  const std::string shown = printableText(path, 400);
   std::unique_ptr<Checkpoint> checkpoint(new Checkpoint());
   checkpoint->path_ = path;
 
@@ -197,7 +197,7 @@ Status Checkpoint::open(const std::string& path, std::unique_ptr<Checkpoint>* ou
     return REE_FAIL(Status::kIoError, "checkpoint '%s': neither %s nor %s exists", shown.c_str(),
                     kSingleFile, kIndexFile);
   }
-  const std::string index_shown = printableName(index_path, 400);
+  const std::string index_shown = printableText(index_path, 400);
   try {
     Json index;
     REE_RETURN_IF_ERROR(readIndex(index_path, &index));
@@ -219,7 +219,7 @@ Status Checkpoint::open(const std::string& path, std::unique_ptr<Checkpoint>* ou
         return REE_FAIL(Status::kIoError,
                         "index file '%s': field 'weight_map.%s' is not a file name in the model "
                         "directory",
-                        index_shown.c_str(), printableName(it.key()).c_str());
+                        index_shown.c_str(), printableText(it.key()).c_str());
       }
       tensors_of_shard[it.value().get<std::string>()].push_back(it.key());
     }
@@ -227,8 +227,8 @@ Status Checkpoint::open(const std::string& path, std::unique_ptr<Checkpoint>* ou
       if (!isRegularFile(checkpoint->directory_ + "/" + shard)) {
         return REE_FAIL(Status::kIoError,
                         "index file '%s': shard '%s' (holding tensor '%s') is missing",
-                        index_shown.c_str(), printableName(shard).c_str(),
-                        printableName(tensors.front()).c_str());
+                        index_shown.c_str(), printableText(shard).c_str(),
+                        printableText(tensors.front()).c_str());
       }
       size_t shard_index = checkpoint->shard_files_.size();
       checkpoint->shard_files_.push_back(shard);
@@ -251,7 +251,7 @@ Status Checkpoint::shardOf(const std::string& name, std::string* file) const {
   auto it = shard_of_.find(name);
   if (it == shard_of_.end()) {
     return REE_FAIL(Status::kInvalidArgument, "checkpoint '%s': no tensor '%s'",
-                    printableName(path_, 400).c_str(), printableName(name).c_str());
+                    printableText(path_, 400).c_str(), printableText(name).c_str());
   }
   *file = shard_files_[it->second];
   return Status::kSuccess;
@@ -267,8 +267,8 @@ Status Checkpoint::shardFile(size_t shard, const SafetensorsFile** out) const {
       if (index == shard && file->find(name) == nullptr) {
         return REE_FAIL(Status::kIoError,
                         "checkpoint '%s': index puts tensor '%s' in shard '%s', which lacks it",
-                        printableName(path_, 400).c_str(), printableName(name).c_str(),
-                        printableName(shard_files_[shard]).c_str());
+                        printableText(path_, 400).c_str(), printableText(name).c_str(),
+                        printableText(shard_files_[shard]).c_str());
       }
     }
     shards_[shard] = std::move(file);
@@ -281,7 +281,7 @@ Status Checkpoint::lookup(const std::string& name, const SafetensorsFile** file)
   auto it = shard_of_.find(name);
   if (it == shard_of_.end()) {
     return REE_FAIL(Status::kInvalidArgument, "checkpoint '%s': no tensor '%s'",
-                    printableName(path_, 400).c_str(), printableName(name).c_str());
+                    printableText(path_, 400).c_str(), printableText(name).c_str());
   }
   return shardFile(it->second, file);
 }
@@ -383,7 +383,7 @@ Status Checkpoint::info(const std::string& name, TensorInfo* out) const {
     auto it = synthetic_infos_.find(name);
     if (it == synthetic_infos_.end()) {
       return REE_FAIL(Status::kInvalidArgument, "checkpoint '%s': no tensor '%s'", path_.c_str(),
-                      printableName(name).c_str());
+                      printableText(name).c_str());
     }
     *out = it->second;
     return Status::kSuccess;
@@ -455,7 +455,7 @@ std::string tensorNamePrefix(const ModelConfig& config, const Checkpoint& checkp
 
 Status validateCheckpoint(const ModelConfig& config, const Checkpoint& checkpoint,
                           const ValidateOptions& options) {
-  const std::string where = printableName(checkpoint.path(), 400);
+  const std::string where = printableText(checkpoint.path(), 400);
   const char* w = where.c_str();
   const int64_t end_layer = options.end_layer < 0 ? config.num_layers : options.end_layer;
   REE_CHECK_ARG(options.first_layer >= 0 && options.first_layer <= end_layer &&
@@ -473,15 +473,15 @@ Status validateCheckpoint(const ModelConfig& config, const Checkpoint& checkpoin
       return REE_FAIL(Status::kUnsupported,
                       "checkpoint '%s': tensor '%s' has dtype %s, unsupported (F32, F16 and BF16 "
                       "are)",
-                      w, printableName(info.name).c_str(), dtypeName(info.dtype));
+                      w, printableText(info.name).c_str(), dtypeName(info.dtype));
     }
     if (!dtype) {
       dtype = info.dtype;
-      dtype_source = "tensor '" + printableName(info.name) + "'";
+      dtype_source = "tensor '" + printableText(info.name) + "'";
     }
     if (info.dtype != *dtype) {
       return REE_FAIL(Status::kMismatch, "checkpoint '%s': tensor '%s' has dtype %s, but %s is %s",
-                      w, printableName(info.name).c_str(), dtypeName(info.dtype),
+                      w, printableText(info.name).c_str(), dtypeName(info.dtype),
                       dtype_source.c_str(), dtypeName(*dtype));
     }
     return Status::kSuccess;
@@ -535,7 +535,7 @@ Status validateCheckpoint(const ModelConfig& config, const Checkpoint& checkpoin
     return REE_FAIL(Status::kMismatch,
                     "checkpoint '%s': tensor '%s' is not expected by the %s config with %lld "
                     "layers",
-                    w, printableName(name).c_str(), architectureName(config.architecture),
+                    w, printableText(name).c_str(), architectureName(config.architecture),
                     static_cast<long long>(config.num_layers));
   }
   return Status::kSuccess;

@@ -52,7 +52,7 @@ class FieldReader {
       *out = value->get<int64_t>();
     } else {
       return fail(Status::kInvalidArgument, key,
-                  "is not an integer (" + printableName(value->dump(), 40) + ")");
+                  "is not an integer (" + printableText(value->dump(), 40) + ")");
     }
     if (*out < min_value) {
       return fail(Status::kInvalidArgument, key,
@@ -72,7 +72,7 @@ class FieldReader {
     }
     if (!value->is_number()) {
       return fail(Status::kInvalidArgument, key,
-                  "is not a number (" + printableName(value->dump(), 40) + ")");
+                  "is not a number (" + printableText(value->dump(), 40) + ")");
     }
     *out = value->get<double>();
     if (!std::isfinite(*out) || *out < 0.0 || (strictly_positive && *out == 0.0)) {
@@ -108,7 +108,7 @@ class FieldReader {
   Status tokenId(const char* key, const Json& value, int64_t vocab_size, int64_t* out) const {
     if (!value.is_number_integer()) {
       return fail(Status::kInvalidArgument, key,
-                  "holds a non-integer token id (" + printableName(value.dump(), 40) + ")");
+                  "holds a non-integer token id (" + printableText(value.dump(), 40) + ")");
     }
     if (value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
       return fail(Status::kInvalidArgument, key, "holds a token id that is too large");
@@ -224,7 +224,7 @@ Status readArchitecture(const Json& root, const FieldReader& reader, ModelConfig
                       "config file '%s': field 'architectures': unsupported architecture '%s' "
                       "(supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
                       "Qwen3ForCausalLM, GPT2LMHeadModel)",
-                      source, printableName(config->architecture_class, 80).c_str());
+                      source, printableText(config->architecture_class, 80).c_str());
     }
     from_class = architecture;
   }
@@ -235,7 +235,7 @@ Status readArchitecture(const Json& root, const FieldReader& reader, ModelConfig
       return REE_FAIL(Status::kUnsupported,
                       "config file '%s': field 'model_type': unsupported model type '%s' "
                       "(supported: llama, mistral, qwen2, qwen3, gpt2)",
-                      source, printableName(config->model_type, 80).c_str());
+                      source, printableText(config->model_type, 80).c_str());
     }
     from_type = architecture;
   }
@@ -271,7 +271,7 @@ Status readDType(const FieldReader& reader, ModelConfig* config) {
     config->dtype = DType::kBF16;
   } else {
     return reader.fail(Status::kUnsupported, key,
-                       "names dtype '" + printableName(name, 40) +
+                       "names dtype '" + printableText(name, 40) +
                            "', unsupported (float32, float16, bfloat16 are)");
   }
   return Status::kSuccess;
@@ -289,7 +289,7 @@ Status readActivation(const FieldReader& reader, const char* key, const char* fa
     config->activation = Activation::kGelu;
   } else {
     return reader.fail(Status::kUnsupported, key,
-                       "names activation '" + printableName(act, 40) + "', unsupported");
+                       "names activation '" + printableText(act, 40) + "', unsupported");
   }
   return Status::kSuccess;
 }
@@ -332,15 +332,15 @@ Status readRope(const Json& root, const FieldReader& reader, ModelConfig* config
   REE_RETURN_IF_ERROR(nested.string("type", "", &legacy_type));
   if (!type.empty() && !legacy_type.empty() && type != legacy_type) {
     return nested.fail(Status::kInvalidArgument, "rope_type",
-                       "('" + printableName(type, 40) + "') contradicts field 'type' ('" +
-                           printableName(legacy_type, 40) + "')");
+                       "('" + printableText(type, 40) + "') contradicts field 'type' ('" +
+                           printableText(legacy_type, 40) + "')");
   }
   if (type.empty()) type = legacy_type;
   if (type.empty()) return nested.fail(Status::kInvalidArgument, "rope_type", "is missing");
   if (type == "default") return Status::kSuccess;
   if (type != "llama3") {
     return nested.fail(Status::kUnsupported, "rope_type",
-                       "is '" + printableName(type, 40) + "', unsupported (default, llama3 are)");
+                       "is '" + printableText(type, 40) + "', unsupported (default, llama3 are)");
   }
   config->rope_type = RopeType::kLlama3;
   REE_RETURN_IF_ERROR(nested.number("factor", std::nullopt, true, &config->llama3_factor));
@@ -521,19 +521,19 @@ Status readFile(const std::string& path, std::string* text) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return REE_FAIL(Status::kIoError, "config file '%s': cannot open",
-                    printableName(path, 400).c_str());
+                    printableText(path, 400).c_str());
   }
   in.seekg(0, std::ios::end);
   std::streamoff size = in.tellg();
   if (size < 0 || size > kMaxConfigFileBytes) {
     return REE_FAIL(Status::kIoError, "config file '%s': unreadable or larger than %lld bytes",
-                    printableName(path, 400).c_str(), static_cast<long long>(kMaxConfigFileBytes));
+                    printableText(path, 400).c_str(), static_cast<long long>(kMaxConfigFileBytes));
   }
   in.seekg(0, std::ios::beg);
   text->assign(static_cast<size_t>(size), '\0');
   if (size > 0 && !in.read(&(*text)[0], size)) {
     return REE_FAIL(Status::kIoError, "config file '%s': read failed",
-                    printableName(path, 400).c_str());
+                    printableText(path, 400).c_str());
   }
   return Status::kSuccess;
 }
@@ -563,7 +563,7 @@ const char* architectureName(Architecture architecture) {
 
 Status parseModelConfig(const std::string& json_text, const std::string& source, ModelConfig* out) {
   REE_CHECK_ARG(out != nullptr, "parseModelConfig: out is null");
-  const std::string shown = printableName(source, 400);
+  const std::string shown = printableText(source, 400);
   try {
     Json root;
     REE_RETURN_IF_ERROR(parseJsonObject(json_text, shown, &root));
@@ -592,7 +592,7 @@ Status loadModelConfig(const std::string& path, ModelConfig* out) {
 Status parseGenerationConfig(const std::string& json_text, const std::string& source,
                              int64_t vocab_size, GenerationConfig* out) {
   REE_CHECK_ARG(out != nullptr, "parseGenerationConfig: out is null");
-  const std::string shown = printableName(source, 400);
+  const std::string shown = printableText(source, 400);
   try {
     Json root;
     REE_RETURN_IF_ERROR(parseJsonObject(json_text, shown, &root));

@@ -89,7 +89,7 @@ Status manifestLine(const models::Checkpoint& checkpoint, const std::string& dir
     return REE_FAIL(Status::kUnsupported,
                     "%s: tensor name %s contains a tab, newline or NUL, which the weights "
                     "manifest cannot represent",
-                    directory.c_str(), models::printableName(name).c_str());
+                    directory.c_str(), printableText(name).c_str());
   }
   models::TensorInfo info;
   REE_RETURN_IF_ERROR(checkpoint.info(name, &info));

@@ -92,12 +92,12 @@ Status readCount(const Json& value, const std::string& file, const std::string& 
   }
   return REE_FAIL(Status::kIoError,
                   "safetensors file '%s': tensor '%s': %s is not a non-negative integer (%s)",
-                  file.c_str(), tensor.c_str(), what, printableName(value.dump(), 40).c_str());
+                  file.c_str(), tensor.c_str(), what, printableText(value.dump(), 40).c_str());
 }
 
 Status parseTensorEntry(const std::string& file, const std::string& key, const Json& entry,
                         uint64_t data_bytes, TensorInfo* info) {
-  const std::string name = printableName(key);
+  const std::string name = printableText(key);
   const char* f = file.c_str();
   const char* n = name.c_str();
   if (!entry.is_object()) {
@@ -132,7 +132,7 @@ Status parseTensorEntry(const std::string& file, const std::string& key, const J
                       n, dtype_name.c_str());
     }
     return REE_FAIL(Status::kIoError, "safetensors file '%s': tensor '%s': unknown dtype '%s'", f,
-                    n, printableName(dtype_name, 40).c_str());
+                    n, printableText(dtype_name, 40).c_str());
   }
 
   // Element count and byte size, with overflow checks (uint64 intermediate, result <= INT64_MAX).
@@ -228,25 +228,6 @@ int64_t TensorView::numel() const {
   return shapeNumel(shape);
 }
 
-std::string printableName(const std::string& text, size_t max_chars) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (out.size() >= max_chars) {
-      out += "...";
-      break;
-    }
-    auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char escaped[8];
-      std::snprintf(escaped, sizeof(escaped), "\\x%02x", c);
-      out += escaped;
-    }
-  }
-  return out;
-}
-
 SafetensorsFile::~SafetensorsFile() {
   if (mapping_ != nullptr) munmap(const_cast<unsigned char*>(mapping_), mapping_bytes_);
 }
@@ -254,7 +235,7 @@ SafetensorsFile::~SafetensorsFile() {
 Status SafetensorsFile::open(const std::string& path, std::unique_ptr<SafetensorsFile>* out) {
   REE_CHECK_ARG(out != nullptr, "SafetensorsFile::open: out is null");
   out->reset();
-  const std::string shown = printableName(path, 400);
+  const std::string shown = printableText(path, 400);
   const char* f = shown.c_str();
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -324,7 +305,7 @@ Status SafetensorsFile::open(const std::string& path, std::unique_ptr<Safetensor
     }
     if (!parse.duplicate_key.empty()) {
       return REE_FAIL(Status::kIoError, "safetensors file '%s': header repeats the key '%s'", f,
-                      printableName(parse.duplicate_key).c_str());
+                      printableText(parse.duplicate_key).c_str());
     }
     for (auto it = parse.value.begin(); it != parse.value.end(); ++it) {
       if (it.key() == "__metadata__") {
@@ -336,7 +317,7 @@ Status SafetensorsFile::open(const std::string& path, std::unique_ptr<Safetensor
           if (!meta.value().is_string()) {
             return REE_FAIL(Status::kIoError,
                             "safetensors file '%s': field '__metadata__.%s' is not a string", f,
-                            printableName(meta.key()).c_str());
+                            printableText(meta.key()).c_str());
           }
           file->metadata_[meta.key()] = meta.value().get<std::string>();
         }
@@ -367,8 +348,8 @@ Status SafetensorsFile::open(const std::string& path, std::unique_ptr<Safetensor
           Status::kIoError,
           "safetensors file '%s': tensor '%s' [%llu, %llu) overlaps tensor '%s' [%llu, "
           "%llu)",
-          f, printableName(info.name).c_str(), static_cast<unsigned long long>(info.data_begin),
-          static_cast<unsigned long long>(info.data_end), printableName(previous->name).c_str(),
+          f, printableText(info.name).c_str(), static_cast<unsigned long long>(info.data_begin),
+          static_cast<unsigned long long>(info.data_end), printableText(previous->name).c_str(),
           static_cast<unsigned long long>(previous->data_begin),
           static_cast<unsigned long long>(previous->data_end));
     }
@@ -391,13 +372,13 @@ Status SafetensorsFile::view(const std::string& name, TensorView* out) const {
   const TensorInfo* info = find(name);
   if (info == nullptr) {
     return REE_FAIL(Status::kInvalidArgument, "safetensors file '%s': no tensor '%s'",
-                    printableName(path_, 400).c_str(), printableName(name).c_str());
+                    printableText(path_, 400).c_str(), printableText(name).c_str());
   }
   if (!isComputeDType(info->dtype)) {
     return REE_FAIL(Status::kUnsupported,
                     "safetensors file '%s': tensor '%s' has dtype %s, unsupported (F32, F16 and "
                     "BF16 are)",
-                    printableName(path_, 400).c_str(), printableName(name).c_str(),
+                    printableText(path_, 400).c_str(), printableText(name).c_str(),
                     dtypeName(info->dtype));
   }
   out->data = info->bytes() == 0 ? nullptr : data_ + info->data_begin;

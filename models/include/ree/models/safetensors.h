@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "ree/core/status.h"
+#include "ree/core/text.h"
 
 namespace ree::models {
 
@@ -132,9 +133,5 @@ class SafetensorsFile {
   std::unordered_map<std::string, size_t> index_;
   std::map<std::string, std::string> metadata_;
 };
-
-// Quotes `text` for an error message: at most `max_chars` characters, control and non-ASCII bytes
-// escaped (\xNN), so that a hostile name cannot break the one-line message.
-std::string printableName(const std::string& text, size_t max_chars = 160);
 
 }  // namespace ree::models
