@@ -138,37 +138,50 @@ std::shared_ptr<const Regex> Regex::compile(const std::string& pattern, std::str
   return std::shared_ptr<const Regex>(new Regex(code));
 }
 
-Status Regex::findAll(std::string_view text, std::vector<Span>* matches) const {
+bool Regex::findAll(std::string_view text, std::vector<Span>* matches,
+                    MatchFailure* failure) const {
   matches->clear();
   auto* code = static_cast<pcre2_code*>(code_);
   pcre2_match_data* match_data = pcre2_match_data_create_from_pattern(code, nullptr);
-  if (match_data == nullptr) return REE_FAIL(Status::kOutOfMemory, "pcre2 match data allocation");
+  if (match_data == nullptr) {
+    failure->message = "cannot allocate PCRE2 match data";
+    failure->offset = 0;
+    return false;
+  }
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  size_t offset = 0;
-  Status status = Status::kSuccess;
-  while (offset <= text.size()) {
-    const int rc =
-        pcre2_match(code, subject, text.size(), offset, PCRE2_NO_UTF_CHECK, match_data, nullptr);
+  size_t search_from = 0;
+  bool has_previous = false;
+  size_t previous_end = 0;
+  bool ok = true;
+  while (search_from <= text.size()) {
+    const int rc = pcre2_match(code, subject, text.size(), search_from, PCRE2_NO_UTF_CHECK,
+                               match_data, nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(rc, message, sizeof(message));
-      status = REE_FAIL(Status::kInternal, "pcre2_match failed: %s",
-                        reinterpret_cast<const char*>(message));
+      failure->message = reinterpret_cast<const char*>(message);
+      failure->offset = search_from;
+      ok = false;
       break;
     }
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match_data);
     const size_t begin = ovector[0], end = ovector[1];
-    if (end > begin) {
-      matches->emplace_back(begin, end);
-      offset = end;
-    } else {
-      if (begin >= text.size()) break;
-      offset = begin + utf8SequenceLength(static_cast<unsigned char>(text[begin]));
+    if (begin == end && has_previous && end == previous_end) {
+      // onig's FindMatches refuses an empty match right after the previous match and moves
+      // one character on (one byte past the end, which ends the search).
+      search_from += search_from < text.size()
+                         ? utf8SequenceLength(static_cast<unsigned char>(text[search_from]))
+                         : 1;
+      continue;
     }
+    matches->emplace_back(begin, end);
+    search_from = end;
+    previous_end = end;
+    has_previous = true;
   }
   pcre2_match_data_free(match_data);
-  return status;
+  return ok;
 }
 
 bool Regex::matchesAt(std::string_view text, size_t offset) const {

@@ -49,9 +49,18 @@ class Regex {
   // On failure `*error` receives PCRE2's message and the offset of the error.
   static std::shared_ptr<const Regex> compile(const std::string& pattern, std::string* error);
 
-  // Non-overlapping matches, left to right. Empty matches are skipped and the search resumes one
-  // character later (Oniguruma's find_iter). `text` must be valid UTF-8.
-  Status findAll(std::string_view text, std::vector<Span>* matches) const;
+  // Why a search gave up (PCRE2's match or depth limit on a backtracking pattern): PCRE2's
+  // message and the byte offset of `text` where the failing search started.
+  struct MatchFailure {
+    std::string message;
+    size_t offset = 0;
+  };
+  // Matches left to right exactly as Oniguruma's find_iter (the `onig` crate tokenizers uses):
+  // each search starts where the previous match ended; an empty match is kept unless it sits
+  // where the previous match ended, in which case the search moves one character on. Empty
+  // matches therefore count (e.g. `x*` on "ab" matches at 0, 1 and 2). `text` must be valid
+  // UTF-8. Returns false, with `*failure` filled, when PCRE2 gives up.
+  bool findAll(std::string_view text, std::vector<Span>* matches, MatchFailure* failure) const;
   // True if the pattern matches starting exactly at `offset`.
   bool matchesAt(std::string_view text, size_t offset) const;
 
