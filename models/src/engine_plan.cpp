@@ -1,0 +1,199 @@
+// The run's plan: which model directory, the context in use, the pipeline's stages (the
+// partitioner, bounded by the devices' memory), and the fingerprint the ranks of a multi-process
+// pipeline compare before they run.
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine_state.h"
+#include "ree/models/builtin.h"
+
+namespace ree::models {
+namespace {
+
+std::string readFileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// Every tensor's name, dtype, shape and (real checkpoints) first and last 64 bytes.
+Status weightsFingerprintText(const Checkpoint& checkpoint, std::string* weights) {
+  for (const std::string& name : checkpoint.tensorNames()) {
+    TensorInfo info;
+    REE_RETURN_IF_ERROR(checkpoint.info(name, &info));
+    *weights += name;
+    *weights += '\0';
+    *weights += dtypeName(info.dtype);
+    for (int64_t d : info.shape)
+      *weights += "," + std::to_string(d);
+    TensorView view;
+    if (!checkpoint.isSynthetic() && checkpoint.view(name, &view) == Status::kSuccess &&
+        view.bytes > 0) {
+      const char* data = static_cast<const char*>(view.data);
+      size_t edge = std::min<size_t>(64, view.bytes);
+      weights->append(data, edge);
+      weights->append(data + view.bytes - edge, edge);
+    }
+    *weights += '\n';
+  }
+  return Status::kSuccess;
+}
+
+}  // namespace
+
+Status EngineState::createLocal() {
+  REE_RETURN_IF_ERROR(openModel());
+  REE_RETURN_IF_ERROR(chooseContext());
+  return computePlan();
+}
+
+// The model directory (builtin models materialised, synthetic:DIR's weights generated), its
+// configs, tokenizer and checkpoint.
+Status EngineState::openModel() {
+  directory = options.model;
+  const std::string synthetic_prefix = "synthetic:";
+  bool synthetic = options.model.rfind(synthetic_prefix, 0) == 0;
+  if (synthetic) {
+    directory = options.model.substr(synthetic_prefix.size());
+    if (!std::filesystem::exists(directory + "/config.json")) {
+      return REE_FAIL(Status::kIoError,
+                      "--model %s: expected a directory with config.json after 'synthetic:'",
+                      options.model.c_str());
+    }
+  } else if (isBuiltinModel(options.model)) {
+    REE_RETURN_IF_ERROR(materializeBuiltinModel(options.model, &directory));
+  } else if (!std::filesystem::is_directory(options.model)) {
+    return REE_FAIL(Status::kIoError,
+                    "--model %s: not a directory (expected a Hugging Face model "
+                    "directory with config.json and *.safetensors, or builtin:tiny-llama)",
+                    options.model.c_str());
+  }
+  REE_RETURN_IF_ERROR(loadModelDirectoryConfigs(directory, &config, &generation));
+  eos = effectiveEosTokenIds(config, generation);
+  std::string tokenizer_path = directory + "/tokenizer.json";
+  if (std::filesystem::exists(tokenizer_path)) {
+    REE_RETURN_IF_ERROR(Tokenizer::load(tokenizer_path, &tokenizer));
+  }
+  if (synthetic) return Checkpoint::synthetic(config, /*seed=*/0, &checkpoint);
+  return Checkpoint::open(directory, &checkpoint);
+}
+
+// Tokens per sequence: --max-context, else min(max_position_embeddings, 4096).
+Status EngineState::chooseContext() {
+  int64_t context = std::min<int64_t>(config.max_position_embeddings, 4096);
+  if (options.max_context > 0) {
+    if (options.max_context > config.max_position_embeddings) {
+      return REE_FAIL(Status::kInvalidArgument,
+                      "--max-context %d exceeds the model's max_position_embeddings %lld",
+                      options.max_context, static_cast<long long>(config.max_position_embeddings));
+    }
+    context = options.max_context;
+  }
+  max_context = static_cast<int>(context);
+  return Status::kSuccess;
+}
+
+Status EngineState::computePlan() {
+  const EngineOptions& o = options;
+  int n = o.n_partitions;
+  REE_CHECK_ARG(n >= 1, "--n-partitions must be >= 1 (got %d)", n);
+  if (transport != nullptr && transport->size() != n) {
+    return REE_FAIL(Status::kInvalidArgument,
+                    "--n-partitions %d does not match the MPI world size %d (run mpirun -n %d, one "
+                    "rank per stage)",
+                    n, transport->size(), n);
+  }
+  if (!o.stage_devices.empty() && static_cast<int>(o.stage_devices.size()) != n) {
+    return REE_FAIL(Status::kInvalidArgument, "--stage-devices lists %zu devices for %d partitions",
+                    o.stage_devices.size(), n);
+  }
+  TensorInfo first;
+  const std::string& any = checkpoint->tensorNames().front();
+  REE_RETURN_IF_ERROR(checkpoint->info(any, &first));
+  int weight_bytes = o.weight_dtype ? static_cast<int>(::ree::dtypeSize(*o.weight_dtype))
+                                    : static_cast<int>(dtypeSize(first.dtype));
+  std::vector<partitioner::Node> graph;
+  for (const NodeCost& node : modelGraphCosts(config, weight_bytes)) {
+    graph.push_back(
+        {node.name, node.parameter_bytes, node.parameter_bytes, node.kv_bytes_per_token});
+  }
+  partitioner::Options partition;
+  partition.n = n;
+  partition.kv_tokens = static_cast<int64_t>(o.max_batch) * max_context;
+  partition.explicit_layers = o.partition_layers;
+  partition.memory_budget_bytes = o.memory_budget_bytes;
+  if (partition.memory_budget_bytes == 0) {
+    // The smallest device the stages run on bounds every stage.
+    std::vector<Device> devices = o.stage_devices;
+    if (devices.empty()) devices.assign(1, transport ? transport->device() : o.device);
+    for (const Device& device : devices) {
+      int64_t total = 0;
+      REE_RETURN_IF_ERROR(deviceMemoryBytes(device, &total));
+      if (partition.memory_budget_bytes == 0 || total < partition.memory_budget_bytes)
+        partition.memory_budget_bytes = total;
+    }
+    // Several stages sharing one device share its memory.
+    if (o.stage_devices.empty() && transport == nullptr) partition.memory_budget_bytes /= n;
+  }
+  return partitioner::partition(graph, partition, &plan);
+}
+
+Status EngineState::runFingerprint(RunFingerprint* out) const {
+  std::string files = readFileBytes(directory + "/config.json");
+  files += '\0';
+  files += readFileBytes(directory + "/tokenizer.json");
+  out->config = sha256Digest(files.data(), files.size());
+  std::string weights;
+  REE_RETURN_IF_ERROR(weightsFingerprintText(*checkpoint, &weights));
+  out->weights = sha256Digest(weights.data(), weights.size());
+  const EngineOptions& o = options;
+  std::string text = std::string(operationSetName(o.operation_set)) + "|" +
+                     (o.weight_dtype ? ::ree::dtypeName(*o.weight_dtype) : "checkpoint") + "|" +
+                     std::to_string(o.max_batch) + "|" + std::to_string(max_context) + "|" +
+                     std::to_string(o.trace_layer_hashes) + "|";
+  for (const partitioner::Stage& stage : plan)
+    text += std::to_string(stage.first_layer) + "-" + std::to_string(stage.end_layer) + ",";
+  out->options = sha256Digest(text.data(), text.size());
+  return Status::kSuccess;
+}
+
+// The ranks of a multi-process pipeline compare their fingerprints with rank 0's.
+Status EngineState::checkSameRun() const {
+  RunFingerprint mine;
+  Status local = runFingerprint(&mine);
+  REE_RETURN_IF_ERROR(transport->agree(local, local == Status::kSuccess ? "" : lastErrorMessage()));
+  std::vector<uint8_t> bytes(sizeof(RunFingerprint));
+  std::memcpy(bytes.data(), &mine, sizeof(mine));
+  std::vector<std::vector<uint8_t>> all;
+  REE_RETURN_IF_ERROR(transport->allGather(bytes, &all));
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].size() != sizeof(RunFingerprint)) {
+      return REE_FAIL(Status::kCommError, "rank %zu sent a fingerprint of %zu bytes", r,
+                      all[r].size());
+    }
+  }
+  RunFingerprint first;
+  std::memcpy(&first, all[0].data(), sizeof(first));
+  for (size_t r = 1; r < all.size(); ++r) {
+    RunFingerprint other;
+    std::memcpy(&other, all[r].data(), sizeof(other));
+    const char* what = other.config != first.config     ? "config.json / tokenizer.json"
+                       : other.weights != first.weights ? "weights"
+                       : other.options != first.options
+                           ? "run options (operation set, dtype, batch, context, trace, plan)"
+                           : nullptr;
+    if (what != nullptr) {
+      return REE_FAIL(Status::kMismatch,
+                      "rank %zu was given a different model or options than rank 0: its %s "
+                      "differ; every rank must run the same --model with the same flags",
+                      r, what);
+    }
+  }
+  return Status::kSuccess;
+}
+
+}  // namespace ree::models

@@ -1,0 +1,312 @@
+// generate(): the scheduler. Requests are checked and tokenized first; then sequences take KV
+// cache slots as they free up (continuous batching) and are grouped into micro-batches, each with
+// at most one step in the pipeline at a time, so that with as many groups as stages every stage
+// has work during decode. A request's result never depends on the others in reproducible mode:
+// the scheduler decides only which steps run together, never what a step computes.
+#include <algorithm>
+#include <chrono>
+#include <deque>
+
+#include "engine_state.h"
+#include "generation_sampling.h"
+
+namespace ree {
+namespace models {
+
+Status EngineState::prepareRequest(const GenerationRequest& req, size_t r,
+                                   GenerationResult* res) const {
+  if (!req.prompt_ids.empty()) {
+    res->prompt_ids = req.prompt_ids;
+  } else {
+    if (!tokenizer) {
+      return REE_FAIL(Status::kInvalidArgument,
+                      "request %zu: the model directory has no tokenizer.json; pass token ids "
+                      "(--prompt-ids)",
+                      r);
+    }
+    REE_RETURN_IF_ERROR(
+        tokenizer->encode(req.prompt_text, req.add_special_tokens, &res->prompt_ids));
+  }
+  if (res->prompt_ids.empty()) {
+    return REE_FAIL(Status::kInvalidArgument, "request %zu: the prompt is empty", r);
+  }
+  const int64_t vocab = config.vocab_size;
+  for (size_t i = 0; i < res->prompt_ids.size(); ++i) {
+    if (res->prompt_ids[i] < 0 || res->prompt_ids[i] >= vocab) {
+      return REE_FAIL(Status::kInvalidArgument,
+                      "request %zu: prompt token %zu is id %d, outside the vocabulary [0, %lld)", r,
+                      i, res->prompt_ids[i], static_cast<long long>(vocab));
+    }
+  }
+  if (res->prompt_ids.size() >= static_cast<size_t>(max_context)) {
+    return REE_FAIL(Status::kInvalidArgument,
+                    "request %zu: the prompt has %zu tokens, the context holds %d (--max-context)",
+                    r, res->prompt_ids.size(), max_context);
+  }
+  REE_CHECK_ARG(req.max_new_tokens >= 1, "request %zu: --max-new-tokens must be >= 1 (got %d)", r,
+                req.max_new_tokens);
+  return validateSampling(req.sampling, r);
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct ActiveSequence {
+  size_t request = 0;
+  int slot = 0;
+  int group = 0;              // micro-batch
+  std::vector<int32_t> feed;  // tokens to run in the next step
+  int cached = 0;             // tokens already in the KV cache
+  int produced = 0;
+  Clock::time_point start;
+  Clock::time_point first_token;
+  std::unique_ptr<DecodeStream> stream;
+};
+
+// A collected step whose logits digests are still being computed: for each of the step's rows,
+// the request and the index of its placeholder in step_logits_sha256.
+struct PendingDigests {
+  uint64_t step = 0;
+  std::vector<std::pair<size_t, size_t>> slots;
+};
+
+class GenerationScheduler {
+ public:
+  GenerationScheduler(EngineState& engine, const std::vector<GenerationRequest>& requests,
+                      std::vector<GenerationResult>& results, const TokenCallback& on_token);
+  Status run();
+
+ private:
+  void admitWaiting();
+  int leastLoadedGroup() const;
+  Status submitIdleGroups();
+  Status buildGroupStep(int group, StepWork* work, std::vector<size_t>* members) const;
+  Status collectStep();
+  Status acceptToken(ActiveSequence& seq, const StepOutput& out, size_t row, bool* finished);
+  Status finishSequence(ActiveSequence& seq, bool is_eos);
+  Status resolveDigests(size_t keep);
+
+  EngineState& m_;
+  const std::vector<GenerationRequest>& requests_;
+  std::vector<GenerationResult>& results_;
+  const TokenCallback& on_token_;
+  int groups_ = 1;
+  std::deque<size_t> waiting_;
+  std::vector<int> free_slots_;
+  std::vector<ActiveSequence> active_;
+  std::vector<bool> group_busy_;
+  std::vector<int> group_size_;
+  // The sequences (requests) each in-flight step carries, in submission order.
+  std::deque<std::pair<int, std::vector<size_t>>> steps_;
+  std::deque<PendingDigests> pending_digests_;
+  // Single process: digests of older steps are long done; taking them bounds what is held.
+  // Multi-process: every pending digest message precedes the next step's tokens on the wire.
+  size_t keep_pending_ = 0;
+};
+
+GenerationScheduler::GenerationScheduler(EngineState& engine,
+                                         const std::vector<GenerationRequest>& requests,
+                                         std::vector<GenerationResult>& results,
+                                         const TokenCallback& on_token)
+    : m_(engine), requests_(requests), results_(results), on_token_(on_token) {
+  const EngineOptions& o = engine.options;
+  groups_ = o.micro_batches > 0 ? o.micro_batches : (engine.multiProcess() ? engine.nStages() : 1);
+  groups_ = std::max(1, std::min(groups_, o.max_batch));
+  for (size_t r = 0; r < requests.size(); ++r)
+    waiting_.push_back(r);
+  for (int s = o.max_batch - 1; s >= 0; --s)
+    free_slots_.push_back(s);
+  group_busy_.assign(groups_, false);
+  group_size_.assign(groups_, 0);
+  keep_pending_ = engine.multiProcess() ? 0 : 8;
+}
+
+Status GenerationScheduler::run() {
+  for (;;) {
+    admitWaiting();
+    REE_RETURN_IF_ERROR(submitIdleGroups());
+    if (steps_.empty()) break;
+    REE_RETURN_IF_ERROR(resolveDigests(keep_pending_));
+    REE_RETURN_IF_ERROR(collectStep());
+  }
+  return resolveDigests(0);
+}
+
+// The least loaded group, preferring one that is idle so the sequence starts at once.
+int GenerationScheduler::leastLoadedGroup() const {
+  auto key = [&](int g) { return std::make_pair(group_busy_[g] ? 1 : 0, group_size_[g]); };
+  int best = 0;
+  for (int g = 1; g < groups_; ++g) {
+    if (key(g) < key(best)) best = g;
+  }
+  return best;
+}
+
+// Waiting requests take the free KV cache slots.
+void GenerationScheduler::admitWaiting() {
+  while (!waiting_.empty() && !free_slots_.empty()) {
+    ActiveSequence seq;
+    seq.request = waiting_.front();
+    waiting_.pop_front();
+    seq.slot = free_slots_.back();
+    free_slots_.pop_back();
+    seq.group = leastLoadedGroup();
+    group_size_[seq.group] += 1;
+    seq.feed = results_[seq.request].prompt_ids;
+    seq.start = Clock::now();
+    if (m_.tokenizer) seq.stream = std::make_unique<DecodeStream>(*m_.tokenizer, true);
+    active_.push_back(std::move(seq));
+  }
+}
+
+// One step for every idle group that has sequences.
+Status GenerationScheduler::submitIdleGroups() {
+  for (int g = 0; g < groups_; ++g) {
+    if (group_busy_[g] || group_size_[g] == 0) continue;
+    StepWork work;
+    std::vector<size_t> members;
+    REE_RETURN_IF_ERROR(buildGroupStep(g, &work, &members));
+    REE_RETURN_IF_ERROR(m_.submit(std::move(work)));
+    group_busy_[g] = true;
+    steps_.emplace_back(g, std::move(members));
+  }
+  return Status::kSuccess;
+}
+
+// The step of `group`: each member's pending tokens (its prompt, then its last token), logits
+// for its last row, sampled with its request's parameters and key.
+Status GenerationScheduler::buildGroupStep(int group, StepWork* work,
+                                           std::vector<size_t>* members) const {
+  work->trace = m_.options.trace_layer_hashes;
+  work->batch.query_offsets.push_back(0);
+  for (const ActiveSequence& seq : active_) {
+    if (seq.group != group) continue;
+    work->ids.insert(work->ids.end(), seq.feed.begin(), seq.feed.end());
+    int32_t end = static_cast<int32_t>(work->ids.size());
+    work->batch.query_offsets.push_back(end);
+    work->batch.cached_lens.push_back(seq.cached);
+    work->batch.cache_slots.push_back(seq.slot);
+    work->logits_rows.push_back(end - 1);
+    work->trace_group_ends.push_back(end);
+    work->rows.push_back({static_cast<uint64_t>(seq.request), static_cast<uint64_t>(seq.produced),
+                          requests_[seq.request].sampling});
+    members->push_back(seq.request);
+  }
+  return work->batch.finalize();
+}
+
+// Collects the oldest step in flight and hands each of its sequences its token.
+Status GenerationScheduler::collectStep() {
+  StepOutput out;
+  REE_RETURN_IF_ERROR(m_.collect(&out));
+  auto [group, members] = std::move(steps_.front());
+  steps_.pop_front();
+  group_busy_[group] = false;
+  if (out.tokens.size() != members.size()) {
+    return REE_FAIL(Status::kCommError, "a pipeline step returned %zu tokens for %zu sequences",
+                    out.tokens.size(), members.size());
+  }
+  pending_digests_.push_back({out.id, {}});
+  pending_digests_.back().slots.resize(members.size());
+  std::vector<ActiveSequence> still_active;
+  for (ActiveSequence& seq : active_) {
+    auto it = std::find(members.begin(), members.end(), seq.request);
+    bool finished = false;
+    if (seq.group == group && it != members.end()) {
+      REE_RETURN_IF_ERROR(
+          acceptToken(seq, out, static_cast<size_t>(it - members.begin()), &finished));
+    }
+    if (!finished) still_active.push_back(std::move(seq));
+  }
+  active_ = std::move(still_active);
+  return Status::kSuccess;
+}
+
+// Row `row` of `out` is `seq`'s next token: recorded, streamed, and the sequence finished at an
+// end-of-sequence token or at its length limit.
+Status GenerationScheduler::acceptToken(ActiveSequence& seq, const StepOutput& out, size_t row,
+                                        bool* finished) {
+  const GenerationRequest& req = requests_[seq.request];
+  GenerationResult& res = results_[seq.request];
+  const int32_t token = out.tokens[row];
+  pending_digests_.back().slots[row] = {seq.request, res.step_logits_sha256.size()};
+  res.step_logits_sha256.emplace_back();  // filled by resolveDigests
+  if (m_.options.trace_layer_hashes) {
+    std::vector<std::string> layers;
+    for (const std::vector<Digest>& layer : out.layer_digests)
+      layers.push_back(digestHex(layer.at(row)));
+    res.step_layer_sha256.push_back(std::move(layers));
+  }
+  seq.cached += static_cast<int>(seq.feed.size());
+  seq.produced += 1;
+  res.output_ids.push_back(token);
+  if (seq.produced == 1) seq.first_token = Clock::now();
+  std::string piece;
+  if (seq.stream) REE_RETURN_IF_ERROR(seq.stream->step(token, &piece));
+  const bool is_eos = std::find(m_.eos.begin(), m_.eos.end(), token) != m_.eos.end();
+  const bool at_length = seq.produced >= req.max_new_tokens || seq.cached + 1 >= m_.max_context;
+  *finished = is_eos || at_length;
+  if (*finished && seq.stream) {
+    std::string tail;
+    REE_RETURN_IF_ERROR(seq.stream->finish(&tail));
+    piece += tail;
+  }
+  if (on_token_) on_token_(seq.request, token, piece);
+  if (*finished) return finishSequence(seq, is_eos);
+  seq.feed.assign(1, token);
+  return Status::kSuccess;
+}
+
+Status GenerationScheduler::finishSequence(ActiveSequence& seq, bool is_eos) {
+  GenerationResult& res = results_[seq.request];
+  res.finish_reason = is_eos ? "eos" : "length";
+  auto end = Clock::now();
+  res.prefill_seconds = std::chrono::duration<double>(seq.first_token - seq.start).count();
+  res.decode_seconds = std::chrono::duration<double>(end - seq.first_token).count();
+  res.output_ids_sha256 = sha256Hex(res.output_ids.data(), res.output_ids.size() * sizeof(int32_t));
+  if (m_.tokenizer) REE_RETURN_IF_ERROR(m_.tokenizer->decode(res.output_ids, true, &res.text));
+  free_slots_.push_back(seq.slot);
+  group_size_[seq.group] -= 1;
+  return Status::kSuccess;
+}
+
+// Fills the step_logits_sha256 placeholders of all but the `keep` most recent collected steps.
+Status GenerationScheduler::resolveDigests(size_t keep) {
+  while (pending_digests_.size() > keep) {
+    PendingDigests& front = pending_digests_.front();
+    std::vector<Digest> digests;
+    REE_RETURN_IF_ERROR(m_.takeLogitsDigests(front.step, &digests));
+    if (digests.size() != front.slots.size()) {
+      return REE_FAIL(Status::kCommError, "step %llu: %zu logits hashes for %zu sequences",
+                      static_cast<unsigned long long>(front.step), digests.size(),
+                      front.slots.size());
+    }
+    for (size_t i = 0; i < digests.size(); ++i) {
+      auto [request, index] = front.slots[i];
+      results_[request].step_logits_sha256[index] = digestHex(digests[i]);
+    }
+    pending_digests_.pop_front();
+  }
+  return Status::kSuccess;
+}
+
+}  // namespace
+}  // namespace models
+
+Status Engine::generate(const std::vector<GenerationRequest>& requests,
+                        std::vector<GenerationResult>* results, const TokenCallback& on_token) {
+  REE_CHECK_ARG(results != nullptr, "Engine::generate: results is null");
+  Impl& m = *impl_;
+  REE_CHECK_ARG(m.rank() == 0, "generate() runs on rank 0; rank %d calls serve()", m.rank());
+  REE_CHECK_ARG(!m.shut_down, "generate() after shutdown()");
+  results->assign(requests.size(), GenerationResult());
+  m.dropStaleDigests();
+  // Every request is checked before any work, so a bad prompt fails fast.
+  for (size_t r = 0; r < requests.size(); ++r)
+    REE_RETURN_IF_ERROR(m.prepareRequest(requests[r], r, &(*results)[r]));
+  models::GenerationScheduler scheduler(m, requests, *results, on_token);
+  return scheduler.run();
+}
+
+}  // namespace ree

@@ -1,0 +1,119 @@
+// The state behind ree::Engine (engine.h), shared by the files that each do one of its jobs:
+//   engine.cpp            create(), the accessors, loading the stages
+//   engine_plan.cpp       the run's plan: model directory, context, partition, memory checks,
+//                         and the fingerprint every rank of a pipeline must agree on
+//   engine_step.cpp       stage execution: one step through the stages (submit / collect),
+//                         serve() on the other ranks, shutdown(), prefillLogits()
+//   engine_scheduler.cpp  generate(): request checks and the continuous-batching loop
+//   engine_replay.cpp     replay(): one prefill that re-derives a finished generation
+//   engine_profile.*      the REE_PROFILE_STEPS step profiler
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "async_digester.h"
+#include "engine_profile.h"
+#include "pipeline_step.h"
+#include "ree/models/causal_lm.h"
+#include "ree/models/checkpoint.h"
+#include "ree/models/engine.h"
+#include "ree/models/tokenizer.h"
+
+namespace ree::models {
+
+// Message tags between stages (StageTransport tags are the caller's).
+constexpr int kTagStep = 1;     // stage k -> k+1: step header (then the activation tensor)
+constexpr int kTagResult = 2;   // last stage -> stage 0: sampled tokens (and layer hashes)
+constexpr int kTagDigests = 3;  // last stage -> stage 0: the step's logits hashes, sent after
+
+// What every rank of a multi-process pipeline must agree on before it runs: the model (config,
+// tokenizer and the weights' identity: every tensor's name, dtype, shape and first and last bytes,
+// cheap to read from any rank whatever stage it holds) and the options that change the result.
+struct RunFingerprint {
+  Digest config{};
+  Digest weights{};
+  Digest options{};
+};
+
+// One pipeline stage held by this process: its operation set and its part of the model.
+struct LocalStage {
+  partitioner::Stage stage;
+  std::unique_ptr<OperationSet> ops;
+  std::unique_ptr<CausalLM> model;
+};
+
+struct EngineState {
+  EngineOptions options;
+  std::string directory;
+  ModelConfig config;
+  GenerationConfig generation;
+  std::unique_ptr<Checkpoint> checkpoint;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::vector<int64_t> eos;
+  int max_context = 0;
+  std::vector<partitioner::Stage> plan;
+  // Single process: every stage. Multi-process: this rank's stage only.
+  std::vector<LocalStage> stages;
+  StageTransport* transport = nullptr;  // null: single process
+  bool shut_down = false;
+  uint64_t next_step_id = 0;
+  // Steps submitted and not yet collected (single process: computed at submission).
+  std::deque<StepOutput> local_outputs;
+  std::deque<uint64_t> in_flight;
+  // Logits rows are hashed off the critical path (async_digester.h): the last stage queues them
+  // and the digests are taken later, by step id (single process: ticket of each step).
+  std::unique_ptr<AsyncDigester> digester;
+  std::map<uint64_t, uint64_t> digest_tickets;
+  StepProfiler profile;
+
+  int rank() const { return transport ? transport->rank() : 0; }
+  int nStages() const { return static_cast<int>(plan.size()); }
+  bool multiProcess() const { return transport != nullptr && nStages() > 1; }
+
+  // ---- engine_plan.cpp: everything of create() that can fail differently on different ranks.
+  Status createLocal();
+  Status openModel();
+  Status chooseContext();
+  Status computePlan();
+  Status runFingerprint(RunFingerprint* out) const;
+  Status checkSameRun() const;
+
+  // ---- engine.cpp: loading.
+  Status loadStage(const partitioner::Stage& stage, Device device);
+  Status loadStages();
+  Status loadStagesOnDevices();
+
+  // ---- engine_step.cpp: stage execution.
+  // wait = false returns once the stage's work is queued (multi-process stages: the send of
+  // `hidden` is ordered after it on the device); profiling always waits, to time the GPU.
+  Status computeStage(LocalStage& stage, const StepWork& work, Tensor& hidden,
+                      std::vector<std::vector<Digest>>* layer_digests, bool wait = true);
+  Status finishStep(LocalStage& stage, const StepWork& work, const Tensor& hidden, StepOutput* out,
+                    uint64_t* digest_ticket);
+  // Multi-process: whether a stage sends the step header before queueing its own work.
+  bool earlyHeader(const StepWork& work) const {
+    return !work.trace && transport != nullptr && transport->queuesReceives();
+  }
+  Status takeLogitsDigests(uint64_t step_id, std::vector<Digest>* digests);
+  // Digests queued by a generate() or replay() that failed before taking them.
+  void dropStaleDigests();
+  Status submit(StepWork work);
+  Status collect(StepOutput* out);
+  // serve(): one step received from the previous rank, run and passed on. *done on shutdown.
+  Status serveOneStep(bool* done);
+
+  // ---- engine_scheduler.cpp: a request's prompt ids, checked against the model and the context.
+  Status prepareRequest(const GenerationRequest& request, size_t index,
+                        GenerationResult* result) const;
+};
+
+}  // namespace ree::models
+
+namespace ree {
+struct Engine::Impl : models::EngineState {};
+}  // namespace ree

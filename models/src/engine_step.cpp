@@ -1,0 +1,291 @@
+// Stage execution: one step (StepWork) through the pipeline's stages. Single process: every stage
+// runs at submission and the output waits in a queue. Multi-process: rank 0 runs the first stage
+// and sends the step on (submit), the other ranks run theirs in serve(), and the last stage sends
+// the tokens, then the logits hashes, back to rank 0 (collect, takeLogitsDigests).
+#include "engine_state.h"
+#include "generation_sampling.h"
+
+namespace ree {
+namespace models {
+namespace {
+
+using Clock = StepProfiler::Clock;
+
+double secondsSince(Clock::time_point start, Clock::time_point end) {
+  return std::chrono::duration<double>(end - start).count();
+}
+
+// Hashes each layer's output per trace group (the rows of one sequence) into *layer_digests.
+CausalLM::LayerObserver layerTracer(OperationSet& ops, const StepWork& work,
+                                    std::vector<std::vector<Digest>>* layer_digests,
+                                    std::vector<uint8_t>* host) {
+  return [&ops, &work, layer_digests, host](int64_t, const Tensor& h) -> Status {
+    REE_RETURN_IF_ERROR(ops.synchronize());
+    host->resize(h.nbytes());
+    REE_RETURN_IF_ERROR(
+        copyTensor(h, Tensor::wrap(host->data(), Device::cpu(), h.dtype(), h.shape())));
+    size_t row_bytes = h.nbytes() / static_cast<size_t>(h.dim(0));
+    std::vector<Digest> groups;
+    int32_t begin = 0;
+    for (int32_t end : work.trace_group_ends) {
+      groups.push_back(sha256Digest(host->data() + begin * row_bytes,
+                                    static_cast<size_t>(end - begin) * row_bytes));
+      begin = end;
+    }
+    layer_digests->push_back(std::move(groups));
+    return Status::kSuccess;
+  };
+}
+
+}  // namespace
+
+// Runs one stage's part of a step: the embedding on the first stage, then its layers, hashing
+// each layer's output per trace group when tracing.
+Status EngineState::computeStage(LocalStage& stage, const StepWork& work, Tensor& hidden,
+                                 std::vector<std::vector<Digest>>* layer_digests, bool wait) {
+  CausalLM& model = *stage.model;
+  REE_RETURN_IF_ERROR(setCurrentDevice(stage.ops->device()));
+  const auto started = Clock::now();
+  if (stage.stage.embedding) profile.stepStarted(started);
+  if (stage.stage.embedding) REE_RETURN_IF_ERROR(model.embed(work.ids, work.batch, &hidden));
+  CausalLM::LayerObserver observer;
+  std::vector<uint8_t> host;
+  if (work.trace) observer = layerTracer(*stage.ops, work, layer_digests, &host);
+  REE_RETURN_IF_ERROR(model.runLayers(hidden, work.batch, observer));
+  if (!profile.measuring()) return wait ? stage.ops->synchronize() : Status::kSuccess;
+  auto enqueued = Clock::now();
+  Status status = stage.ops->synchronize();
+  profile.stageTimed(secondsSince(started, enqueued), secondsSince(enqueued, Clock::now()));
+  return status;
+}
+
+// The last stage: logits of the requested rows and the sampled tokens. The rows' SHA-256 is
+// queued on the digester (*digest_ticket); the caller takes it when the digests are needed.
+Status EngineState::finishStep(LocalStage& stage, const StepWork& work, const Tensor& hidden,
+                               StepOutput* out, uint64_t* digest_ticket) {
+  out->id = work.id;
+  if (work.logits_rows.empty()) return Status::kSuccess;
+  const auto started = Clock::now();
+  Tensor logits;
+  REE_RETURN_IF_ERROR(setCurrentDevice(stage.ops->device()));
+  REE_RETURN_IF_ERROR(stage.model->logits(hidden, work.logits_rows, &logits));
+  std::vector<float> host(static_cast<size_t>(logits.numel()));
+  REE_RETURN_IF_ERROR(copyTensor(
+      logits, Tensor::wrap(host.data(), Device::cpu(), ::ree::DType::kF32, logits.shape())));
+  const auto copied = Clock::now();
+  int64_t vocab = config.vocab_size;
+  for (size_t i = 0; i < work.rows.size(); ++i) {
+    int32_t token = 0;
+    REE_RETURN_IF_ERROR(sampleNextToken(host.data() + i * vocab, vocab, work.rows[i].sampling,
+                                        work.rows[i].request, work.rows[i].step, &token));
+    out->tokens.push_back(token);
+  }
+  if (!digester) digester = std::make_unique<AsyncDigester>(AsyncDigester::defaultThreads());
+  *digest_ticket = digester->submit(std::move(host), work.rows.size(), static_cast<size_t>(vocab));
+  profile.stepFinished(started, copied, Clock::now());
+  return Status::kSuccess;
+}
+
+// The logits digests of a collected step, in row order. Multi-process: the last stage sends them
+// after the step's tokens, so a rank 0 that takes them before collecting the next step never
+// waits longer than it would for that step.
+Status EngineState::takeLogitsDigests(uint64_t step_id, std::vector<Digest>* digests) {
+  if (!multiProcess()) {
+    auto it = digest_tickets.find(step_id);
+    REE_CHECK_ARG(it != digest_tickets.end() && digester != nullptr,
+                  "no logits digests queued for step %llu",
+                  static_cast<unsigned long long>(step_id));
+    uint64_t ticket = it->second;
+    digest_tickets.erase(it);
+    REE_CHECK_ARG(digester->take(ticket, digests), "logits digests of step %llu were taken",
+                  static_cast<unsigned long long>(step_id));
+    return Status::kSuccess;
+  }
+  int last = nStages() - 1;
+  std::vector<uint8_t> bytes;
+  REE_RETURN_IF_ERROR(transport->recvMessage(last, kTagDigests, &bytes));
+  uint64_t id = 0;
+  REE_RETURN_IF_ERROR(decodeStepDigests(bytes, &id, digests));
+  if (id != step_id) {
+    return REE_FAIL(Status::kCommError,
+                    "rank 0: stage %d sent the logits hashes of step %llu, "
+                    "expected step %llu",
+                    last, static_cast<unsigned long long>(id),
+                    static_cast<unsigned long long>(step_id));
+  }
+  return Status::kSuccess;
+}
+
+void EngineState::dropStaleDigests() {
+  std::vector<Digest> unused;
+  for (const auto& [step, ticket] : digest_tickets)
+    digester->take(ticket, &unused);
+  digest_tickets.clear();
+}
+
+Status EngineState::submit(StepWork work) {
+  work.id = next_step_id++;
+  if (work.trace) work.layer_digests.clear();
+  if (!multiProcess()) {
+    // Every stage in this process, one after another; activations move between devices.
+    Tensor hidden;
+    for (size_t s = 0; s < stages.size(); ++s) {
+      if (s > 0 && hidden.device() != stages[s].ops->device()) {
+        Tensor moved;
+        REE_RETURN_IF_ERROR(toDevice(hidden, stages[s].ops->device(), &moved));
+        hidden = moved;
+      }
+      // The last stage's work need not be waited for: finishStep's copy of the logits to the
+      // host follows it on the device (one host round trip per step instead of two).
+      const bool last_stage = s + 1 == stages.size();
+      REE_RETURN_IF_ERROR(
+          computeStage(stages[s], work, hidden, &work.layer_digests, /*wait=*/!last_stage));
+    }
+    StepOutput out;
+    uint64_t ticket = 0;
+    REE_RETURN_IF_ERROR(finishStep(stages.back(), work, hidden, &out, &ticket));
+    if (!work.logits_rows.empty()) digest_tickets[work.id] = ticket;
+    out.layer_digests = std::move(work.layer_digests);
+    local_outputs.push_back(std::move(out));
+    return Status::kSuccess;
+  }
+  // Over a transport that queues receives (NCCL), the header leaves before the stage's work is
+  // even queued, so stage 1 queues its receive and layers while this GPU still computes; the
+  // activations follow in device order. Otherwise, and when tracing (the header then carries
+  // this stage's layer hashes), it follows the work: a receiver that blocks on the tensor would
+  // only start its deadline early and blame the wrong rank for a stall.
+  const bool early_header = earlyHeader(work);
+  if (early_header)
+    REE_RETURN_IF_ERROR(transport->sendMessage(1, kTagStep, encodeStepHeader(work)));
+  Tensor hidden;
+  REE_RETURN_IF_ERROR(
+      computeStage(stages.front(), work, hidden, &work.layer_digests, /*wait=*/false));
+  if (!early_header) {
+    REE_RETURN_IF_ERROR(transport->sendMessage(1, kTagStep, encodeStepHeader(work)));
+  }
+  REE_RETURN_IF_ERROR(transport->sendTensor(1, hidden));
+  in_flight.push_back(work.id);
+  return Status::kSuccess;
+}
+
+Status EngineState::collect(StepOutput* out) {
+  if (!multiProcess()) {
+    REE_CHECK_ARG(!local_outputs.empty(), "collect() without a submitted step");
+    *out = std::move(local_outputs.front());
+    local_outputs.pop_front();
+    return Status::kSuccess;
+  }
+  REE_CHECK_ARG(!in_flight.empty(), "collect() without a submitted step");
+  int last = nStages() - 1;
+  std::vector<uint8_t> bytes;
+  REE_RETURN_IF_ERROR(transport->recvMessage(last, kTagResult, &bytes));
+  REE_RETURN_IF_ERROR(decodeStepOutput(bytes, out));
+  if (out->id != in_flight.front()) {
+    return REE_FAIL(Status::kCommError, "rank 0: stage %d returned step %llu, expected %llu", last,
+                    static_cast<unsigned long long>(out->id),
+                    static_cast<unsigned long long>(in_flight.front()));
+  }
+  in_flight.pop_front();
+  return Status::kSuccess;
+}
+
+Status EngineState::serveOneStep(bool* done) {
+  const int rank = this->rank();
+  const bool last = rank == nStages() - 1;
+  LocalStage& stage = stages.front();
+  std::vector<uint8_t> bytes;
+  REE_RETURN_IF_ERROR(transport->recvMessage(rank - 1, kTagStep, &bytes));
+  StepMessageKind kind;
+  StepWork work;
+  REE_RETURN_IF_ERROR(decodeStepHeader(bytes, &kind, &work));
+  if (kind == StepMessageKind::kShutdown) {
+    *done = true;
+    if (!last) REE_RETURN_IF_ERROR(transport->sendMessage(rank + 1, kTagStep, bytes));
+    return transport->flush();
+  }
+  Tensor hidden;
+  REE_RETURN_IF_ERROR(Tensor::empty(stage.ops->device(), stage.model->activationDType(),
+                                    {work.batch.tokens(), config.hidden_size}, &hidden));
+  // The receive and the layers are queued without waiting for the bytes (the device orders
+  // them); the host blocks only where it must read results, and first waits for the receive
+  // under the transport's deadline, so a lost upstream peer is reported, never waited on.
+  REE_RETURN_IF_ERROR(transport->recvTensorQueued(rank - 1, hidden));
+  if (work.trace || profile.enabled()) REE_RETURN_IF_ERROR(transport->awaitReceives());
+  const bool early_header = earlyHeader(work);  // as in submit()
+  if (!last && early_header) {
+    REE_RETURN_IF_ERROR(transport->sendMessage(rank + 1, kTagStep, encodeStepHeader(work)));
+  }
+  REE_RETURN_IF_ERROR(computeStage(stage, work, hidden, &work.layer_digests, /*wait=*/false));
+  if (!last) {
+    if (!early_header) {
+      REE_RETURN_IF_ERROR(transport->sendMessage(rank + 1, kTagStep, encodeStepHeader(work)));
+    }
+    return transport->sendTensor(rank + 1, hidden);
+  }
+  REE_RETURN_IF_ERROR(transport->awaitReceives());
+  StepOutput out;
+  uint64_t ticket = 0;
+  REE_RETURN_IF_ERROR(finishStep(stage, work, hidden, &out, &ticket));
+  out.layer_digests = std::move(work.layer_digests);
+  // Tokens first: rank 0 starts the next step while this rank hashes the logits.
+  REE_RETURN_IF_ERROR(transport->sendMessage(0, kTagResult, encodeStepOutput(out)));
+  if (work.logits_rows.empty()) return Status::kSuccess;
+  std::vector<Digest> digests;
+  digester->take(ticket, &digests);
+  return transport->sendMessage(0, kTagDigests, encodeStepDigests(work.id, digests));
+}
+
+}  // namespace models
+
+Status Engine::serve() {
+  Impl& m = *impl_;
+  if (!m.multiProcess()) return Status::kSuccess;
+  REE_CHECK_ARG(m.rank() != 0, "serve() is for ranks other than 0 (rank 0 drives generation)");
+  for (bool done = false; !done;)
+    REE_RETURN_IF_ERROR(m.serveOneStep(&done));
+  return Status::kSuccess;
+}
+
+Status Engine::shutdown() {
+  Impl& m = *impl_;
+  if (!m.multiProcess() || m.shut_down) return Status::kSuccess;
+  REE_CHECK_ARG(m.rank() == 0, "shutdown() is for rank 0");
+  m.shut_down = true;
+  REE_RETURN_IF_ERROR(m.transport->sendMessage(1, models::kTagStep, models::encodeShutdown()));
+  return m.transport->flush();
+}
+
+Status Engine::prefillLogits(const std::vector<int32_t>& ids, std::vector<float>* logits) {
+  Impl& m = *impl_;
+  REE_CHECK_ARG(logits != nullptr, "prefillLogits: logits is null");
+  REE_CHECK_ARG(!m.multiProcess(), "prefillLogits: single-process engines only");
+  REE_CHECK_ARG(!ids.empty() && ids.size() <= static_cast<size_t>(m.max_context),
+                "prefillLogits: %zu tokens for a context of %d", ids.size(), m.max_context);
+  StepBatch batch;
+  batch.query_offsets = {0, static_cast<int32_t>(ids.size())};
+  batch.cached_lens = {0};
+  batch.cache_slots = {0};
+  REE_RETURN_IF_ERROR(batch.finalize());
+  Tensor hidden, out;
+  for (size_t s = 0; s < m.stages.size(); ++s) {
+    models::CausalLM& model = *m.stages[s].model;
+    REE_RETURN_IF_ERROR(setCurrentDevice(m.stages[s].ops->device()));
+    if (s == 0) REE_RETURN_IF_ERROR(model.embed(ids, batch, &hidden));
+    if (hidden.device() != m.stages[s].ops->device()) {
+      REE_RETURN_IF_ERROR(m.stages[s - 1].ops->synchronize());
+      Tensor moved;
+      REE_RETURN_IF_ERROR(toDevice(hidden, m.stages[s].ops->device(), &moved));
+      hidden = moved;
+    }
+    REE_RETURN_IF_ERROR(model.runLayers(hidden, batch));
+  }
+  std::vector<int32_t> rows(ids.size());
+  for (size_t i = 0; i < rows.size(); ++i)
+    rows[i] = static_cast<int32_t>(i);
+  REE_RETURN_IF_ERROR(setCurrentDevice(m.stages.back().ops->device()));
+  REE_RETURN_IF_ERROR(m.stages.back().model->logits(hidden, rows, &out));
+  logits->resize(static_cast<size_t>(out.numel()));
+  return copyTensor(out, Tensor::wrap(logits->data(), Device::cpu(), DType::kF32, out.shape()));
+}
+
+}  // namespace ree
