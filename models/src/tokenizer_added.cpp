@@ -84,12 +84,20 @@ Status parseFlags(const LoadContext& ctx, const json& entry, const std::string& 
 // One entry of added_tokens. `next_new_id` is the id tokenizers gives the next token that is not
 // in the model vocabulary.
 Status parseAddedToken(const LoadContext& ctx, const json& entry, const std::string& field,
-                       const BpeModel& model, int32_t next_new_id, AddedToken* token) {
+                       const BpeModel& model, const AddedVocabulary& before, int32_t next_new_id,
+                       AddedToken* token) {
   if (!entry.is_object()) return ctx.malformed(field, "expected an object");
   bool has_content = false;
   REE_RETURN_IF_ERROR(
       ctx.getString(entry, "content", field, &token->content, &has_content, kMaxTokenBytes));
   if (!has_content || token->content.empty()) return ctx.malformed(field + ".content", "missing");
+  // tokenizers lets a repeated entry replace the flags of the first: refuse the ambiguity.
+  auto repeated = before.by_content.find(token->content);
+  if (repeated != before.by_content.end()) {
+    return ctx.malformed(field + ".content", "token '" + token->content +
+                                                 "' is already added_tokens[" +
+                                                 std::to_string(repeated->second) + "]");
+  }
   if (!entry.contains("id") || !entry["id"].is_number_unsigned() ||
       entry["id"].get<uint64_t>() > INT32_MAX) {
     return ctx.malformed(field + ".id", "expected a token id");
@@ -187,13 +195,7 @@ Status parseAddedTokens(const LoadContext& ctx, const json& list, const BpeModel
   for (size_t i = 0; list.is_array() && i < list.size(); ++i) {
     const std::string field = elementField("added_tokens", i);
     AddedToken token;
-    REE_RETURN_IF_ERROR(parseAddedToken(ctx, list[i], field, model, next_new_id, &token));
-    auto repeated = out->by_content.find(token.content);
-    if (repeated != out->by_content.end()) {
-      return ctx.malformed(field + ".content", "token '" + token.content +
-                                                   "' is already added_tokens[" +
-                                                   std::to_string(repeated->second) + "]");
-    }
+    REE_RETURN_IF_ERROR(parseAddedToken(ctx, list[i], field, model, *out, next_new_id, &token));
     if (token.id == next_new_id) ++next_new_id;
     const size_t index = out->tokens.size();
     out->by_content[token.content] = index;

@@ -184,6 +184,12 @@ bool Regex::findAll(std::string_view text, std::vector<Span>* matches,
   return ok;
 }
 
+bool Regex::canMatchEmpty() const {
+  uint32_t match_empty = 1;
+  pcre2_pattern_info(static_cast<pcre2_code*>(code_), PCRE2_INFO_MATCHEMPTY, &match_empty);
+  return match_empty != 0;
+}
+
 bool Regex::matchesAt(std::string_view text, size_t offset) const {
   auto* code = static_cast<pcre2_code*>(code_);
   pcre2_match_data* match_data = pcre2_match_data_create_from_pattern(code, nullptr);

@@ -61,6 +61,9 @@ class Regex {
   // matches therefore count (e.g. `x*` on "ab" matches at 0, 1 and 2). `text` must be valid
   // UTF-8. Returns false, with `*failure` filled, when PCRE2 gives up.
   bool findAll(std::string_view text, std::vector<Span>* matches, MatchFailure* failure) const;
+  // True if the pattern might match the empty string (PCRE2_INFO_MATCHEMPTY: e.g. `x*`, `$`,
+  // `(?=a)`).
+  bool canMatchEmpty() const;
   // True if the pattern matches starting exactly at `offset`.
   bool matchesAt(std::string_view text, size_t offset) const;
 

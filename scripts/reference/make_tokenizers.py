@@ -18,6 +18,14 @@ same files:
                           Sequence[Replace, ByteFallback, Fuse, Strip], <s> BOS.
   llama2_metaspace.json   the same model with the newer Metaspace(prepend_scheme="first",
                           split=false) pre-tokenizer and a Metaspace decoder.
+  split_<behavior>[_invert].json
+                          the GPT-2 model behind Sequence[Split(regex that also matches the
+                          empty string, behavior, invert), ByteLevel(use_regex=false)], for each
+                          of the five behaviors with and without invert: empty matches are split
+                          points in tokenizers (Oniguruma's find_iter), which REE must reproduce.
+  replace_empty.json      the GPT-2 model with a Replace decoder whose regex matches the empty
+                          string. (A Replace *normalizer* like that makes tokenizers 0.23 panic
+                          on many texts; REE refuses it.)
 
 Usage: make_tokenizers.py OUTPUT_DIR
 """
@@ -158,6 +166,35 @@ def make_llama2(out_dir):
     save(metaspace, os.path.join(out_dir, "llama2_metaspace.json"))
 
 
+# Matches vowel runs and, in between, the empty string (and before each capital letter).
+EMPTY_MATCHING_PATTERN = r"[aeiou]*|(?=[A-Z])"
+SPLIT_BEHAVIORS = ["isolated", "removed", "merged_with_previous", "merged_with_next", "contiguous"]
+
+
+def split_file_names():
+    return [f"split_{b}{'_invert' if invert else ''}.json"
+            for b in SPLIT_BEHAVIORS for invert in (False, True)]
+
+
+def make_empty_match(out_dir):
+    with open(os.path.join(out_dir, "gpt2.json"), encoding="utf-8") as f:
+        gpt2 = json.load(f)
+    for behavior in SPLIT_BEHAVIORS:
+        for invert in (False, True):
+            data = json.loads(json.dumps(gpt2))
+            data["pre_tokenizer"] = json.loads(pre_tokenizers.Sequence([
+                pre_tokenizers.Split(Regex(EMPTY_MATCHING_PATTERN), behavior=behavior,
+                                     invert=invert),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]).__getstate__())
+            name = f"split_{behavior}{'_invert' if invert else ''}.json"
+            save(data, os.path.join(out_dir, name))
+    data = json.loads(json.dumps(gpt2))
+    data["decoder"] = json.loads(decoders.Sequence([
+        decoders.ByteLevel(), decoders.Replace(Regex("x*"), "-")]).__getstate__())
+    save(data, os.path.join(out_dir, "replace_empty.json"))
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -167,6 +204,7 @@ def main():
     make_gpt2(out_dir)
     make_llama3(out_dir)
     make_llama2(out_dir)
+    make_empty_match(out_dir)
     return 0
 
 
