@@ -72,11 +72,12 @@ Status Pattern::findAll(std::string_view input, std::vector<Span>* matches) cons
     if (regex->findAll(input, matches, &failure)) return Status::kSuccess;
     const std::string rest(input.substr(failure.offset));
     return REE_FAIL(Status::kInvalidArgument,
-                    "tokenizer '%s': field '%s': the regex gave up (%s) searching from byte %zu "
-                    "of the %zu-byte text piece starting '%s' at that byte: it backtracks too "
-                    "much on this input",
-                    source.c_str(), field.c_str(), failure.message.c_str(), failure.offset,
-                    input.size(), printableText(rest, 40).c_str());
+                    "tokenizer '%s': field '%s': the regex gave up (%s) on a %zu-byte piece of "
+                    "the text being encoded, in the search from its byte %zu ('%s'): the pattern "
+                    "backtracks too much on this input",
+                    printableText(source, 400).c_str(), printableText(field, 200).c_str(),
+                    failure.message.c_str(), input.size(), failure.offset,
+                    printableText(rest, 40).c_str());
   }
   size_t at = 0;
   while ((at = input.find(literal, at)) != std::string_view::npos) {

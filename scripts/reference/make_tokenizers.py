@@ -2,7 +2,7 @@
 """Builds small test tokenizer.json files with Hugging Face `tokenizers` (nothing downloaded).
 
 Each tokenizer is a BPE model trained on the embedded corpus below and wired like a real model
-family, so the C++ tokenizer (models/src/tokenizer.cpp) can be compared with `tokenizers` on the
+family, so the C++ tokenizer (models/src/tokenizer*.cpp) can be compared with `tokenizers` on the
 same files:
 
   gpt2.json               ByteLevel(use_regex=true) pre-tokenizer, ByteLevel decoder and

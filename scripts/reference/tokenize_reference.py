@@ -124,8 +124,10 @@ def reference(path):
         out["texts"].append(entry)
     rng = random.Random(20240517)
     # Byte tokens (ids of single bytes) are favoured so that sequences split UTF-8 characters.
-    byte_ids = [i for tok, i in tokenizer.get_vocab().items()
-                if tok.startswith("<0x") or len(tok) == 1]
+    # Sorted: get_vocab() comes from a Rust HashMap whose order changes from run to run, and the
+    # random sequences must be the same in every run.
+    byte_ids = sorted(i for tok, i in tokenizer.get_vocab().items()
+                      if tok.startswith("<0x") or len(tok) == 1)
     for n in range(40):
         length = rng.randint(1, 24)
         pool = byte_ids if n % 2 else list(range(vocab_size))
