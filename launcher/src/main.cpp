@@ -55,96 +55,31 @@ void printPlan(const std::vector<ree::partitioner::Stage>& stages,
   }
 }
 
-int generateMain(int argc, char** argv) {
-  using ree::launcher::ProcessRole;
-  ree::launcher::LaunchOptions options;
-  if (ree::launcher::parseCommandLine(argc, argv, &options) != ree::Status::kSuccess) {
-    return fail(ree::lastErrorMessage());
-  }
-  if (options.help) {
-    std::fputs(options.help_text.c_str(), stdout);
-    return 0;
-  }
-  if (options.version) {
-    std::printf("ree-launch %s (RepOps spec %s)\n", ree::kRuntimeVersion, ree::kRepOpsSpecVersion);
-    return 0;
-  }
-  if (options.cpu_threads > 0) ree::setCpuThreads(options.cpu_threads);
-
-  ProcessRole role;
-  ree::Status status = ree::launcher::setUpProcess(&options, &role);
-  if (status != ree::Status::kSuccess) {
-    int code = fail(ree::lastErrorMessage());
-    // Flag checks fail alike on every rank; a transport that could not start may leave peers
-    // waiting in a collective, which only aborting the job releases.
-    if (status == ree::Status::kTimeout || status == ree::Status::kCommError)
-      ree::launcher::abortJob(&role, code);
-    ree::launcher::finishProcess(&role);
+// Ends a rank after a failure: the one-line message, then a clean exit when every rank knows
+// (flags, agreed failures), or, as the last resort, aborting the job when peers may still wait on
+// this rank (a failure in the middle of generation, a lost peer).
+int failRank(ree::launcher::ProcessRole* role, ree::Status status, bool peers_may_wait) {
+  int code = fail(ree::lastErrorMessage());
+  if (peers_may_wait || status == ree::Status::kTimeout || status == ree::Status::kCommError) {
+    ree::launcher::abortJob(role, code);  // returns only without MPI, so with nothing to finish
     return code;
   }
-  bool rank0 = role.rank == 0;
+  ree::launcher::finishProcess(role);
+  return code;
+}
 
-  if (options.plan_only) {
-    std::vector<ree::partitioner::Stage> stages;
-    if (ree::Engine::planStages(options.engine, &stages) != ree::Status::kSuccess) {
-      int code = fail(ree::lastErrorMessage());
-      ree::launcher::finishProcess(&role);
-      return code;
-    }
-    if (rank0) printPlan(stages, options, role.world_size);
-    ree::launcher::finishProcess(&role);
-    return 0;
-  }
+int planMain(const ree::launcher::LaunchOptions& options, ree::launcher::ProcessRole* role) {
+  std::vector<ree::partitioner::Stage> stages;
+  ree::Status status = ree::Engine::planStages(options.engine, &stages);
+  if (status != ree::Status::kSuccess) return failRank(role, status, false);
+  if (role->rank == 0) printPlan(stages, options, role->world_size);
+  ree::launcher::finishProcess(role);
+  return 0;
+}
 
-  auto start = std::chrono::steady_clock::now();
-  std::unique_ptr<ree::Engine> engine;
-  status = ree::Engine::create(options.engine, &engine);
-  if (status != ree::Status::kSuccess) {
-    // Multi-process: create() agrees on failures, so every rank reports the same message.
-    int code = fail(ree::lastErrorMessage());
-    if (status == ree::Status::kTimeout || status == ree::Status::kCommError)
-      ree::launcher::abortJob(&role, code);
-    ree::launcher::finishProcess(&role);
-    return code;
-  }
-  double load_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
-  if (!rank0) {
-    if (engine->serve() != ree::Status::kSuccess) {
-      int code = fail(ree::lastErrorMessage());
-      ree::launcher::abortJob(&role, code);
-      return code;
-    }
-    engine.reset();
-    ree::launcher::finishProcess(&role);
-    return 0;
-  }
-
-  // Stream text to a terminal when there is one prompt; otherwise print each result at the end.
-  bool stream = !options.json && options.requests.size() == 1 && isatty(STDOUT_FILENO);
-  ree::TokenCallback on_token;
-  if (stream) {
-    on_token = [](size_t, int32_t, const std::string& text) {
-      std::fputs(text.c_str(), stdout);
-      std::fflush(stdout);
-    };
-  }
-  std::vector<ree::GenerationResult> results;
-  auto gen_start = std::chrono::steady_clock::now();
-  if (engine->generate(options.requests, &results, on_token) != ree::Status::kSuccess) {
-    if (stream) std::fputs("\n", stdout);
-    int code = fail(ree::lastErrorMessage());
-    ree::launcher::abortJob(&role, code);
-    return code;
-  }
-  double gen_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - gen_start).count();
-  if (engine->shutdown() != ree::Status::kSuccess) {
-    int code = fail(ree::lastErrorMessage());
-    ree::launcher::abortJob(&role, code);
-    return code;
-  }
+void printResults(const std::vector<ree::GenerationResult>& results,
+                  const ree::launcher::LaunchOptions& options, bool stream, double load_seconds,
+                  double gen_seconds) {
   size_t tokens = 0;
   for (size_t i = 0; i < results.size(); ++i) {
     const ree::GenerationResult& result = results[i];
@@ -165,14 +100,76 @@ int generateMain(int argc, char** argv) {
                tokens, gen_seconds, gen_seconds > 0 ? tokens / gen_seconds : 0.0, load_seconds,
                ree::operationSetName(options.engine.operation_set),
                options.engine.device.str().c_str(), options.engine.n_partitions);
-  int code = 0;
-  if (!options.receipt_path.empty()) {
-    if (ree::launcher::writeRunReceipt(options.receipt_path, options.engine, *engine,
-                                       options.requests, results) != ree::Status::kSuccess) {
-      code = fail(ree::lastErrorMessage());
-    } else {
-      std::fprintf(stderr, "[ree] receipt written to %s\n", options.receipt_path.c_str());
+}
+
+// Rank 0 (or the only process): generates, prints, writes the receipt.
+int generateOnRankZero(ree::Engine* engine, const ree::launcher::LaunchOptions& options,
+                       ree::launcher::ProcessRole* role, double load_seconds) {
+  // Stream text to a terminal when there is one prompt; otherwise print each result at the end.
+  bool stream = !options.json && options.requests.size() == 1 && isatty(STDOUT_FILENO);
+  ree::TokenCallback on_token;
+  if (stream) {
+    on_token = [](size_t, int32_t, const std::string& text) {
+      std::fputs(text.c_str(), stdout);
+      std::fflush(stdout);
+    };
+  }
+  std::vector<ree::GenerationResult> results;
+  auto gen_start = std::chrono::steady_clock::now();
+  ree::Status status = engine->generate(options.requests, &results, on_token);
+  if (status != ree::Status::kSuccess) {
+    if (stream) std::fputs("\n", stdout);
+    return failRank(role, status, true);
+  }
+  double gen_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - gen_start).count();
+  status = engine->shutdown();
+  if (status != ree::Status::kSuccess) return failRank(role, status, true);
+  printResults(results, options, stream, load_seconds, gen_seconds);
+  if (options.receipt_path.empty()) return 0;
+  if (ree::launcher::writeRunReceipt(options.receipt_path, options.engine, *engine,
+                                     options.requests, results) != ree::Status::kSuccess) {
+    return fail(ree::lastErrorMessage());
+  }
+  std::fprintf(stderr, "[ree] receipt written to %s\n", options.receipt_path.c_str());
+  return 0;
+}
+
+int generateMain(int argc, char** argv) {
+  ree::launcher::LaunchOptions options;
+  ree::Status parsed = ree::launcher::parseCommandLine(argc, argv, &options);
+  std::string failure = parsed == ree::Status::kSuccess ? "" : ree::lastErrorMessage();
+  // Under mpirun every rank joins the start-up exchange, also one whose flags were refused or
+  // that only prints help, so that its peers learn at once that it is leaving.
+  ree::launcher::ProcessRole role;
+  ree::Status status = ree::launcher::setUpProcess(
+      &options, ree::launcher::intentOf(options, parsed), failure, &role);
+  if (status != ree::Status::kSuccess) return failRank(&role, status, false);
+  if (options.help || options.version) {
+    if (options.help) std::fputs(options.help_text.c_str(), stdout);
+    if (options.version) {
+      std::printf("ree-launch %s (RepOps spec %s)\n", ree::kRuntimeVersion,
+                  ree::kRepOpsSpecVersion);
     }
+    ree::launcher::finishProcess(&role);
+    return 0;
+  }
+  if (options.cpu_threads > 0) ree::setCpuThreads(options.cpu_threads);
+  if (options.plan_only) return planMain(options, &role);
+
+  auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<ree::Engine> engine;
+  // Multi-process: create() agrees on failures, so every rank reports the same message.
+  status = ree::Engine::create(options.engine, &engine);
+  if (status != ree::Status::kSuccess) return failRank(&role, status, false);
+  double load_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int code = 0;
+  if (role.rank != 0) {
+    status = engine->serve();
+    if (status != ree::Status::kSuccess) return failRank(&role, status, true);
+  } else {
+    code = generateOnRankZero(engine.get(), options, &role, load_seconds);
   }
   engine.reset();
   ree::launcher::finishProcess(&role);

@@ -20,22 +20,56 @@ bool startedByMpirun() {
   return false;
 }
 
-Status setUpProcess(LaunchOptions* options, ProcessRole* role) {
-  if (!startedByMpirun()) return Status::kSuccess;
-#if !defined(REE_LAUNCH_WITH_MPI)
-  (void)options;
-  (void)role;
-  return REE_FAIL(Status::kUnsupported,
-                  "started by mpirun, but this ree-launch was built without MPI (install Open MPI "
-                  "and rebuild)");
-#else
-  comm::MpiWorld world;
-  REE_RETURN_IF_ERROR(comm::initMpi(nullptr, nullptr, &world));
-  role->mpi = true;
-  role->rank = world.rank;
-  role->world_size = world.size;
+RankIntent intentOf(const LaunchOptions& options, Status parsed) {
+  if (parsed != Status::kSuccess) return RankIntent::kFailed;
+  if (options.help || options.version) return RankIntent::kLeave;
+  return options.plan_only ? RankIntent::kPlan : RankIntent::kRun;
+}
+
+#if defined(REE_LAUNCH_WITH_MPI)
+namespace {
+
+const char* leavingReason(RankIntent intent) {
+  return intent == RankIntent::kPlan ? "it was given --plan: it prints the plan and exits"
+                                     : "it was given --help or --version and exits";
+}
+
+// The start-up exchange (see setUpProcess). Fails on every rank alike when a rank's flags were
+// refused; fails on a running rank when a peer leaves early.
+// `alike`: every rank has the same intent.
+Status announceIntent(const comm::MpiWorld& world, RankIntent intent, const std::string& failure,
+                      double timeout_s, bool* alike) {
+  std::string note(1, static_cast<char>(intent));
+  if (intent == RankIntent::kFailed) note += failure.substr(0, 4096);
+  std::vector<std::string> notes;
+  REE_RETURN_IF_ERROR(comm::exchangeWorldTexts(world, note, timeout_s, &notes));
+  for (int r = 0; r < world.size; ++r) {
+    if (!notes[r].empty() && notes[r][0] == static_cast<char>(RankIntent::kFailed)) {
+      std::string prefix = "rank " + std::to_string(r) + ": ";
+      return setError(Status::kInvalidArgument, nullptr, 0, "%s%s", prefix.c_str(),
+                      notes[r].c_str() + 1);
+    }
+  }
+  *alike = true;
+  for (const std::string& peer : notes)
+    *alike = *alike && peer[0] == static_cast<char>(intent);
+  if (intent != RankIntent::kRun) return Status::kSuccess;
+  for (int r = 0; r < world.size; ++r) {
+    auto peer = static_cast<RankIntent>(notes[r][0]);
+    if (peer != RankIntent::kRun) {
+      return REE_FAIL(Status::kInvalidArgument,
+                      "rank %d: rank %d left before the run began (%s); give every rank the same "
+                      "flags",
+                      world.rank, r, leavingReason(peer));
+    }
+  }
+  return Status::kSuccess;
+}
+
+// Checks the world against the flags and the host, picks this rank's device and creates the
+// transport (see setUpProcess).
+Status createRankTransport(const comm::MpiWorld& world, LaunchOptions* options, ProcessRole* role) {
   EngineOptions& engine = options->engine;
-  if (world.size == 1) return Status::kSuccess;  // mpirun -n 1: same as no mpirun
   if (engine.n_partitions != world.size) {
     return REE_FAIL(Status::kInvalidArgument,
                     "--n-partitions %d does not match the MPI world size %d: start one rank per "
@@ -74,6 +108,40 @@ Status setUpProcess(LaunchOptions* options, ProcessRole* role) {
   }
   engine.transport = role->transport.get();
   return Status::kSuccess;
+}
+
+}  // namespace
+#endif
+
+Status setUpProcess(LaunchOptions* options, RankIntent intent, const std::string& failure,
+                    ProcessRole* role) {
+  if (!startedByMpirun()) {
+    return intent == RankIntent::kFailed
+               ? setError(Status::kInvalidArgument, nullptr, 0, "%s", failure.c_str())
+               : Status::kSuccess;
+  }
+#if !defined(REE_LAUNCH_WITH_MPI)
+  (void)options;
+  (void)role;
+  return REE_FAIL(Status::kUnsupported,
+                  "started by mpirun, but this ree-launch was built without MPI (install Open MPI "
+                  "and rebuild)");
+#else
+  comm::MpiWorld world;
+  REE_RETURN_IF_ERROR(comm::initMpi(nullptr, nullptr, &world));
+  role->mpi = true;
+  role->rank = world.rank;
+  role->world_size = world.size;
+  bool alike = true;
+  if (world.size > 1) {
+    REE_RETURN_IF_ERROR(announceIntent(world, intent, failure, options->comm_timeout_s, &alike));
+  } else if (intent == RankIntent::kFailed) {
+    return setError(Status::kInvalidArgument, nullptr, 0, "%s", failure.c_str());
+  }
+  // mpirun -n 1 is the same as no mpirun. --help and --version need no transport; nor does a rank
+  // leaving alone (its peers have stopped: creating the transport would wait for them).
+  if (world.size == 1 || intent == RankIntent::kLeave || !alike) return Status::kSuccess;
+  return createRankTransport(world, options, role);
 #endif
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "cli.h"
 #include "ree/core/status.h"
@@ -20,11 +21,28 @@ struct ProcessRole {
 // True when the environment says mpirun (Open MPI, PMI, PMIx) started this process.
 bool startedByMpirun();
 
-// Under mpirun: initialises MPI, checks --n-partitions against the world size and the host's
-// ranks against its GPUs, picks this rank's device (cuda:<local rank> for GPU runs) and creates
-// the transport (--transport). The checks depend only on the flags and the host, so every rank
-// fails the same way with the same message. Otherwise does nothing.
-Status setUpProcess(LaunchOptions* options, ProcessRole* role);
+// What a rank is about to do, told to its peers at start-up (the first byte of its note).
+enum class RankIntent : char {
+  kRun = 'r',     // take part in the run
+  kPlan = 'p',    // print the plan and exit (--plan)
+  kLeave = 'l',   // print help or the version and exit
+  kFailed = 'f',  // its flags were refused
+};
+
+// The intent of a rank whose command line parsed with `parsed` into `options`.
+RankIntent intentOf(const LaunchOptions& options, Status parsed);
+
+// Under mpirun: initialises MPI, then every rank tells every other what it is about to do
+// (`intent`; with kFailed, `failure` is its error message), so that no rank waits for a peer that
+// has left: when a rank's flags were refused every rank fails with that rank's message
+// ("rank R: ..."), and a rank about to run fails at once when a peer leaves early (--plan, --help,
+// --version), naming it. Then checks --n-partitions against the world size and the host's ranks
+// against its GPUs, picks this rank's device (cuda:<local rank> for GPU runs) and creates the
+// transport (--transport). These checks depend only on the flags and the host, so every rank fails
+// the same way with the same message. Without mpirun, returns at once (kSuccess unless kFailed).
+// A rank whose intent is not kRun gets no transport.
+Status setUpProcess(LaunchOptions* options, RankIntent intent, const std::string& failure,
+                    ProcessRole* role);
 
 // Ends the run: destroys the transport and finalises MPI (normal exit, every rank).
 void finishProcess(ProcessRole* role);

@@ -33,19 +33,19 @@ expect_error "no-such-flag" "${m[@]}" --prompt-text hi --no-such-flag
 expect_error "--operation-set 'fast'" "${m[@]}" --prompt-text hi --operation-set fast
 expect_error "--device 'tpu'" --model builtin:tiny-llama --prompt-text hi --device tpu
 expect_error "--cpu-only contradicts --device cuda" "${m[@]}" --prompt-text hi --device cuda
-expect_error "--max-new-tokens must be >= 1" "${m[@]}" --prompt-text hi --max-new-tokens 0
-expect_error "--top-p must be in (0, 1]" "${m[@]}" --prompt-text hi --top-p 1.5
-expect_error "--temperature must be in" "${m[@]}" --prompt-text hi --temperature -1
+expect_error "--max-new-tokens '0': expected an integer in [1, " "${m[@]}" --prompt-text hi --max-new-tokens 0
+expect_error "--top-p '1.5': expected a finite number in (0, 1]" "${m[@]}" --prompt-text hi --top-p 1.5
+expect_error "--temperature '-1': expected a finite number in [0, " "${m[@]}" --prompt-text hi --temperature -1
 expect_error "--dtype 'int4'" "${m[@]}" --prompt-text hi --dtype int4
 expect_error "exactly one of --prompt-text" "${m[@]}"
 expect_error "exactly one of --prompt-text" "${m[@]}" --prompt-text hi --prompt-ids 1,2
-expect_error "--prompt-ids: 'x'" "${m[@]}" --prompt-ids 1,x,3
+expect_error "--prompt-ids '1,x,3': item 2 'x' is not a token id" "${m[@]}" --prompt-ids 1,x,3
 expect_error "outside the vocabulary" "${m[@]}" --prompt-ids 1,2,999999
-expect_error "--prompt-file $work/missing.jsonl" "${m[@]}" --prompt-file "$work/missing.jsonl"
+expect_error "--prompt-file '$work/missing.jsonl': cannot open" "${m[@]}" --prompt-file "$work/missing.jsonl"
 echo '{"prompt": 3}' >"$work/bad.jsonl"
-expect_error "bad.jsonl:1" "${m[@]}" --prompt-file "$work/bad.jsonl"
+expect_error "bad.jsonl':1: \"prompt\" must be a string" "${m[@]}" --prompt-file "$work/bad.jsonl"
 echo 'not json' >"$work/bad2.jsonl"
-expect_error "bad2.jsonl:1: not valid JSON" "${m[@]}" --prompt-file "$work/bad2.jsonl"
+expect_error "bad2.jsonl':1: not valid JSON" "${m[@]}" --prompt-file "$work/bad2.jsonl"
 expect_error "/nonexistent/dir" --model /nonexistent/dir --cpu-only --prompt-text hi
 expect_error "builtin:nope" --model builtin:nope --cpu-only --prompt-text hi
 expect_error "the context holds 8" "${m[@]}" --prompt-ids 1,2,3,4,5,6,7,8,9,10 --max-context 8

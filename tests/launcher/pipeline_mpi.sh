@@ -4,7 +4,8 @@
 #     for n = 1..4 ranks, uneven explicit splits, several micro-batch counts, and the
 #     single-process pipeline, on a prompt file of mixed prompts (greedy and sampled);
 #  2. bad flags / world-size mismatch / a rank given another model: every rank exits non-zero with
-#     the message, no hang;
+#     the message, no hang; a rank that leaves early (--plan, --version or a refused flag on that
+#     rank only) is announced to its peers, which stop in a few seconds (not --comm-timeout);
 #  3. faults: a rank killed mid-generation, and a rank stopped (SIGSTOP) mid-generation with
 #     --comm-timeout 3: the job exits non-zero within 30 s and leaves no ree-launch process.
 #   pipeline_mpi.sh PATH/TO/ree-launch MPIEXEC WORK_DIR
@@ -117,13 +118,31 @@ m=(--model builtin:tiny-llama --cpu-only --prompt-text hi --max-new-tokens 4)
 expect_job_error "does not match the MPI world size 2" "${mpirun[@]}" -n 2 "$launch" "${m[@]}" \
   --n-partitions 3
 expect_job_error "does not match the MPI world size 3" "${mpirun[@]}" -n 3 "$launch" "${m[@]}"
-expect_job_error "--max-batch must be >= 1" "${mpirun[@]}" -n 2 "$launch" "${m[@]}" \
+expect_job_error "--max-batch '0': expected an integer in [1, 1048576]" "${mpirun[@]}" -n 2 "$launch" "${m[@]}" \
   --n-partitions 2 --max-batch 0
 expect_job_error "--partition-layers lists 3 stages" "${mpirun[@]}" -n 2 "$launch" "${m[@]}" \
   --n-partitions 2 --partition-layers 1,1,2
 expect_job_error "--partition-layers sums to 6" "${mpirun[@]}" -n 2 "$launch" "${m[@]}" --n-partitions 2 \
   --partition-layers 3,3
 expect_job_error "--n-partitions 5" "${mpirun[@]}" -n 5 "$launch" "${m[@]}" --n-partitions 5
+
+# One rank leaves before the run (--plan, --version, a refused flag on that rank only): the peers
+# learn it at start-up and stop at once, naming the rank, instead of waiting --comm-timeout (60 s).
+expect_prompt_stop() {  # needle, then the command
+  local start=$SECONDS
+  expect_job_error "$@"
+  [ $((SECONDS - start)) -le 15 ] || fail "peers took $((SECONDS - start)) s to stop (limit 15): $*"
+  echo "early exit: '$1' after $((SECONDS - start)) s"
+}
+m60=("${m[@]}" --n-partitions 2 --comm-timeout 60)
+expect_prompt_stop "rank 0 left before the run began (it was given --plan" "${mpirun[@]}" \
+  -n 1 "$launch" "${m60[@]}" --plan : -n 1 "$launch" "${m60[@]}"
+expect_prompt_stop "rank 1 left before the run began (it was given --help or --version" \
+  "${mpirun[@]}" -n 1 "$launch" "${m60[@]}" : -n 1 "$launch" "${m60[@]}" --version
+expect_prompt_stop "rank 1: --temperature 'nan': expected a finite number" "${mpirun[@]}" \
+  -n 1 "$launch" "${m60[@]}" : -n 1 "$launch" "${m60[@]}" --temperature nan
+[ "$(grep -c "rank 1: --temperature 'nan'" "$work/job.err")" -eq 2 ] ||
+  fail "a flag refused on rank 1 only: both ranks should print rank 1's message"
 
 # A rank given another model: a copy of the built-in model with one config value or one weight
 # byte changed, chosen per rank by a wrapper.
