@@ -75,43 +75,41 @@ Status writeText(const fs::path& path, const std::string& text) {
   return Status::kSuccess;
 }
 
-Status writeTinyLlama(const fs::path& dir) {
-  TinyLlamaShape s;
-  json config = {{"architectures", {"LlamaForCausalLM"}},
-                 {"model_type", "llama"},
-                 {"hidden_size", s.hidden},
-                 {"intermediate_size", s.intermediate},
-                 {"num_hidden_layers", s.layers},
-                 {"num_attention_heads", s.heads},
-                 {"num_key_value_heads", s.kv_heads},
-                 {"head_dim", s.head_dim},
-                 {"vocab_size", s.vocab},
-                 {"max_position_embeddings", s.max_positions},
-                 {"rms_norm_eps", 1e-5},
-                 {"rope_theta", 500000.0},
-                 {"rope_scaling",
-                  {{"rope_type", "llama3"},
-                   {"factor", 8.0},
-                   {"low_freq_factor", 1.0},
-                   {"high_freq_factor", 4.0},
-                   {"original_max_position_embeddings", 512}}},
-                 {"hidden_act", "silu"},
-                 {"tie_word_embeddings", false},
-                 {"torch_dtype", "bfloat16"},
-                 {"bos_token_id", 256},
-                 {"eos_token_id", 257},
-                 {"attention_bias", false},
-                 {"mlp_bias", false},
-                 {"_ree_note", "REE built-in model: RANDOM weights generated from a fixed seed"}};
-  REE_RETURN_IF_ERROR(writeText(dir / "config.json", config.dump(2)));
-  json generation = {{"bos_token_id", 256}, {"eos_token_id", 257}};
-  REE_RETURN_IF_ERROR(writeText(dir / "generation_config.json", generation.dump(2)));
+json tinyLlamaConfig(const TinyLlamaShape& s) {
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"model_type", "llama"},
+          {"hidden_size", s.hidden},
+          {"intermediate_size", s.intermediate},
+          {"num_hidden_layers", s.layers},
+          {"num_attention_heads", s.heads},
+          {"num_key_value_heads", s.kv_heads},
+          {"head_dim", s.head_dim},
+          {"vocab_size", s.vocab},
+          {"max_position_embeddings", s.max_positions},
+          {"rms_norm_eps", 1e-5},
+          {"rope_theta", 500000.0},
+          {"rope_scaling",
+           {{"rope_type", "llama3"},
+            {"factor", 8.0},
+            {"low_freq_factor", 1.0},
+            {"high_freq_factor", 4.0},
+            {"original_max_position_embeddings", 512}}},
+          {"hidden_act", "silu"},
+          {"tie_word_embeddings", false},
+          {"torch_dtype", "bfloat16"},
+          {"bos_token_id", 256},
+          {"eos_token_id", 257},
+          {"attention_bias", false},
+          {"mlp_bias", false},
+          {"_ree_note", "REE built-in model: RANDOM weights generated from a fixed seed"}};
+}
 
-  // Byte-level BPE tokenizer: the 256 byte tokens and two special tokens, no merges.
+// Byte-level BPE tokenizer: the 256 byte tokens and two special tokens, no merges.
+json byteLevelTokenizer() {
   json vocab = json::object();
   for (int b = 0; b < 256; ++b)
     vocab[byteToken(b)] = b;
-  json tokenizer = {
+  return {
       {"version", "1.0"},
       {"truncation", nullptr},
       {"padding", nullptr},
@@ -165,13 +163,11 @@ Status writeTinyLlama(const fs::path& dir) {
         {"ignore_merges", false},
         {"vocab", vocab},
         {"merges", json::array()}}}};
-  REE_RETURN_IF_ERROR(writeText(dir / "tokenizer.json", tokenizer.dump(2)));
-  json tokenizer_config = {{"bos_token", "<|begin_of_text|>"},
-                           {"eos_token", "<|end_of_text|>"},
-                           {"model_max_length", s.max_positions}};
-  REE_RETURN_IF_ERROR(writeText(dir / "tokenizer_config.json", tokenizer_config.dump(2)));
+}
 
-  // Weights: bf16, uniform in [-a, a] with a = 1/sqrt(fan_in) (sqrt is exact IEEE), norms at 1.
+// Weights: bf16, uniform in [-a, a] with a = 1/sqrt(fan_in) (sqrt is exact IEEE), norms at 1; the
+// whole model.safetensors file.
+std::string tinyLlamaSafetensors(const TinyLlamaShape& s) {
   struct Spec {
     std::string name;
     std::vector<int64_t> shape;
@@ -230,7 +226,20 @@ Status writeTinyLlama(const fs::path& dir) {
     file.push_back(static_cast<char>((length >> (8 * i)) & 0xff));
   file += header_text;
   file += data;
-  return writeText(dir / "model.safetensors", file);
+  return file;
+}
+
+Status writeTinyLlama(const fs::path& dir) {
+  TinyLlamaShape s;
+  REE_RETURN_IF_ERROR(writeText(dir / "config.json", tinyLlamaConfig(s).dump(2)));
+  json generation = {{"bos_token_id", 256}, {"eos_token_id", 257}};
+  REE_RETURN_IF_ERROR(writeText(dir / "generation_config.json", generation.dump(2)));
+  REE_RETURN_IF_ERROR(writeText(dir / "tokenizer.json", byteLevelTokenizer().dump(2)));
+  json tokenizer_config = {{"bos_token", "<|begin_of_text|>"},
+                           {"eos_token", "<|end_of_text|>"},
+                           {"model_max_length", s.max_positions}};
+  REE_RETURN_IF_ERROR(writeText(dir / "tokenizer_config.json", tokenizer_config.dump(2)));
+  return writeText(dir / "model.safetensors", tinyLlamaSafetensors(s));
 }
 
 fs::path cacheRoot() {

@@ -1,262 +1,77 @@
 #include "ree/models/model_config.h"
 
-#include <cmath>
 #include <exception>
-#include <fstream>
+#include <filesystem>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "config_field_reader.h"
+#include "ree/core/file.h"
+#include "ree/core/json_guard.h"
+#include "ree/core/text.h"
+#include "ree/models/model_limits.h"
 
 namespace ree::models {
 namespace {
 
 using Json = nlohmann::json;
+using Reader = ConfigFieldReader;
+namespace lim = limits;
 
 // config files are a few kilobytes; anything this large is not one.
-constexpr std::streamoff kMaxConfigFileBytes = 16 << 20;
+constexpr uint64_t kMaxConfigFileBytes = 16 << 20;
 
-// Typed, validated access to the fields of one JSON object; every error names the file and the
-// field (with `prefix_`, e.g. "rope_scaling.", for nested objects). A JSON null counts as absent,
-// as transformers treats it.
-class FieldReader {
- public:
-  FieldReader(const Json& object, std::string source, std::string prefix = "")
-      : object_(object), source_(std::move(source)), prefix_(std::move(prefix)) {}
+// transformers' default window where a config turns sliding-window attention on without a size.
+constexpr int64_t kDefaultSlidingWindow = 4096;
 
-  const Json* find(const char* key) const {
-    auto it = object_.find(key);
-    if (it == object_.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
-  bool has(const char* key) const { return find(key) != nullptr; }
-
-  Status fail(Status status, const char* key, const std::string& what) const {
-    return REE_FAIL(status, "config file '%s': field '%s%s' %s", source_.c_str(), prefix_.c_str(),
-                    key, what.c_str());
-  }
-
-  // Integer field >= min_value; absent: *out = fallback, or an error when fallback is empty.
-  Status integer(const char* key, std::optional<int64_t> fallback, int64_t min_value,
-                 int64_t* out) const {
-    const Json* value = find(key);
-    if (value == nullptr) {
-      if (!fallback) return fail(Status::kInvalidArgument, key, "is missing");
-      *out = *fallback;
-      return Status::kSuccess;
-    }
-    if (value->is_number_unsigned()) {
-      if (value->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-        return fail(Status::kInvalidArgument, key, "is too large");
-      }
-      *out = static_cast<int64_t>(value->get<uint64_t>());
-    } else if (value->is_number_integer()) {
-      *out = value->get<int64_t>();
-    } else {
-      return fail(Status::kInvalidArgument, key,
-                  "is not an integer (" + printableText(value->dump(), 40) + ")");
-    }
-    if (*out < min_value) {
-      return fail(Status::kInvalidArgument, key,
-                  "is " + std::to_string(*out) + ", must be >= " + std::to_string(min_value));
-    }
-    return Status::kSuccess;
-  }
-
-  // Finite number > 0 (when positive) or >= 0.
-  Status number(const char* key, std::optional<double> fallback, bool strictly_positive,
-                double* out) const {
-    const Json* value = find(key);
-    if (value == nullptr) {
-      if (!fallback) return fail(Status::kInvalidArgument, key, "is missing");
-      *out = *fallback;
-      return Status::kSuccess;
-    }
-    if (!value->is_number()) {
-      return fail(Status::kInvalidArgument, key,
-                  "is not a number (" + printableText(value->dump(), 40) + ")");
-    }
-    *out = value->get<double>();
-    if (!std::isfinite(*out) || *out < 0.0 || (strictly_positive && *out == 0.0)) {
-      return fail(Status::kInvalidArgument, key,
-                  "is " + value->dump() + ", must be " + (strictly_positive ? "> 0" : ">= 0"));
-    }
-    return Status::kSuccess;
-  }
-
-  Status boolean(const char* key, bool fallback, bool* out) const {
-    const Json* value = find(key);
-    if (value == nullptr) {
-      *out = fallback;
-      return Status::kSuccess;
-    }
-    if (!value->is_boolean()) return fail(Status::kInvalidArgument, key, "is not a boolean");
-    *out = value->get<bool>();
-    return Status::kSuccess;
-  }
-
-  Status string(const char* key, const std::string& fallback, std::string* out) const {
-    const Json* value = find(key);
-    if (value == nullptr) {
-      *out = fallback;
-      return Status::kSuccess;
-    }
-    if (!value->is_string()) return fail(Status::kInvalidArgument, key, "is not a string");
-    *out = value->get<std::string>();
-    return Status::kSuccess;
-  }
-
-  // A token id in [0, vocab_size) (no upper bound when vocab_size <= 0).
-  Status tokenId(const char* key, const Json& value, int64_t vocab_size, int64_t* out) const {
-    if (!value.is_number_integer()) {
-      return fail(Status::kInvalidArgument, key,
-                  "holds a non-integer token id (" + printableText(value.dump(), 40) + ")");
-    }
-    if (value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-      return fail(Status::kInvalidArgument, key, "holds a token id that is too large");
-    }
-    *out = value.get<int64_t>();
-    if (*out < 0 || (vocab_size > 0 && *out >= vocab_size)) {
-      return fail(Status::kInvalidArgument, key,
-                  "holds token id " + std::to_string(*out) + ", outside the vocabulary [0, " +
-                      std::to_string(vocab_size) + ")");
-    }
-    return Status::kSuccess;
-  }
-
-  // bos/pad style: an int or null.
-  Status optionalTokenId(const char* key, std::optional<int64_t> fallback, int64_t vocab_size,
-                         std::optional<int64_t>* out) const {
-    auto it = object_.find(key);
-    if (it == object_.end()) {
-      *out = fallback;
-      if (fallback && vocab_size > 0 && (*fallback < 0 || *fallback >= vocab_size)) {
-        return fail(Status::kInvalidArgument, key,
-                    "is absent and its default " + std::to_string(*fallback) +
-                        " lies outside the vocabulary");
-      }
-      return Status::kSuccess;
-    }
-    out->reset();
-    if (it->is_null()) return Status::kSuccess;
-    int64_t id = 0;
-    REE_RETURN_IF_ERROR(tokenId(key, *it, vocab_size, &id));
-    *out = id;
-    return Status::kSuccess;
-  }
-
-  // eos style: an int, a list of ints, or null.
-  Status tokenIdList(const char* key, std::optional<int64_t> fallback, int64_t vocab_size,
-                     std::vector<int64_t>* out) const {
-    out->clear();
-    auto it = object_.find(key);
-    if (it == object_.end()) {
-      std::optional<int64_t> single;
-      REE_RETURN_IF_ERROR(optionalTokenId(key, fallback, vocab_size, &single));
-      if (single) out->push_back(*single);
-      return Status::kSuccess;
-    }
-    if (it->is_null()) return Status::kSuccess;
-    if (it->is_array()) {
-      if (it->empty()) return fail(Status::kInvalidArgument, key, "is an empty list");
-      for (const Json& element : *it) {
-        int64_t id = 0;
-        REE_RETURN_IF_ERROR(tokenId(key, element, vocab_size, &id));
-        out->push_back(id);
-      }
-      return Status::kSuccess;
-    }
-    int64_t id = 0;
-    REE_RETURN_IF_ERROR(tokenId(key, *it, vocab_size, &id));
-    out->push_back(id);
-    return Status::kSuccess;
-  }
-
-  const std::string& source() const { return source_; }
-
- private:
-  const Json& object_;
-  std::string source_;
-  std::string prefix_;
-};
-
-Status architectureFromModelType(const std::string& model_type, Architecture* out) {
-  static const std::pair<const char*, Architecture> kTypes[] = {{"llama", Architecture::kLlama},
-                                                                {"mistral", Architecture::kMistral},
-                                                                {"qwen2", Architecture::kQwen2},
-                                                                {"qwen3", Architecture::kQwen3},
-                                                                {"gpt2", Architecture::kGpt2}};
-  for (const auto& [name, architecture] : kTypes) {
-    if (model_type == name) {
-      *out = architecture;
-      return Status::kSuccess;
-    }
-  }
-  return Status::kUnsupported;
-}
-
-Status architectureFromClass(const std::string& name, Architecture* out) {
-  static const std::pair<const char*, Architecture> kClasses[] = {
-      {"LlamaForCausalLM", Architecture::kLlama},
-      {"MistralForCausalLM", Architecture::kMistral},
-      {"Qwen2ForCausalLM", Architecture::kQwen2},
-      {"Qwen3ForCausalLM", Architecture::kQwen3},
-      {"GPT2LMHeadModel", Architecture::kGpt2}};
-  for (const auto& [class_name, architecture] : kClasses) {
-    if (name == class_name) {
-      *out = architecture;
-      return Status::kSuccess;
-    }
-  }
-  return Status::kUnsupported;
-}
-
-Status readArchitecture(const Json& root, const FieldReader& reader, ModelConfig* config) {
+Status readArchitecture(const Reader& reader, ModelConfig* config) {
   const char* source = reader.source().c_str();
-  std::optional<Architecture> from_class, from_type;
+  const ArchitectureFacts* from_class = nullptr;
+  const ArchitectureFacts* from_type = nullptr;
   if (const Json* list = reader.find("architectures")) {
     if (!list->is_array() || list->empty() || !(*list)[0].is_string()) {
       return reader.fail(Status::kInvalidArgument, "architectures",
                          "is not a non-empty list of strings");
     }
     config->architecture_class = (*list)[0].get<std::string>();
-    Architecture architecture;
-    if (architectureFromClass(config->architecture_class, &architecture) != Status::kSuccess) {
+    from_class = findArchitectureByClass(config->architecture_class);
+    if (from_class == nullptr) {
       return REE_FAIL(Status::kUnsupported,
                       "config file '%s': field 'architectures': unsupported architecture '%s' "
-                      "(supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                      "Qwen3ForCausalLM, GPT2LMHeadModel)",
-                      source, printableText(config->architecture_class, 80).c_str());
+                      "(supported: %s)",
+                      source, printableText(config->architecture_class, 80).c_str(),
+                      supportedClassNames().c_str());
     }
-    from_class = architecture;
   }
   REE_RETURN_IF_ERROR(reader.string("model_type", "", &config->model_type));
   if (!config->model_type.empty()) {
-    Architecture architecture;
-    if (architectureFromModelType(config->model_type, &architecture) != Status::kSuccess) {
+    from_type = findArchitectureByModelType(config->model_type);
+    if (from_type == nullptr) {
       return REE_FAIL(Status::kUnsupported,
                       "config file '%s': field 'model_type': unsupported model type '%s' "
-                      "(supported: llama, mistral, qwen2, qwen3, gpt2)",
-                      source, printableText(config->model_type, 80).c_str());
+                      "(supported: %s)",
+                      source, printableText(config->model_type, 80).c_str(),
+                      supportedModelTypes().c_str());
     }
-    from_type = architecture;
   }
-  (void)root;
-  if (!from_class && !from_type) {
+  if (from_class == nullptr && from_type == nullptr) {
     return REE_FAIL(Status::kInvalidArgument,
                     "config file '%s': fields 'architectures' and 'model_type' are both missing",
                     source);
   }
-  if (from_class && from_type && *from_class != *from_type) {
+  if (from_class != nullptr && from_type != nullptr && from_class != from_type) {
     return REE_FAIL(Status::kInvalidArgument,
                     "config file '%s': field 'model_type' ('%s') contradicts 'architectures' "
                     "('%s')",
-                    source, config->model_type.c_str(), config->architecture_class.c_str());
+                    source, printableText(config->model_type, 80).c_str(),
+                    printableText(config->architecture_class, 80).c_str());
   }
-  config->architecture = from_class ? *from_class : *from_type;
+  config->architecture = (from_class != nullptr ? from_class : from_type)->architecture;
   if (config->model_type.empty()) config->model_type = architectureName(config->architecture);
   return Status::kSuccess;
 }
 
-Status readDType(const FieldReader& reader, ModelConfig* config) {
+Status readDType(const Reader& reader, ModelConfig* config) {
   // transformers 5 writes "dtype"; 4.x wrote "torch_dtype".
   const char* key = reader.has("dtype") ? "dtype" : "torch_dtype";
   std::string name;
@@ -277,7 +92,7 @@ Status readDType(const FieldReader& reader, ModelConfig* config) {
   return Status::kSuccess;
 }
 
-Status readActivation(const FieldReader& reader, const char* key, const char* fallback,
+Status readActivation(const Reader& reader, const char* key, const char* fallback,
                       ModelConfig* config) {
   REE_RETURN_IF_ERROR(reader.string(key, fallback, &config->hidden_act));
   const std::string& act = config->hidden_act;
@@ -294,9 +109,31 @@ Status readActivation(const FieldReader& reader, const char* key, const char* fa
   return Status::kSuccess;
 }
 
+// Llama 3.1's frequency-dependent scaling, from the chosen scaling object.
+Status readLlama3Scaling(const Reader& nested, ModelConfig* config) {
+  config->rope_type = RopeType::kLlama3;
+  REE_RETURN_IF_ERROR(nested.number("factor", std::nullopt, 0.0, false, lim::kMaxRopeFactor,
+                                    &config->llama3_factor));
+  REE_RETURN_IF_ERROR(nested.number("low_freq_factor", std::nullopt, 0.0, false,
+                                    lim::kMaxRopeFactor, &config->llama3_low_freq_factor));
+  REE_RETURN_IF_ERROR(nested.number("high_freq_factor", std::nullopt, 0.0, false,
+                                    lim::kMaxRopeFactor, &config->llama3_high_freq_factor));
+  REE_RETURN_IF_ERROR(nested.integer("original_max_position_embeddings", std::nullopt, 1,
+                                     lim::kMaxPositions,
+                                     &config->llama3_original_max_position_embeddings));
+  // The same constraints as transformers' _validate_llama3_parameters.
+  if (config->llama3_factor < 1.0) {
+    return nested.fail(Status::kInvalidArgument, "factor", "is below 1");
+  }
+  if (!(config->llama3_high_freq_factor > config->llama3_low_freq_factor)) {
+    return nested.fail(Status::kInvalidArgument, "high_freq_factor", "must exceed low_freq_factor");
+  }
+  return Status::kSuccess;
+}
+
 // Rotary embedding: theta and scaling from "rope_parameters" (transformers 5) or "rope_theta" +
 // "rope_scaling" (4.x).
-Status readRope(const Json& root, const FieldReader& reader, ModelConfig* config) {
+Status readRope(const Reader& reader, ModelConfig* config) {
   const Json* parameters = reader.find("rope_parameters");
   if (parameters != nullptr && !parameters->is_object()) {
     return reader.fail(Status::kInvalidArgument, "rope_parameters", "is not an object");
@@ -305,12 +142,14 @@ Status readRope(const Json& root, const FieldReader& reader, ModelConfig* config
   if (scaling != nullptr && !scaling->is_object()) {
     return reader.fail(Status::kInvalidArgument, "rope_scaling", "is not an object");
   }
-  config->rope_theta = 10000.0;
+  // theta > 1: the rotary frequencies theta^(-2i/d) must fall with i (the RoPE kernels' rule).
   if (parameters != nullptr && parameters->contains("rope_theta")) {
-    FieldReader nested(*parameters, reader.source(), "rope_parameters.");
-    REE_RETURN_IF_ERROR(nested.number("rope_theta", std::nullopt, true, &config->rope_theta));
+    Reader nested(*parameters, reader.source(), "rope_parameters.");
+    REE_RETURN_IF_ERROR(nested.number("rope_theta", std::nullopt, 1.0, false, lim::kMaxRopeTheta,
+                                      &config->rope_theta));
   } else {
-    REE_RETURN_IF_ERROR(reader.number("rope_theta", 10000.0, true, &config->rope_theta));
+    REE_RETURN_IF_ERROR(
+        reader.number("rope_theta", 10000.0, 1.0, false, lim::kMaxRopeTheta, &config->rope_theta));
   }
 
   // The scaling object: rope_parameters when it names a type, else rope_scaling.
@@ -326,7 +165,7 @@ Status readRope(const Json& root, const FieldReader& reader, ModelConfig* config
   }
   config->rope_type = RopeType::kDefault;
   if (chosen == nullptr) return Status::kSuccess;
-  FieldReader nested(*chosen, reader.source(), prefix);
+  Reader nested(*chosen, reader.source(), prefix);
   std::string type, legacy_type;
   REE_RETURN_IF_ERROR(nested.string("rope_type", "", &type));
   REE_RETURN_IF_ERROR(nested.string("type", "", &legacy_type));
@@ -342,171 +181,244 @@ Status readRope(const Json& root, const FieldReader& reader, ModelConfig* config
     return nested.fail(Status::kUnsupported, "rope_type",
                        "is '" + printableText(type, 40) + "', unsupported (default, llama3 are)");
   }
-  config->rope_type = RopeType::kLlama3;
-  REE_RETURN_IF_ERROR(nested.number("factor", std::nullopt, true, &config->llama3_factor));
-  REE_RETURN_IF_ERROR(
-      nested.number("low_freq_factor", std::nullopt, true, &config->llama3_low_freq_factor));
-  REE_RETURN_IF_ERROR(
-      nested.number("high_freq_factor", std::nullopt, true, &config->llama3_high_freq_factor));
-  REE_RETURN_IF_ERROR(nested.integer("original_max_position_embeddings", std::nullopt, 1,
-                                     &config->llama3_original_max_position_embeddings));
-  // The same constraints as transformers' _validate_llama3_parameters.
-  if (config->llama3_factor < 1.0) {
-    return nested.fail(Status::kInvalidArgument, "factor", "is below 1");
-  }
-  if (!(config->llama3_high_freq_factor > config->llama3_low_freq_factor)) {
-    return nested.fail(Status::kInvalidArgument, "high_freq_factor", "must exceed low_freq_factor");
-  }
-  (void)root;
-  return Status::kSuccess;
+  return readLlama3Scaling(nested, config);
 }
 
-// Llama, Mistral, Qwen2, Qwen3: the shared decoder layout.
-Status readLlamaFamily(const Json& root, const FieldReader& reader, ModelConfig* config) {
-  const Architecture arch = config->architecture;
-  REE_RETURN_IF_ERROR(reader.integer("hidden_size", std::nullopt, 1, &config->hidden_size));
-  REE_RETURN_IF_ERROR(
-      reader.integer("intermediate_size", std::nullopt, 1, &config->intermediate_size));
-  REE_RETURN_IF_ERROR(reader.integer("num_hidden_layers", std::nullopt, 1, &config->num_layers));
-  REE_RETURN_IF_ERROR(reader.integer("num_attention_heads", std::nullopt, 1, &config->num_heads));
-  REE_RETURN_IF_ERROR(reader.integer("vocab_size", std::nullopt, 1, &config->vocab_size));
-  // The config classes' defaults: Llama copies num_attention_heads, Mistral says 8, Qwen 32.
-  int64_t default_kv_heads = config->num_heads;
-  if (arch == Architecture::kMistral) default_kv_heads = 8;
-  if (arch == Architecture::kQwen2 || arch == Architecture::kQwen3) default_kv_heads = 32;
-  REE_RETURN_IF_ERROR(
-      reader.integer("num_key_value_heads", default_kv_heads, 1, &config->num_kv_heads));
-  if (config->num_heads % config->num_kv_heads != 0) {
-    return reader.fail(Status::kInvalidArgument, "num_attention_heads",
-                       "(" + std::to_string(config->num_heads) +
-                           ") is not divisible by num_key_value_heads (" +
-                           std::to_string(config->num_kv_heads) + ")");
-  }
-  if (reader.has("head_dim")) {
-    REE_RETURN_IF_ERROR(reader.integer("head_dim", std::nullopt, 1, &config->head_dim));
-  } else if (arch == Architecture::kQwen3) {
-    config->head_dim = 128;  // Qwen3Config's default, independent of hidden_size
-  } else {
-    if (config->hidden_size % config->num_heads != 0) {
-      return reader.fail(Status::kInvalidArgument, "hidden_size",
-                         "(" + std::to_string(config->hidden_size) +
-                             ") is not divisible by num_attention_heads (" +
-                             std::to_string(config->num_heads) + ") and head_dim is absent");
-    }
-    config->head_dim = config->hidden_size / config->num_heads;
-  }
-  int64_t default_max_positions = 2048;
-  if (arch == Architecture::kMistral) default_max_positions = 4096 * 32;
-  if (arch == Architecture::kQwen2 || arch == Architecture::kQwen3) default_max_positions = 32768;
-  REE_RETURN_IF_ERROR(reader.integer("max_position_embeddings", default_max_positions, 1,
-                                     &config->max_position_embeddings));
-  config->norm = NormKind::kRmsNorm;
-  REE_RETURN_IF_ERROR(reader.number("rms_norm_eps", 1e-6, true, &config->norm_eps));
-  REE_RETURN_IF_ERROR(readActivation(reader, "hidden_act", "silu", config));
-  REE_RETURN_IF_ERROR(readRope(root, reader, config));
-  REE_RETURN_IF_ERROR(reader.boolean("tie_word_embeddings", false, &config->tie_word_embeddings));
-
-  bool attention_bias = false;
-  switch (arch) {
-    case Architecture::kLlama:
-      REE_RETURN_IF_ERROR(reader.boolean("attention_bias", false, &attention_bias));
-      REE_RETURN_IF_ERROR(reader.boolean("mlp_bias", false, &config->mlp_bias));
-      config->qkv_bias = config->o_proj_bias = attention_bias;
-      break;
-    case Architecture::kMistral:
-      break;  // MistralAttention has no biases whatever the config says
-    case Architecture::kQwen2:
-      config->qkv_bias = true;  // Qwen2Attention: q/k/v biased, o_proj not
-      break;
-    case Architecture::kQwen3:
-      REE_RETURN_IF_ERROR(reader.boolean("attention_bias", false, &attention_bias));
-      config->qkv_bias = config->o_proj_bias = attention_bias;
-      config->qk_norm = true;
-      break;
-    case Architecture::kGpt2:
-      break;
-  }
-
-  config->sliding_window = 0;
-  if (arch == Architecture::kMistral) {
-    // MistralConfig: absent means 4096, null means full attention.
-    auto it = root.find("sliding_window");
-    if (it == root.end()) {
-      config->sliding_window = 4096;
-    } else if (!it->is_null()) {
-      REE_RETURN_IF_ERROR(
-          reader.integer("sliding_window", std::nullopt, 1, &config->sliding_window));
-    }
-  } else if (arch == Architecture::kQwen2 || arch == Architecture::kQwen3) {
-    bool use_sliding_window = false;
-    REE_RETURN_IF_ERROR(reader.boolean("use_sliding_window", false, &use_sliding_window));
-    if (use_sliding_window) {
-      // Qwen applies the window to layers >= max_window_layers only; not implemented.
-      return reader.fail(Status::kUnsupported, "use_sliding_window",
-                         "is true; Qwen's per-layer sliding window is unsupported");
-    }
-  }
-
-  std::optional<int64_t> default_bos, default_eos;
-  if (arch == Architecture::kLlama || arch == Architecture::kMistral) {
-    default_bos = 1;
-    default_eos = 2;
-  }
-  REE_RETURN_IF_ERROR(reader.optionalTokenId("bos_token_id", default_bos, config->vocab_size,
-                                             &config->bos_token_id));
-  REE_RETURN_IF_ERROR(
-      reader.tokenIdList("eos_token_id", default_eos, config->vocab_size, &config->eos_token_ids));
-  return Status::kSuccess;
+// "(a) is not divisible by b (n)" for the field `key`.
+Status notDivisible(const Reader& reader, const char* key, int64_t value, const char* by,
+                    int64_t divisor, const char* tail = "") {
+  return reader.fail(Status::kInvalidArgument, key,
+                     "(" + std::to_string(value) + ") is not divisible by " + by + " (" +
+                         std::to_string(divisor) + ")" + tail);
 }
 
-Status readGpt2(const Json& root, const FieldReader& reader, ModelConfig* config) {
-  (void)root;
-  REE_RETURN_IF_ERROR(reader.integer("n_embd", std::nullopt, 1, &config->hidden_size));
-  REE_RETURN_IF_ERROR(reader.integer("n_layer", std::nullopt, 1, &config->num_layers));
-  REE_RETURN_IF_ERROR(reader.integer("n_head", std::nullopt, 1, &config->num_heads));
-  REE_RETURN_IF_ERROR(reader.integer("vocab_size", std::nullopt, 1, &config->vocab_size));
-  REE_RETURN_IF_ERROR(reader.integer("n_positions", 1024, 1, &config->max_position_embeddings));
-  REE_RETURN_IF_ERROR(
-      reader.integer("n_inner", 4 * config->hidden_size, 1, &config->intermediate_size));
-  if (config->hidden_size % config->num_heads != 0) {
-    return reader.fail(Status::kInvalidArgument, "n_embd",
-                       "(" + std::to_string(config->hidden_size) +
-                           ") is not divisible by n_head (" + std::to_string(config->num_heads) +
-                           ")");
-  }
+// num_key_value_heads and head_dim, after hidden_size and num_attention_heads.
+Status readHeadShape(const ArchitectureFacts& facts, const Reader& reader, ModelConfig* config) {
+  const ConfigKeys& keys = facts.keys;
   config->num_kv_heads = config->num_heads;
+  if (keys.num_kv_heads != nullptr) {
+    const int64_t fallback =
+        facts.defaults.num_kv_heads > 0 ? facts.defaults.num_kv_heads : config->num_heads;
+    REE_RETURN_IF_ERROR(
+        reader.integer(keys.num_kv_heads, fallback, 1, lim::kMaxHeads, &config->num_kv_heads));
+    if (config->num_heads % config->num_kv_heads != 0) {
+      return notDivisible(reader, keys.num_heads, config->num_heads, keys.num_kv_heads,
+                          config->num_kv_heads);
+    }
+  }
+  if (keys.head_dim != nullptr && reader.has(keys.head_dim)) {
+    return reader.integer(keys.head_dim, std::nullopt, 1, lim::kMaxHeadDim, &config->head_dim);
+  }
+  if (facts.defaults.head_dim > 0) {
+    config->head_dim = facts.defaults.head_dim;
+    return Status::kSuccess;
+  }
+  if (config->hidden_size % config->num_heads != 0) {
+    return notDivisible(reader, keys.hidden_size, config->hidden_size, keys.num_heads,
+                        config->num_heads, keys.head_dim ? " and head_dim is absent" : "");
+  }
   config->head_dim = config->hidden_size / config->num_heads;
-  config->norm = NormKind::kLayerNorm;
-  REE_RETURN_IF_ERROR(reader.number("layer_norm_epsilon", 1e-5, true, &config->norm_eps));
-  REE_RETURN_IF_ERROR(readActivation(reader, "activation_function", "gelu_new", config));
-  config->rope_type = RopeType::kNone;
-  config->rope_theta = 0.0;
-  REE_RETURN_IF_ERROR(reader.boolean("tie_word_embeddings", true, &config->tie_word_embeddings));
-  config->qkv_bias = config->o_proj_bias = config->mlp_bias = true;
-
-  // Variants that change the arithmetic or add tensors.
-  bool flag = false;
-  REE_RETURN_IF_ERROR(reader.boolean("scale_attn_weights", true, &flag));
-  if (!flag) {
-    return reader.fail(Status::kUnsupported, "scale_attn_weights", "is false, unsupported");
+  if (config->head_dim > lim::kMaxHeadDim) {
+    return reader.fail(Status::kInvalidArgument, keys.hidden_size,
+                       "/ " + std::string(keys.num_heads) + " gives head_dim " +
+                           std::to_string(config->head_dim) + ", which exceeds the limit " +
+                           std::to_string(lim::kMaxHeadDim));
   }
-  REE_RETURN_IF_ERROR(reader.boolean("scale_attn_by_inverse_layer_idx", false, &flag));
-  if (flag) {
-    return reader.fail(Status::kUnsupported, "scale_attn_by_inverse_layer_idx",
-                       "is true, unsupported");
-  }
-  REE_RETURN_IF_ERROR(reader.boolean("add_cross_attention", false, &flag));
-  if (flag) {
-    return reader.fail(Status::kUnsupported, "add_cross_attention", "is true, unsupported");
-  }
-  REE_RETURN_IF_ERROR(
-      reader.optionalTokenId("bos_token_id", 50256, config->vocab_size, &config->bos_token_id));
-  REE_RETURN_IF_ERROR(
-      reader.tokenIdList("eos_token_id", 50256, config->vocab_size, &config->eos_token_ids));
   return Status::kSuccess;
 }
 
+// The model's sizes, each within model_limits.h before any is multiplied.
+Status readDimensions(const ArchitectureFacts& facts, const Reader& reader, ModelConfig* config) {
+  const ConfigKeys& keys = facts.keys;
+  REE_RETURN_IF_ERROR(
+      reader.integer(keys.hidden_size, std::nullopt, 1, lim::kMaxHiddenSize, &config->hidden_size));
+  std::optional<int64_t> default_intermediate;
+  if (facts.defaults.intermediate_per_hidden > 0) {
+    default_intermediate = facts.defaults.intermediate_per_hidden * config->hidden_size;
+  }
+  REE_RETURN_IF_ERROR(reader.integer(keys.intermediate_size, default_intermediate, 1,
+                                     lim::kMaxIntermediateSize, &config->intermediate_size));
+  REE_RETURN_IF_ERROR(
+      reader.integer(keys.num_layers, std::nullopt, 1, lim::kMaxLayers, &config->num_layers));
+  REE_RETURN_IF_ERROR(
+      reader.integer(keys.num_heads, std::nullopt, 1, lim::kMaxHeads, &config->num_heads));
+  REE_RETURN_IF_ERROR(
+      reader.integer("vocab_size", std::nullopt, 1, lim::kMaxVocabSize, &config->vocab_size));
+  REE_RETURN_IF_ERROR(readHeadShape(facts, reader, config));
+  if (facts.rotary && config->head_dim % 2 != 0) {
+    const bool explicit_head_dim = keys.head_dim != nullptr && reader.has(keys.head_dim);
+    return reader.fail(Status::kInvalidArgument,
+                       explicit_head_dim ? keys.head_dim : keys.hidden_size,
+                       "gives head_dim " + std::to_string(config->head_dim) +
+                           ", which rotary embeddings need even");
+  }
+  return reader.integer(keys.max_positions, facts.defaults.max_positions, 1, lim::kMaxPositions,
+                        &config->max_position_embeddings);
+}
+
+bool biasFromRule(BiasRule rule, bool attention_bias, bool mlp_bias) {
+  switch (rule) {
+    case BiasRule::kNever:
+      return false;
+    case BiasRule::kAlways:
+      return true;
+    case BiasRule::kAttentionBias:
+      return attention_bias;
+    case BiasRule::kMlpBias:
+      return mlp_bias;
+  }
+  return false;
+}
+
+Status readBiases(const ArchitectureFacts& facts, const Reader& reader, ModelConfig* config) {
+  auto uses = [&](BiasRule rule) {
+    return facts.qkv_bias == rule || facts.o_proj_bias == rule || facts.mlp_bias == rule;
+  };
+  bool attention_bias = false, mlp_bias = false;
+  if (uses(BiasRule::kAttentionBias)) {
+    REE_RETURN_IF_ERROR(reader.boolean("attention_bias", false, &attention_bias));
+  }
+  if (uses(BiasRule::kMlpBias)) {
+    REE_RETURN_IF_ERROR(reader.boolean("mlp_bias", false, &mlp_bias));
+  }
+  config->qkv_bias = biasFromRule(facts.qkv_bias, attention_bias, mlp_bias);
+  config->o_proj_bias = biasFromRule(facts.o_proj_bias, attention_bias, mlp_bias);
+  config->mlp_bias = biasFromRule(facts.mlp_bias, attention_bias, mlp_bias);
+  config->qk_norm = facts.qk_norm;
+  return Status::kSuccess;
+}
+
+// "sliding_window": absent = `absent`, null = none (0), else an integer >= 1.
+Status readWindowSize(const Reader& reader, int64_t absent, int64_t* out) {
+  if (!reader.contains("sliding_window")) {
+    *out = absent;
+    return Status::kSuccess;
+  }
+  *out = 0;
+  if (!reader.has("sliding_window")) return Status::kSuccess;
+  return reader.integer("sliding_window", std::nullopt, 1, INT64_MAX, out);
+}
+
+// Qwen: whether any layer is a sliding one ("layer_types" when given, else the layers from
+// max_window_layers on).
+Status qwenHasSlidingLayer(const Reader& reader, const ModelConfig& config, bool* out) {
+  if (const Json* types = reader.find("layer_types")) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != config.num_layers) {
+      return reader.fail(
+          Status::kInvalidArgument, "layer_types",
+          "is not a list of num_hidden_layers (" + std::to_string(config.num_layers) + ") strings");
+    }
+    *out = false;
+    for (const Json& type : *types) {
+      if (!type.is_string()) {
+        return reader.fail(Status::kInvalidArgument, "layer_types", "holds a non-string");
+      }
+      *out = *out || type.get<std::string>() == "sliding_attention";
+    }
+    return Status::kSuccess;
+  }
+  int64_t max_window_layers = 0;
+  REE_RETURN_IF_ERROR(reader.integer("max_window_layers", 28, 0, INT64_MAX, &max_window_layers));
+  *out = max_window_layers < config.num_layers;
+  return Status::kSuccess;
+}
+
+Status readSlidingWindow(const ArchitectureFacts& facts, const Reader& reader,
+                         ModelConfig* config) {
+  config->sliding_window = 0;
+  switch (facts.sliding_window) {
+    case SlidingWindowRule::kNone:
+      return Status::kSuccess;
+    case SlidingWindowRule::kMistral:
+      return readWindowSize(reader, kDefaultSlidingWindow, &config->sliding_window);
+    case SlidingWindowRule::kQwen: {
+      bool use_sliding_window = false;
+      REE_RETURN_IF_ERROR(reader.boolean("use_sliding_window", false, &use_sliding_window));
+      if (!use_sliding_window) return Status::kSuccess;
+      int64_t window = 0;
+      bool any_sliding_layer = false;
+      REE_RETURN_IF_ERROR(readWindowSize(reader, kDefaultSlidingWindow, &window));
+      REE_RETURN_IF_ERROR(qwenHasSlidingLayer(reader, *config, &any_sliding_layer));
+      if (any_sliding_layer) config->sliding_window = window;
+      return Status::kSuccess;
+    }
+  }
+  return Status::kSuccess;
+}
+
+Status refuseVariants(const ArchitectureFacts& facts, const Reader& reader) {
+  for (const VariantFlag* flag = facts.variant_flags; flag->key != nullptr; ++flag) {
+    bool value = flag->fallback;
+    REE_RETURN_IF_ERROR(reader.boolean(flag->key, flag->fallback, &value));
+    if (value != flag->supported) {
+      return reader.fail(Status::kUnsupported, flag->key,
+                         std::string("is ") + (value ? "true" : "false") + ", unsupported");
+    }
+  }
+  return Status::kSuccess;
+}
+
+// a * b, or nullopt when it overflows or either is negative.
+std::optional<int64_t> checkedProduct(std::initializer_list<int64_t> factors) {
+  int64_t product = 1;
+  for (int64_t factor : factors) {
+    if (factor < 0 || __builtin_mul_overflow(product, factor, &product)) return std::nullopt;
+  }
+  return product;
+}
+
+// The weights together, computed in checked 64-bit arithmetic, within kMaxParameters.
+Status checkParameterCount(const ArchitectureFacts& facts, const Reader& reader,
+                           const ModelConfig& c) {
+  // Each factor is within its limit, so the per-layer and per-table products fit easily; the
+  // products with the layer count are checked.
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  const int64_t attention = c.hidden_size * (q + 2 * kv) + q * c.hidden_size;
+  const int64_t mlp =
+      (facts.layout == LayerLayout::kGpt2 ? 2 : 3) * c.hidden_size * c.intermediate_size;
+  const std::optional<int64_t> layers = checkedProduct({attention + mlp, c.num_layers});
+  const int64_t tables = c.vocab_size * c.hidden_size * (c.tie_word_embeddings ? 1 : 2) +
+                         (facts.rotary ? 0 : c.max_position_embeddings * c.hidden_size);
+  if (!layers || *layers > lim::kMaxParameters - tables) {
+    return REE_FAIL(Status::kInvalidArgument,
+                    "config file '%s': the model's weights (from %s, %s, %s and vocab_size) "
+                    "exceed the limit of %lld parameters",
+                    reader.source().c_str(), facts.keys.hidden_size, facts.keys.intermediate_size,
+                    facts.keys.num_layers, static_cast<long long>(lim::kMaxParameters));
+  }
+  return Status::kSuccess;
+}
+
+// Everything after the architecture, driven by its row of the table.
+Status readModel(const ArchitectureFacts& facts, const Reader& reader, ModelConfig* config) {
+  const ConfigDefaults& defaults = facts.defaults;
+  REE_RETURN_IF_ERROR(readDimensions(facts, reader, config));
+  config->norm = facts.norm;
+  REE_RETURN_IF_ERROR(reader.number(facts.keys.norm_eps, defaults.norm_eps, lim::kMinNormEps, true,
+                                    lim::kMaxNormEps, &config->norm_eps));
+  REE_RETURN_IF_ERROR(readActivation(reader, facts.keys.activation, defaults.activation, config));
+  if (facts.rotary) {
+    REE_RETURN_IF_ERROR(readRope(reader, config));
+  } else {
+    config->rope_type = RopeType::kNone;
+    config->rope_theta = 0.0;
+  }
+  REE_RETURN_IF_ERROR(reader.boolean("tie_word_embeddings", defaults.tie_word_embeddings,
+                                     &config->tie_word_embeddings));
+  REE_RETURN_IF_ERROR(readBiases(facts, reader, config));
+  REE_RETURN_IF_ERROR(readSlidingWindow(facts, reader, config));
+  REE_RETURN_IF_ERROR(refuseVariants(facts, reader));
+  REE_RETURN_IF_ERROR(checkParameterCount(facts, reader, *config));
+  auto token = [](int64_t id) { return id >= 0 ? std::optional<int64_t>(id) : std::nullopt; };
+  REE_RETURN_IF_ERROR(reader.optionalTokenId("bos_token_id", token(defaults.bos_token_id),
+                                             config->vocab_size, &config->bos_token_id));
+  return reader.tokenIdList("eos_token_id", token(defaults.eos_token_id), config->vocab_size,
+                            &config->eos_token_ids);
+}
+
+// Guards the text (no repeated keys, bounded depth), then parses it into an object.
 Status parseJsonObject(const std::string& text, const std::string& source, Json* out) {
+  REE_RETURN_IF_ERROR(checkJsonText(text, "config file '" + source + "'"));
   *out = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (out->is_discarded()) {
     return REE_FAIL(Status::kIoError, "config file '%s': not valid JSON", source.c_str());
@@ -517,49 +429,11 @@ Status parseJsonObject(const std::string& text, const std::string& source, Json*
   return Status::kSuccess;
 }
 
-Status readFile(const std::string& path, std::string* text) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return REE_FAIL(Status::kIoError, "config file '%s': cannot open",
-                    printableText(path, 400).c_str());
-  }
-  in.seekg(0, std::ios::end);
-  std::streamoff size = in.tellg();
-  if (size < 0 || size > kMaxConfigFileBytes) {
-    return REE_FAIL(Status::kIoError, "config file '%s': unreadable or larger than %lld bytes",
-                    printableText(path, 400).c_str(), static_cast<long long>(kMaxConfigFileBytes));
-  }
-  in.seekg(0, std::ios::beg);
-  text->assign(static_cast<size_t>(size), '\0');
-  if (size > 0 && !in.read(&(*text)[0], size)) {
-    return REE_FAIL(Status::kIoError, "config file '%s': read failed",
-                    printableText(path, 400).c_str());
-  }
-  return Status::kSuccess;
-}
-
-bool fileExists(const std::string& path) {
-  std::ifstream in(path);
-  return static_cast<bool>(in);
+Status readConfigFile(const std::string& path, std::string* text) {
+  return readRegularFile(path, kMaxConfigFileBytes, "config file", text);
 }
 
 }  // namespace
-
-const char* architectureName(Architecture architecture) {
-  switch (architecture) {
-    case Architecture::kLlama:
-      return "llama";
-    case Architecture::kMistral:
-      return "mistral";
-    case Architecture::kQwen2:
-      return "qwen2";
-    case Architecture::kQwen3:
-      return "qwen3";
-    case Architecture::kGpt2:
-      return "gpt2";
-  }
-  return "?";
-}
 
 Status parseModelConfig(const std::string& json_text, const std::string& source, ModelConfig* out) {
   REE_CHECK_ARG(out != nullptr, "parseModelConfig: out is null");
@@ -568,14 +442,10 @@ Status parseModelConfig(const std::string& json_text, const std::string& source,
     Json root;
     REE_RETURN_IF_ERROR(parseJsonObject(json_text, shown, &root));
     ModelConfig config;
-    FieldReader reader(root, shown);
-    REE_RETURN_IF_ERROR(readArchitecture(root, reader, &config));
+    Reader reader(root, shown);
+    REE_RETURN_IF_ERROR(readArchitecture(reader, &config));
     REE_RETURN_IF_ERROR(readDType(reader, &config));
-    if (config.architecture == Architecture::kGpt2) {
-      REE_RETURN_IF_ERROR(readGpt2(root, reader, &config));
-    } else {
-      REE_RETURN_IF_ERROR(readLlamaFamily(root, reader, &config));
-    }
+    REE_RETURN_IF_ERROR(readModel(architectureFacts(config.architecture), reader, &config));
     *out = std::move(config);
     return Status::kSuccess;
   } catch (const std::exception& e) {
@@ -585,7 +455,7 @@ Status parseModelConfig(const std::string& json_text, const std::string& source,
 
 Status loadModelConfig(const std::string& path, ModelConfig* out) {
   std::string text;
-  REE_RETURN_IF_ERROR(readFile(path, &text));
+  REE_RETURN_IF_ERROR(readConfigFile(path, &text));
   return parseModelConfig(text, path, out);
 }
 
@@ -597,7 +467,7 @@ Status parseGenerationConfig(const std::string& json_text, const std::string& so
     Json root;
     REE_RETURN_IF_ERROR(parseJsonObject(json_text, shown, &root));
     GenerationConfig generation;
-    FieldReader reader(root, shown);
+    Reader reader(root, shown);
     REE_RETURN_IF_ERROR(
         reader.optionalTokenId("bos_token_id", std::nullopt, vocab_size, &generation.bos_token_id));
     REE_RETURN_IF_ERROR(
@@ -618,10 +488,26 @@ Status loadModelDirectoryConfigs(const std::string& directory, ModelConfig* conf
   if (generation == nullptr) return Status::kSuccess;
   *generation = GenerationConfig();
   const std::string path = directory + "/generation_config.json";
-  if (!fileExists(path)) return Status::kSuccess;
+  std::error_code error;
+  // Absent is fine (transformers then uses config.json's ids); anything else there must be a
+  // readable regular file (readRegularFile says why not, without blocking on a FIFO).
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path, error))) {
+    return Status::kSuccess;
+  }
   std::string text;
-  REE_RETURN_IF_ERROR(readFile(path, &text));
+  REE_RETURN_IF_ERROR(readConfigFile(path, &text));
   return parseGenerationConfig(text, path, config->vocab_size, generation);
+}
+
+Status checkContextAgainstSlidingWindow(const ModelConfig& config, int64_t context) {
+  if (config.sliding_window <= 0 || context <= config.sliding_window) return Status::kSuccess;
+  return REE_FAIL(Status::kUnsupported,
+                  "config.json: field 'sliding_window' is %lld, below the context of %lld tokens "
+                  "per sequence: sliding-window attention is not implemented (REE attends to the "
+                  "whole context), so only a context of at most %lld tokens gives this model's "
+                  "results",
+                  static_cast<long long>(config.sliding_window), static_cast<long long>(context),
+                  static_cast<long long>(config.sliding_window));
 }
 
 std::vector<int64_t> effectiveEosTokenIds(const ModelConfig& config,

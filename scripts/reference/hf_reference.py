@@ -6,6 +6,9 @@ nothing downloaded), saves them as safetensors directories, and records what tra
 for them in float32: the logits of every position of a prompt followed by transformers' own greedy
 continuation, and that greedy continuation (generate(do_sample=False)).
 
+Every architecture of REE's table (models/include/ree/models/architecture.h) needs at least one
+entry in MODELS, named in tests/models/architectures.h (models_hf_parity_test checks the cover).
+
 usage: hf_reference.py OUT_DIR [--steps N]
 Writes OUT_DIR/<name>/ (config.json, model.safetensors, generation_config.json) and
 OUT_DIR/<name>/reference.json.

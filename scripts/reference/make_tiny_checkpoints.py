@@ -154,6 +154,16 @@ LEGACY_CONFIGS = {
         "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000,
         "sliding_window": None, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
         "use_cache": True, "use_sliding_window": False, "vocab_size": 151936}, None),
+    "qwen2_sliding_upper_layers": ({
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 64,
+        "intermediate_size": 96, "num_hidden_layers": 3, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "vocab_size": 300, "use_sliding_window": True,
+        "sliding_window": 16, "max_window_layers": 1}, None),
+    "qwen2_sliding_no_layer": ({
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 64,
+        "intermediate_size": 96, "num_hidden_layers": 3, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "vocab_size": 300, "use_sliding_window": True,
+        "sliding_window": 16, "max_window_layers": 3}, None),
     "qwen3_minimal": ({
         "model_type": "qwen3", "hidden_size": 64, "intermediate_size": 96,
         "num_hidden_layers": 1, "num_attention_heads": 64, "vocab_size": 300}, None),
@@ -196,7 +206,10 @@ def config_reference(cfg):
     if cfg.model_type == "mistral":
         window = cfg.sliding_window or 0
     else:
-        window = (cfg.sliding_window or 0) if getattr(cfg, "use_sliding_window", False) else 0
+        # Qwen: the window holds for the layers layer_types marks as sliding (derived from
+        # use_sliding_window and max_window_layers when the file has no layer_types).
+        sliding = "sliding_attention" in (getattr(cfg, "layer_types", None) or [])
+        window = (cfg.sliding_window or 0) if sliding else 0
     ref.update(hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
                num_layers=cfg.num_hidden_layers, num_heads=cfg.num_attention_heads,
                num_kv_heads=cfg.num_key_value_heads, head_dim=head_dim,

@@ -16,16 +16,19 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 
+#include "architectures.h"
+#include "ree/models/architecture.h"
 #include "ree/models/engine.h"
+#include "ree/models/model_config.h"
 #include "test_util.h"
 
 namespace ree {
 namespace {
 
 namespace fs = std::filesystem;
-
-const char* kModels[] = {"llama3", "llama2_tied", "mistral", "qwen2", "qwen3", "gpt2"};
 
 std::string referenceDir() {
   static std::string dir = [] {
@@ -69,7 +72,7 @@ Reference loadReference(const std::string& name) {
   return ref;
 }
 
-class HfParity : public ::testing::TestWithParam<std::tuple<const char*, OperationSetKind>> {};
+class HfParity : public ::testing::TestWithParam<std::tuple<std::string, OperationSetKind>> {};
 
 TEST_P(HfParity, LogitsAndGreedyTokensMatchTransformers) {
   auto [name, kind] = GetParam();
@@ -132,12 +135,30 @@ TEST_P(HfParity, LogitsAndGreedyTokensMatchTransformers) {
   }
 }
 
+// The shared list (architectures.h) must cover the architecture table: a row without a
+// reference model would go untested against transformers.
+TEST(HfParityCoverage, EveryArchitectureHasAReferenceModel) {
+  std::set<std::string> covered;
+  for (const std::string& name : test::referenceModelNames()) {
+    models::ModelConfig config;
+    ASSERT_EQ(models::loadModelConfig(referenceDir() + "/" + name + "/config.json", &config),
+              Status::kSuccess)
+        << lastErrorMessage();
+    covered.insert(models::architectureName(config.architecture));
+  }
+  for (int i = 0; i < models::architectureCount(); ++i) {
+    const char* model_type = models::architectureTable()[i].model_type;
+    EXPECT_EQ(covered.count(model_type), 1u)
+        << model_type << " has no reference model in tests/models/architectures.h";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllArchitectures, HfParity,
-                         ::testing::Combine(::testing::ValuesIn(kModels),
+                         ::testing::Combine(::testing::ValuesIn(test::referenceModelNames()),
                                             ::testing::Values(OperationSetKind::kReproducible,
                                                               OperationSetKind::kDefault)),
                          [](const auto& info) {
-                           return std::string(std::get<0>(info.param)) + "_" +
+                           return std::get<0>(info.param) + "_" +
                                   operationSetName(std::get<1>(info.param));
                          });
 

@@ -2,6 +2,9 @@
 // transformers derives from the same files (scripts/reference/make_tiny_checkpoints.py): real hub
 // configs in transformers 4.x spelling, minimal configs relying on defaults, and configs saved by
 // transformers 5. Malformed configs must fail with one-line errors naming the file and the field.
+#include <sys/stat.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,7 +15,9 @@
 
 #include "checkpoint_reference.h"
 #include "ree/models/checkpoint.h"
+#include "ree/models/engine.h"
 #include "ree/models/model_config.h"
+#include "ree/models/model_limits.h"
 #include "test_util.h"
 
 namespace ree::models {
@@ -280,13 +285,6 @@ TEST(ModelConfigErrors, EachFailureNamesFileAndField) {
   expectEditError(baseLlama(), [](J& j) { j["bos_token_id"] = -1; }, kInvalid, {"'bos_token_id'"});
   expectEditError(baseLlama(), [](J& j) { j["tie_word_embeddings"] = "yes"; }, kInvalid,
                   {"'tie_word_embeddings'"});
-  expectEditError(baseLlama(),
-                  [](J& j) {
-                    j["model_type"] = "qwen2";
-                    j["architectures"] = {"Qwen2ForCausalLM"};
-                    j["use_sliding_window"] = true;
-                  },
-                  kUnsupported, {"'use_sliding_window'"});
   expectEditError(baseGpt2(), [](J& j) { j.erase("n_embd"); }, kInvalid, {"'n_embd'", "missing"});
   expectEditError(baseGpt2(), [](J& j) { j["n_head"] = 5; }, kInvalid,
                   {"'n_embd'", "not divisible by n_head"});
@@ -336,6 +334,262 @@ TEST(ModelConfigErrors, GenerationConfigAndFiles) {
   message = lastErrorMessage();
   EXPECT_NE(message.find(dir + "/generation_config.json"), std::string::npos) << message;
   EXPECT_NE(message.find("'eos_token_id'"), std::string::npos) << message;
+}
+
+// ---- Hostile values (issue 31) --------------------------------------------------------------
+
+// Every size is checked against model_limits.h as it is read, before anything is multiplied or
+// allocated; the error names the field, the value and the limit.
+TEST(ModelConfigLimits, SizesBeyondTheLimitsNameFieldValueAndLimit) {
+  using J = Json;
+  const Status kInvalid = Status::kInvalidArgument;
+  const int64_t k2to31 = (int64_t{1} << 31) - 1, k2to40 = int64_t{1} << 40;
+  const int64_t k2to62 = int64_t{1} << 62;
+  expectEditError(baseLlama(), [&](J& j) { j["num_hidden_layers"] = k2to31; }, kInvalid,
+                  {"'num_hidden_layers'", "2147483647", "exceeds the limit 4096"});
+  expectEditError(baseLlama(), [&](J& j) { j["num_hidden_layers"] = k2to40; }, kInvalid,
+                  {"'num_hidden_layers'", "1099511627776", "limit 4096"});
+  expectEditError(baseLlama(), [&](J& j) { j["hidden_size"] = k2to62; }, kInvalid,
+                  {"'hidden_size'", std::to_string(k2to62), "limit 65536"});
+  expectEditError(baseLlama(), [&](J& j) { j["intermediate_size"] = k2to62; }, kInvalid,
+                  {"'intermediate_size'", "limit 262144"});
+  expectEditError(baseLlama(), [](J& j) { j["intermediate_size"] = UINT64_MAX; }, kInvalid,
+                  {"'intermediate_size'", "18446744073709551615", "limit 262144"});
+  expectEditError(baseLlama(), [](J& j) { j["num_attention_heads"] = 4096; }, kInvalid,
+                  {"'num_attention_heads'", "limit 1024"});
+  expectEditError(baseLlama(), [](J& j) { j["num_key_value_heads"] = 2048; }, kInvalid,
+                  {"'num_key_value_heads'", "limit 1024"});
+  expectEditError(baseLlama(), [](J& j) { j["head_dim"] = 512; }, kInvalid,
+                  {"'head_dim'", "512", "limit 256"});
+  expectEditError(baseLlama(), [](J& j) { j["head_dim"] = 33; }, kInvalid,
+                  {"'head_dim'", "33", "even"});
+  expectEditError(baseLlama(),
+                  [](J& j) {
+                    j["hidden_size"] = 4096;
+                    j["num_attention_heads"] = 8;
+                  },
+                  kInvalid, {"'hidden_size'", "head_dim 512", "limit 256"});
+  expectEditError(baseLlama(), [&](J& j) { j["vocab_size"] = k2to31; }, kInvalid,
+                  {"'vocab_size'", "limit 16777216"});
+  expectEditError(baseLlama(), [&](J& j) { j["max_position_embeddings"] = k2to40; }, kInvalid,
+                  {"'max_position_embeddings'", "limit 16777216"});
+  expectEditError(baseLlama(), [](J& j) { j["max_position_embeddings"] = -5; }, kInvalid,
+                  {"'max_position_embeddings'", "-5", ">= 1"});
+  expectEditError(baseLlama(), [](J& j) { j["num_attention_heads"] = 8.0; }, kInvalid,
+                  {"'num_attention_heads'", "not an integer"});
+  expectEditError(baseLlama(), [](J& j) { j["num_hidden_layers"] = 1e300; }, kInvalid,
+                  {"'num_hidden_layers'", "not an integer"});
+  // Each size within its limit, all of them together beyond the parameter limit.
+  expectEditError(baseLlama(),
+                  [](J& j) {
+                    j["num_hidden_layers"] = limits::kMaxLayers;
+                    j["hidden_size"] = limits::kMaxHiddenSize;
+                    j["intermediate_size"] = limits::kMaxIntermediateSize;
+                    j["head_dim"] = 128;
+                  },
+                  kInvalid, {"num_hidden_layers", "limit of 4398046511104 parameters"});
+  // GPT-2: n_inner defaults to 4 * n_embd, computed only after n_embd passed its limit.
+  expectEditError(baseGpt2(), [&](J& j) { j["n_embd"] = k2to62; }, kInvalid,
+                  {"'n_embd'", "limit 65536"});
+  expectEditError(baseGpt2(), [&](J& j) { j["n_layer"] = k2to31; }, kInvalid,
+                  {"'n_layer'", "limit 4096"});
+  expectEditError(baseGpt2(), [&](J& j) { j["n_positions"] = k2to40; }, kInvalid,
+                  {"'n_positions'", "limit 16777216"});
+  expectEditError(baseGpt2(), [](J& j) { j["n_inner"] = -1; }, kInvalid, {"'n_inner'", "-1"});
+}
+
+TEST(ModelConfigLimits, NumbersOutOfRangeNameTheField) {
+  using J = Json;
+  const Status kInvalid = Status::kInvalidArgument;
+  expectEditError(baseLlama(), [](J& j) { j["rope_theta"] = 1e300; }, kInvalid,
+                  {"'rope_theta'", "limit 1e+12"});
+  expectEditError(baseLlama(), [](J& j) { j["rope_theta"] = 0.5; }, kInvalid,
+                  {"'rope_theta'", "0.5", "> 1"});
+  expectEditError(baseLlama(), [](J& j) { j["rope_theta"] = "inf"; }, kInvalid,
+                  {"'rope_theta'", "not a number"});
+  expectEditError(baseLlama(), [](J& j) { j["rms_norm_eps"] = "NaN"; }, kInvalid,
+                  {"'rms_norm_eps'", "not a number"});
+  expectEditError(baseLlama(), [](J& j) { j["rms_norm_eps"] = 1e-300; }, kInvalid,
+                  {"'rms_norm_eps'", ">= 1e-30"});
+  expectEditError(baseLlama(), [](J& j) { j["rms_norm_eps"] = 2.0; }, kInvalid,
+                  {"'rms_norm_eps'", "limit 1"});
+  expectEditError(baseLlama(), [](J& j) { j["rope_scaling"]["factor"] = 1e300; }, kInvalid,
+                  {"'rope_scaling.factor'", "limit 1e+06"});
+  expectEditError(baseLlama(), [](J& j) { j["rope_scaling"]["low_freq_factor"] = -1.0; }, kInvalid,
+                  {"'rope_scaling.low_freq_factor'"});
+  expectEditError(
+      baseLlama(),
+      [](J& j) { j["rope_scaling"]["original_max_position_embeddings"] = int64_t{1} << 40; },
+      kInvalid, {"'rope_scaling.original_max_position_embeddings'", "limit 16777216"});
+  expectEditError(baseLlama(), [](J& j) { j["attention_bias"] = 1; }, kInvalid,
+                  {"'attention_bias'", "not a boolean"});
+  expectEditError(baseGpt2(), [](J& j) { j["layer_norm_epsilon"] = -1e-5; }, kInvalid,
+                  {"'layer_norm_epsilon'"});
+  // JSON has no NaN or Infinity literals: such text is refused before any field is read.
+  expectConfigError(R"({"model_type": "llama", "rms_norm_eps": NaN})", Status::kIoError,
+                    {"not valid JSON"});
+}
+
+// A key written twice could show one JSON reader a value another never checked.
+TEST(ModelConfigLimits, RepeatedKeysAreRefused) {
+  std::string text = baseLlama().dump();
+  text.insert(1, "\"num_hidden_layers\": 9999, ");
+  expectConfigError(text, Status::kIoError, {"num_hidden_layers", "repeats"});
+  GenerationConfig g;
+  EXPECT_EQ(parseGenerationConfig(R"({"eos_token_id": 5, "eos_token_id": 6})", "gen.json", 100, &g),
+            Status::kIoError);
+  EXPECT_NE(std::string(lastErrorMessage()).find("eos_token_id"), std::string::npos)
+      << lastErrorMessage();
+}
+
+// Sliding-window attention is not implemented: a window is accepted only where it has no effect
+// (a context no longer than the window), and refused with the field, its value and the context.
+TEST(ModelConfigSlidingWindow, MistralWindowIsAcceptedOnlyWhereItChangesNothing) {
+  Json mistral = baseLlama();
+  mistral["architectures"] = {"MistralForCausalLM"};
+  mistral["model_type"] = "mistral";
+  mistral.erase("rope_scaling");
+  ModelConfig config;
+  ASSERT_EQ(parseModelConfig(mistral.dump(), kSource, &config), Status::kSuccess)
+      << lastErrorMessage();
+  EXPECT_EQ(config.sliding_window, 4096);  // MistralConfig's default
+  EXPECT_EQ(checkContextAgainstSlidingWindow(config, 4096), Status::kSuccess);
+  EXPECT_EQ(checkContextAgainstSlidingWindow(config, 4097), Status::kUnsupported);
+
+  mistral["sliding_window"] = nullptr;
+  ASSERT_EQ(parseModelConfig(mistral.dump(), kSource, &config), Status::kSuccess);
+  EXPECT_EQ(config.sliding_window, 0);
+  EXPECT_EQ(checkContextAgainstSlidingWindow(config, 1 << 20), Status::kSuccess);
+
+  mistral["sliding_window"] = 4;
+  ASSERT_EQ(parseModelConfig(mistral.dump(), kSource, &config), Status::kSuccess);
+  EXPECT_EQ(config.sliding_window, 4);
+  EXPECT_EQ(checkContextAgainstSlidingWindow(config, 4), Status::kSuccess);
+  ASSERT_EQ(checkContextAgainstSlidingWindow(config, 12), Status::kUnsupported);
+  std::string message = lastErrorMessage();
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  for (const char* needle : {"'sliding_window'", "is 4", "12 tokens", "not implemented"}) {
+    EXPECT_NE(message.find(needle), std::string::npos) << needle << ": " << message;
+  }
+
+  using J = Json;
+  expectEditError(mistral, [](J& j) { j["sliding_window"] = 0; }, Status::kInvalidArgument,
+                  {"'sliding_window'", ">= 1"});
+  expectEditError(mistral, [](J& j) { j["sliding_window"] = "4096"; }, Status::kInvalidArgument,
+                  {"'sliding_window'", "not an integer"});
+}
+
+TEST(ModelConfigSlidingWindow, QwenWindowCountsOnlyWhereALayerUsesIt) {
+  Json qwen = baseLlama();
+  qwen["architectures"] = {"Qwen2ForCausalLM"};
+  qwen["model_type"] = "qwen2";
+  qwen.erase("rope_scaling");
+  qwen["sliding_window"] = 8;
+  ModelConfig config;
+  ASSERT_EQ(parseModelConfig(qwen.dump(), kSource, &config), Status::kSuccess);
+  EXPECT_EQ(config.sliding_window, 0) << "use_sliding_window is false by default";
+  qwen["use_sliding_window"] = true;  // max_window_layers defaults to 28 >= the 2 layers
+  ASSERT_EQ(parseModelConfig(qwen.dump(), kSource, &config), Status::kSuccess);
+  EXPECT_EQ(config.sliding_window, 0);
+  qwen["max_window_layers"] = 1;  // layer 1 slides
+  ASSERT_EQ(parseModelConfig(qwen.dump(), kSource, &config), Status::kSuccess);
+  EXPECT_EQ(config.sliding_window, 8);
+  EXPECT_EQ(checkContextAgainstSlidingWindow(config, 9), Status::kUnsupported);
+  qwen.erase("max_window_layers");
+  qwen["layer_types"] = {"full_attention", "sliding_attention"};
+  ASSERT_EQ(parseModelConfig(qwen.dump(), kSource, &config), Status::kSuccess);
+  EXPECT_EQ(config.sliding_window, 8);
+  qwen["layer_types"] = {"full_attention", "full_attention"};
+  ASSERT_EQ(parseModelConfig(qwen.dump(), kSource, &config), Status::kSuccess);
+  EXPECT_EQ(config.sliding_window, 0);
+  using J = Json;
+  expectEditError(qwen, [](J& j) { j["layer_types"] = {"full_attention"}; },
+                  Status::kInvalidArgument, {"'layer_types'", "num_hidden_layers (2)"});
+  expectEditError(qwen, [](J& j) { j["use_sliding_window"] = "yes"; }, Status::kInvalidArgument,
+                  {"'use_sliding_window'", "not a boolean"});
+}
+
+// The whole path: a Mistral checkpoint whose window is shorter than the run's context is refused
+// (the issue's case: window 4, 12-token prompt), and runs when the context fits in the window.
+TEST(ModelConfigSlidingWindow, EngineRefusesAContextBeyondTheWindow) {
+  std::string dir = testRoot() + "/sliding_mistral";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  Json mistral = Json::parse(R"({"architectures": ["MistralForCausalLM"], "model_type": "mistral",
+    "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 300,
+    "max_position_embeddings": 64, "sliding_window": 4, "torch_dtype": "float32"})");
+  std::ofstream(dir + "/config.json") << mistral.dump();
+  EngineOptions options;
+  options.model = "synthetic:" + dir;
+  options.device = Device::cpu();
+  options.max_batch = 1;
+  options.max_context = 12;
+  std::unique_ptr<Engine> engine;
+  ASSERT_EQ(Engine::create(options, &engine), Status::kUnsupported) << lastErrorMessage();
+  std::string message = lastErrorMessage();
+  EXPECT_NE(message.find("'sliding_window' is 4"), std::string::npos) << message;
+  EXPECT_NE(message.find("12 tokens"), std::string::npos) << message;
+  options.max_context = 4;
+  ASSERT_EQ(Engine::create(options, &engine), Status::kSuccess) << lastErrorMessage();
+}
+
+// --model synthetic:DIR reads only config.json: a hostile layer count is refused there too, with
+// the field named, instead of aborting while listing 2^31 layers of tensors.
+TEST(ModelConfigLimits, SyntheticModelWithHugeLayerCountFailsCleanly) {
+  std::string dir = testRoot() + "/huge_layers";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (int64_t layers : {(int64_t{1} << 31) - 1, int64_t{1} << 40}) {
+    Json config = baseLlama();
+    config["num_hidden_layers"] = layers;
+    std::ofstream(dir + "/config.json", std::ios::trunc) << config.dump();
+    EngineOptions options;
+    options.model = "synthetic:" + dir;
+    options.device = Device::cpu();
+    std::unique_ptr<Engine> engine;
+    EXPECT_EQ(Engine::create(options, &engine), Status::kInvalidArgument) << lastErrorMessage();
+    std::string message = lastErrorMessage();
+    EXPECT_NE(message.find("'num_hidden_layers' is " + std::to_string(layers)), std::string::npos)
+        << message;
+    EXPECT_NE(message.find(dir + "/config.json"), std::string::npos) << message;
+  }
+}
+
+// config.json and generation_config.json are read only as bounded regular files: a FIFO with no
+// writer must not block, and a directory must be named as one.
+TEST(ModelConfigFiles, NonRegularFilesAreRefusedWithoutBlocking) {
+  std::string dir = testRoot() + "/config_special";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string config_path = dir + "/config.json";
+  ASSERT_EQ(mkfifo(config_path.c_str(), 0600), 0);
+  ModelConfig config;
+  GenerationConfig g;
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(loadModelDirectoryConfigs(dir, &config, &g), Status::kIoError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  std::string message = lastErrorMessage();
+  EXPECT_NE(message.find(config_path), std::string::npos) << message;
+  EXPECT_NE(message.find("not a regular file"), std::string::npos) << message;
+
+  fs::remove(config_path);
+  fs::create_directory(config_path);
+  EXPECT_EQ(loadModelDirectoryConfigs(dir, &config, &g), Status::kIoError);
+  message = lastErrorMessage();
+  EXPECT_NE(message.find("directory"), std::string::npos) << message;
+  EXPECT_NE(message.find(config_path), std::string::npos) << message;
+
+  fs::remove(config_path);
+  std::ofstream(config_path) << baseLlama().dump();
+  const std::string generation_path = dir + "/generation_config.json";
+  ASSERT_EQ(mkfifo(generation_path.c_str(), 0600), 0);
+  start = std::chrono::steady_clock::now();
+  EXPECT_EQ(loadModelDirectoryConfigs(dir, &config, &g), Status::kIoError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  message = lastErrorMessage();
+  EXPECT_NE(message.find(generation_path), std::string::npos) << message;
+  EXPECT_NE(message.find("not a regular file"), std::string::npos) << message;
 }
 
 }  // namespace

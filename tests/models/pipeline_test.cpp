@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "architectures.h"
 #include "ree/models/builtin.h"
 #include "ree/models/engine.h"
 #include "test_util.h"
@@ -146,7 +147,7 @@ TEST(Pipeline, BuiltinModelIsIdenticalForEveryPartitionCount) {
 TEST(Pipeline, EveryArchitectureIsIdenticalForEveryPartitionCount) {
   std::string dir = hfModelsDir();
   if (dir.empty()) GTEST_SKIP() << "REE_PYTHON with torch/transformers is not configured";
-  for (const char* name : {"llama3", "llama2_tied", "mistral", "qwen2", "qwen3", "gpt2"}) {
+  for (const std::string& name : test::referenceModelNames()) {
     SCOPED_TRACE(name);
     checkLayoutsAgree(dir + "/" + name,
                       {{1, {}, 0}, {2, {}, 0}, {3, {}, 3}, {2, {1, 2}, 2}, {2, {2, 1}, 0}});

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "architectures.h"
 #include "ree/models/engine.h"
 #include "test_util.h"
 
@@ -70,7 +71,7 @@ std::vector<GenerationRequest> requests(bool ids) {
   return out;
 }
 
-class GpuIdentity : public ::testing::TestWithParam<const char*> {};
+class GpuIdentity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuIdentity, CpuAndGpuGiveIdenticalBits) {
   REE_SKIP_WITHOUT_GPU();
@@ -91,9 +92,15 @@ TEST_P(GpuIdentity, CpuAndGpuGiveIdenticalBits) {
               model.c_str(), gpu[0].output_ids.size(), gpu[0].output_ids_sha256.c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GpuIdentity,
-                         ::testing::Values("builtin:tiny-llama", "llama3", "llama2_tied", "mistral",
-                                           "qwen2", "qwen3", "gpt2"),
+// The built-in model, then every architecture's reference model (architectures.h).
+std::vector<std::string> gpuIdentityModels() {
+  std::vector<std::string> models = {"builtin:tiny-llama"};
+  for (const std::string& name : test::referenceModelNames())
+    models.push_back(name);
+  return models;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GpuIdentity, ::testing::ValuesIn(gpuIdentityModels()),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) {

@@ -2,6 +2,9 @@
 // against the runtime's OperationSet, so the same code runs the default, deterministic and
 // reproducible operation sets on CPU and CUDA.
 //
+// What differs between architectures comes from the architecture table (architecture.h); the
+// partitioner's cost model of the same graph is model_graph_costs.h.
+//
 // The forward pass is split at the pipeline's cut points: embed() (first stage), runLayers() over
 // the layers this instance holds, and logits() (last stage). A stage instance loads only the
 // tensors of its layer range (and the embedding / head when it owns them).
@@ -16,6 +19,7 @@
 
 #include "ree/models/checkpoint.h"
 #include "ree/models/model_config.h"
+#include "ree/models/model_graph_costs.h"  // modelGraphCosts, once declared here
 #include "ree/runtime/operation_set.h"
 
 namespace ree::models {
@@ -26,18 +30,6 @@ struct LayerRange {
   bool embedding = true;
   bool head = true;
 };
-
-// Per-node costs for the partitioner: parameter bytes, FLOPs per token, KV bytes per token.
-struct NodeCost {
-  std::string name;  // "embedding", "layer.N", "head"
-  int64_t parameter_bytes = 0;
-  int64_t flops_per_token = 0;
-  int64_t kv_bytes_per_token = 0;
-};
-
-// The model graph as the partitioner sees it: embedding, layers 0..L-1, head (final norm +
-// lm_head), with costs computed from the config (weights of `weight_bytes` bytes per parameter).
-std::vector<NodeCost> modelGraphCosts(const ModelConfig& config, int weight_bytes);
 
 struct LoadOptions {
   // Convert every weight to this dtype while loading (RNE for narrowing); default: keep the
@@ -60,6 +52,8 @@ class CausalLM {
   ::ree::DType activationDType() const;
 
   // KV cache for `slots` concurrent sequences of up to `max_len` tokens each (this stage's layers).
+  // Fails (kUnsupported, before allocating) when the model has a sliding attention window shorter
+  // than max_len: see checkContextAgainstSlidingWindow.
   Status allocateCache(int slots, int max_len);
   int cacheSlots() const;
   int cacheMaxLen() const;

@@ -6,7 +6,12 @@
 // holding "rope_theta" and the scaling fields). A field that is absent takes the default of the
 // transformers config class for that architecture (e.g. num_key_value_heads = num_attention_heads,
 // Qwen3's head_dim = 128, Mistral's sliding_window = 4096), except the model's dimensions, which
-// are required. Everything is validated; an error names the file and the field.
+// are required. Which keys and defaults apply is the architecture table's (architecture.h).
+//
+// Everything is validated before it is used: files must be regular files of bounded size, JSON
+// must not repeat a key, and every size lies within model_limits.h, so that nothing derived from
+// a config can overflow or allocate without bound. An error is one line naming the file and the
+// field (and the limit it broke).
 #pragma once
 
 #include <cstdint>
@@ -15,16 +20,10 @@
 #include <vector>
 
 #include "ree/core/status.h"
+#include "ree/models/architecture.h"
 #include "ree/models/safetensors.h"
 
 namespace ree::models {
-
-enum class Architecture { kLlama, kMistral, kQwen2, kQwen3, kGpt2 };
-
-// "llama", "mistral", "qwen2", "qwen3", "gpt2" (the model_type spelling).
-const char* architectureName(Architecture architecture);
-
-enum class NormKind { kRmsNorm, kLayerNorm };
 
 // kSilu: "silu"/"swish". kGeluTanh: "gelu_new", "gelu_pytorch_tanh" (the tanh approximation).
 // kGelu: "gelu" (erf form). Other activations are refused as unsupported.
@@ -67,12 +66,15 @@ struct ModelConfig {
   std::vector<int64_t> eos_token_ids;  // an int or a list in the file; empty if absent or null
 
   // Which optional tensors exist (derived from the architecture and attention_bias/mlp_bias):
-  bool qkv_bias = false;       // q/k/v projections have a bias (Qwen2 always, Llama/Qwen3 with
-                               // attention_bias; GPT-2's c_attn always)
-  bool o_proj_bias = false;    // output projection has a bias (attention_bias; GPT-2 always)
-  bool mlp_bias = false;       // MLP projections have biases (Llama mlp_bias; GPT-2 always)
-  bool qk_norm = false;        // per-head RMSNorm of q and k before RoPE (Qwen3)
-  int64_t sliding_window = 0;  // attention window in tokens, 0 when attention is full
+  bool qkv_bias = false;     // q/k/v projections have a bias (Qwen2 always, Llama/Qwen3 with
+                             // attention_bias; GPT-2's c_attn always)
+  bool o_proj_bias = false;  // output projection has a bias (attention_bias; GPT-2 always)
+  bool mlp_bias = false;     // MLP projections have biases (Llama mlp_bias; GPT-2 always)
+  bool qk_norm = false;      // per-head RMSNorm of q and k before RoPE (Qwen3)
+  // Attention window in tokens of the layers that have one (Mistral: all; Qwen: those from
+  // max_window_layers on), 0 when attention is full. REE runs full attention only: see
+  // checkContextAgainstSlidingWindow.
+  int64_t sliding_window = 0;
 };
 
 struct GenerationConfig {
@@ -95,6 +97,12 @@ Status parseGenerationConfig(const std::string& json_text, const std::string& so
 // *generation is left default-constructed). `generation` may be null.
 Status loadModelDirectoryConfigs(const std::string& directory, ModelConfig* config,
                                  GenerationConfig* generation);
+
+// Sliding-window attention is not implemented. A window changes nothing while a sequence is no
+// longer than the window (every key is inside it), so a run whose context (tokens per sequence)
+// is at most `sliding_window` is exact; a longer one fails (kUnsupported) naming the field, its
+// value and the context.
+Status checkContextAgainstSlidingWindow(const ModelConfig& config, int64_t context);
 
 // The ids that end generation: generation_config's eos_token_id when it has one (that is what
 // transformers' generate() uses), else config.json's.

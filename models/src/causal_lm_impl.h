@@ -1,0 +1,115 @@
+// CausalLM's state, shared by its two halves: causal_lm_weights.cpp loads the weights of an
+// architecture's layout (architecture.h) from a checkpoint, causal_lm.cpp runs the forward pass.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ree/models/architecture.h"
+#include "ree/models/causal_lm.h"
+
+namespace ree::models {
+
+// The runtime's element types (models::DType is the wider safetensors set).
+using ComputeDType = ::ree::DType;
+
+// Reusable activation buffers: a step asks for buffer `id` with a shape; the storage grows when a
+// step needs more and is reused otherwise (no allocation per operator in steady-state decode).
+class Workspace {
+ public:
+  Status get(int id, Device device, ComputeDType dtype, std::vector<int64_t> shape, Tensor* out);
+
+ private:
+  std::map<int, Tensor> buffers_;
+};
+
+enum BufferId {
+  kNormed = 1,
+  kQ,
+  kK,
+  kV,
+  kAttn,
+  kGate,
+  kUp,
+  kAct,
+  kPositions,
+  kSelected,
+  kFinalNorm,
+  kQkv,
+  kGateUp
+};
+
+struct Linear {
+  Tensor weight;  // [N, K]
+  Tensor bias;    // [N] or undefined
+  const Tensor* biasOrNull() const { return bias.defined() ? &bias : nullptr; }
+};
+
+struct Layer {
+  Tensor norm1_w, norm1_b, norm2_w, norm2_b;  // RMSNorm: only *_w
+  Linear q, k, v, o;
+  Tensor q_norm, k_norm;  // Qwen3
+  Linear gate, up, down;  // GPT-2: up = c_fc, down = c_proj
+  // GPU only: the rows of q, k, v (and gate, up) side by side in one tensor; q.weight etc. are
+  // then views into it. Undefined where the projections are not fused.
+  Linear qkv, gate_up;
+};
+
+struct CausalLM::Impl {
+  ModelConfig config;
+  const ArchitectureFacts* facts = nullptr;
+  OperationSet* ops = nullptr;
+  LayerRange range;
+  ComputeDType checkpoint_dtype = ComputeDType::kBF16;
+  ComputeDType weight_dtype = ComputeDType::kBF16;  // after the optional load-time conversion
+  ComputeDType act_dtype = ComputeDType::kF32;
+  ComputeDType kv_dtype = ComputeDType::kBF16;
+  Tensor embed_tokens, embed_positions, final_norm_w, final_norm_b, lm_head;
+  std::vector<Layer> layers;
+  std::vector<LayerKvCache> cache;
+  Workspace workspace;
+  RopeSpec rope;
+  std::string prefix;  // the checkpoint's base-model prefix ("model.", "transformer.", "")
+  std::vector<std::shared_ptr<void>> host_buffers;  // transposed/owned host weights
+
+  Device device() const { return ops->device(); }
+
+  // ---- Loading (causal_lm_weights.cpp) ----
+  // The embedding, head and layers of `range` from `checkpoint`, and the rotary spec.
+  Status loadWeights(const Checkpoint& checkpoint);
+  // Host tensor of `view`'s bytes in weight_dtype: zero-copy when no conversion is needed.
+  Status hostWeights(const TensorView& view, Tensor* out);
+  // Checkpoint tensor `name` as a device tensor (zero-copy on the CPU without conversion).
+  Status loadTensor(const Checkpoint& checkpoint, const std::string& name, Tensor* out);
+  // A Conv1D weight [K, N] (GPT-2) as an nn.Linear weight [N, K], optionally only columns
+  // [col_begin, col_begin + cols) of the original (c_attn holds q, k and v side by side).
+  Status loadTransposed(const Checkpoint& checkpoint, const std::string& name, int64_t col_begin,
+                        int64_t cols, Tensor* out);
+  // A slice [begin, begin + count) of a 1-D checkpoint tensor (GPT-2's c_attn bias).
+  Status loadSlice(const Checkpoint& checkpoint, const std::string& name, int64_t begin,
+                   int64_t count, Tensor* out);
+  Status loadLlamaLayer(const Checkpoint& checkpoint, int64_t index, Layer* layer);
+  Status loadGpt2Layer(const Checkpoint& checkpoint, int64_t index, Layer* layer);
+  // Concatenates the weight rows (and biases) of `parts` into `fused` and turns each part into a
+  // view of its rows, so the device holds every weight once.
+  Status fuseRows(std::initializer_list<Linear*> parts, Linear* fused);
+
+  // ---- Forward (causal_lm.cpp) ----
+  Status scratch(int id, std::vector<int64_t> shape, Tensor* out, ComputeDType dtype);
+  Status linear(const Linear& l, const Tensor& x, int id, Tensor* out);
+  // The column blocks of a fused projection's output [t, sum of widths] as dense [t, width]
+  // tensors: views when t == 1 (the blocks are contiguous), else copies into scratch buffers.
+  Status split(const Tensor& fused, std::initializer_list<std::pair<int, int64_t>> blocks,
+               std::initializer_list<Tensor*> outs);
+  Status norm(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out);
+  // Layer `index` of this instance: hidden += attention(norm1(hidden)), then hidden +=
+  // mlp(norm2(hidden)).
+  Status layer(size_t index, Tensor& hidden, const StepBatch& batch);
+  Status attentionBlock(size_t index, const Tensor& normed, Tensor& hidden, const StepBatch& batch);
+  Status mlpBlock(const Layer& l, const Tensor& normed, Tensor& hidden);
+};
+
+}  // namespace ree::models
