@@ -13,16 +13,23 @@ target_include_directories(ree_pcre2 SYSTEM INTERFACE ${PCRE2_INCLUDE_DIR})
 target_link_libraries(ree_pcre2 INTERFACE ${PCRE2_LIBRARY})
 target_compile_definitions(ree_pcre2 INTERFACE PCRE2_CODE_UNIT_WIDTH=8)
 
-# MPFR: the oracle of the correctly rounded math tests (test-only dependency).
-find_path(MPFR_INCLUDE_DIR mpfr.h)
-find_library(MPFR_LIBRARY mpfr)
-find_library(GMP_LIBRARY gmp)
+# MPFR: the oracle of the correctly rounded math tests (test-only dependency). Without it those
+# checks are not built and the crmath tests report one skipped case saying so.
+# REE_MPFR=OFF builds that way on purpose (to see the skip).
+set(REE_MPFR "AUTO" CACHE STRING "Use MPFR in the crmath tests: ON, OFF or AUTO")
 set(REE_HAVE_MPFR OFF)
-if(MPFR_INCLUDE_DIR AND MPFR_LIBRARY AND GMP_LIBRARY)
-  add_library(ree_mpfr INTERFACE)
-  target_include_directories(ree_mpfr SYSTEM INTERFACE ${MPFR_INCLUDE_DIR})
-  target_link_libraries(ree_mpfr INTERFACE ${MPFR_LIBRARY} ${GMP_LIBRARY})
-  set(REE_HAVE_MPFR ON)
+if(NOT REE_MPFR STREQUAL "OFF")
+  find_path(MPFR_INCLUDE_DIR mpfr.h)
+  find_library(MPFR_LIBRARY mpfr)
+  find_library(GMP_LIBRARY gmp)
+  if(MPFR_INCLUDE_DIR AND MPFR_LIBRARY AND GMP_LIBRARY)
+    add_library(ree_mpfr INTERFACE)
+    target_include_directories(ree_mpfr SYSTEM INTERFACE ${MPFR_INCLUDE_DIR})
+    target_link_libraries(ree_mpfr INTERFACE ${MPFR_LIBRARY} ${GMP_LIBRARY})
+    set(REE_HAVE_MPFR ON)
+  elseif(REE_MPFR STREQUAL "ON")
+    message(FATAL_ERROR "REE_MPFR=ON but MPFR (mpfr.h, libmpfr, libgmp) was not found")
+  endif()
 endif()
 
 if(REE_BUILD_TESTS)
