@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ree/core/device.h"
@@ -57,6 +58,16 @@ std::vector<T> randomValues(size_t n, uint64_t seed, float scale = 1.0f) {
   for (auto& v : out)
     v = storeAs<T>(dist(rng));
   return out;
+}
+
+// The DType of a storage type: float, bf16_t or f16_t.
+template <typename T>
+constexpr DType dtypeOf() {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, bf16_t> || std::is_same_v<T, f16_t>,
+                "dtypeOf: float, bf16_t or f16_t");
+  if constexpr (std::is_same_v<T, float>) return DType::kF32;
+  if constexpr (std::is_same_v<T, bf16_t>) return DType::kBF16;
+  return DType::kF16;
 }
 
 inline std::string hex64(uint64_t value) {

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <random>
 
+#include "cuda_test_util.h"
+
 namespace ree {
 namespace {
 
@@ -16,22 +18,7 @@ using test::attn::AttentionProblem;
 using test::attn::Buffers;
 using test::attn::Sequence;
 
-struct DeviceBytes {
-  void* ptr = nullptr;
-  explicit DeviceBytes(const std::vector<unsigned char>& host) {
-    EXPECT_EQ(cudaMalloc(&ptr, std::max<size_t>(host.size(), 1)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(ptr, host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  explicit DeviceBytes(size_t bytes) {
-    EXPECT_EQ(cudaMalloc(&ptr, std::max<size_t>(bytes, 1)), cudaSuccess);
-  }
-  ~DeviceBytes() { cudaFree(ptr); }
-  std::vector<unsigned char> download(size_t bytes) const {
-    std::vector<unsigned char> host(bytes);
-    EXPECT_EQ(cudaMemcpy(host.data(), ptr, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-    return host;
-  }
-};
+using DeviceBytes = test::DeviceBuffer;
 
 // Runs the problem on the GPU; returns the output bytes.
 std::vector<unsigned char> runGpu(const AttentionProblem& prob, Buffers& host) {

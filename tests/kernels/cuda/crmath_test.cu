@@ -21,9 +21,9 @@
 #include <thread>
 #include <vector>
 
+#include "cuda_test_util.h"
 #include "ree/kernels/crmath.h"
 #include "ree/kernels/math_ops.h"
-#include "test_util.h"
 
 #if defined(REE_TEST_HAVE_MPFR)
 #include <mpfr.h>
@@ -31,8 +31,6 @@
 
 namespace ree {
 namespace {
-
-#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
 TEST(CrMathCuda, BatchMatchesCpuBitwise) {
   REE_SKIP_WITHOUT_GPU();
@@ -45,20 +43,20 @@ TEST(CrMathCuda, BatchMatchesCpuBitwise) {
       xs[i] = bitsFloat(b);
     }
     float *d_in = nullptr, *d_out = nullptr;
-    CUDA_OK(cudaMalloc(&d_in, n * sizeof(float)));
-    CUDA_OK(cudaMalloc(&d_out, n * sizeof(float)));
-    CUDA_OK(cudaMemcpy(d_in, xs.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    REE_CUDA_OK(cudaMalloc(&d_in, n * sizeof(float)));
+    REE_CUDA_OK(cudaMalloc(&d_out, n * sizeof(float)));
+    REE_CUDA_OK(cudaMemcpy(d_in, xs.data(), n * sizeof(float), cudaMemcpyHostToDevice));
     for (int op = 0; op < kUnaryMathOpCount; ++op) {
       auto mop = static_cast<UnaryMathOp>(op);
       std::vector<float> cpu(n), gpu(n);
       ASSERT_EQ(repops::cpu::unaryMath(mop, xs.data(), cpu.data(), n), Status::kSuccess);
       ASSERT_EQ(repops::cuda::unaryMath(mop, d_in, d_out, n, nullptr), Status::kSuccess);
-      CUDA_OK(cudaMemcpy(gpu.data(), d_out, n * sizeof(float), cudaMemcpyDeviceToHost));
+      REE_CUDA_OK(cudaMemcpy(gpu.data(), d_out, n * sizeof(float), cudaMemcpyDeviceToHost));
       long long diff = test::firstBitDifference(cpu, gpu);
       EXPECT_EQ(diff, -1) << unaryMathOpName(mop) << " n=" << n << " x=" << xs[diff < 0 ? 0 : diff];
     }
-    CUDA_OK(cudaFree(d_in));
-    CUDA_OK(cudaFree(d_out));
+    REE_CUDA_OK(cudaFree(d_in));
+    REE_CUDA_OK(cudaFree(d_out));
   }
 }
 
@@ -83,14 +81,14 @@ TEST(CrMathCuda, PowMatchesCpuBitwise) {
     cpu[i] = crPow(xs[i], ys[i]);
   }
   float *dx, *dy, *dout;
-  CUDA_OK(cudaMalloc(&dx, n * 4));
-  CUDA_OK(cudaMalloc(&dy, n * 4));
-  CUDA_OK(cudaMalloc(&dout, n * 4));
-  CUDA_OK(cudaMemcpy(dx, xs.data(), n * 4, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(dy, ys.data(), n * 4, cudaMemcpyHostToDevice));
+  REE_CUDA_OK(cudaMalloc(&dx, n * 4));
+  REE_CUDA_OK(cudaMalloc(&dy, n * 4));
+  REE_CUDA_OK(cudaMalloc(&dout, n * 4));
+  REE_CUDA_OK(cudaMemcpy(dx, xs.data(), n * 4, cudaMemcpyHostToDevice));
+  REE_CUDA_OK(cudaMemcpy(dy, ys.data(), n * 4, cudaMemcpyHostToDevice));
   powKernel<<<(n + 255) / 256, 256>>>(dx, dy, dout, n);
-  CUDA_OK(cudaGetLastError());
-  CUDA_OK(cudaMemcpy(gpu.data(), dout, n * 4, cudaMemcpyDeviceToHost));
+  REE_CUDA_OK(cudaGetLastError());
+  REE_CUDA_OK(cudaMemcpy(gpu.data(), dout, n * 4, cudaMemcpyDeviceToHost));
   EXPECT_EQ(test::firstBitDifference(cpu, gpu), -1);
   cudaFree(dx);
   cudaFree(dy);
@@ -118,20 +116,20 @@ TEST(CrMathCuda, BatchedExpMatchesScalarOnAllInputs) {
   REE_SKIP_WITHOUT_GPU();
   unsigned long long* d_mismatches = nullptr;
   unsigned int* d_first = nullptr;
-  CUDA_OK(cudaMalloc(&d_mismatches, sizeof(unsigned long long)));
-  CUDA_OK(cudaMalloc(&d_first, sizeof(unsigned int)));
-  CUDA_OK(cudaMemset(d_mismatches, 0, sizeof(unsigned long long)));
-  CUDA_OK(cudaMemset(d_first, 0xff, sizeof(unsigned int)));
+  REE_CUDA_OK(cudaMalloc(&d_mismatches, sizeof(unsigned long long)));
+  REE_CUDA_OK(cudaMalloc(&d_first, sizeof(unsigned int)));
+  REE_CUDA_OK(cudaMemset(d_mismatches, 0, sizeof(unsigned long long)));
+  REE_CUDA_OK(cudaMemset(d_first, 0xff, sizeof(unsigned int)));
   const uint64_t batches = (uint64_t{1} << 32) / 8;
   const unsigned threads = 256, blocks = 1u << 20;  // 2^28 batches per launch
   for (uint64_t first = 0; first < batches; first += uint64_t{threads} * blocks) {
     batchedVsScalarKernel<<<blocks, threads>>>(first, d_mismatches, d_first);
-    CUDA_OK(cudaGetLastError());
+    REE_CUDA_OK(cudaGetLastError());
   }
   unsigned long long mismatches = 0;
   unsigned int first_bad = 0;
-  CUDA_OK(cudaMemcpy(&mismatches, d_mismatches, sizeof(mismatches), cudaMemcpyDeviceToHost));
-  CUDA_OK(cudaMemcpy(&first_bad, d_first, sizeof(first_bad), cudaMemcpyDeviceToHost));
+  REE_CUDA_OK(cudaMemcpy(&mismatches, d_mismatches, sizeof(mismatches), cudaMemcpyDeviceToHost));
+  REE_CUDA_OK(cudaMemcpy(&first_bad, d_first, sizeof(first_bad), cudaMemcpyDeviceToHost));
   EXPECT_EQ(mismatches, 0ull) << "first mismatching input 0x" << std::hex << first_bad;
   cudaFree(d_mismatches);
   cudaFree(d_first);
@@ -373,11 +371,11 @@ TEST(CrMathCuda, ExhaustiveSweepIsCorrectlyRounded) {
   float* h_out[2];
   cudaStream_t stream;
   cudaEvent_t done[2];
-  CUDA_OK(cudaStreamCreate(&stream));
+  REE_CUDA_OK(cudaStreamCreate(&stream));
   for (int b = 0; b < 2; ++b) {
-    CUDA_OK(cudaMalloc(&d_out[b], kChunk * sizeof(float)));
-    CUDA_OK(cudaMallocHost(&h_out[b], kChunk * sizeof(float)));
-    CUDA_OK(cudaEventCreate(&done[b]));
+    REE_CUDA_OK(cudaMalloc(&d_out[b], kChunk * sizeof(float)));
+    REE_CUDA_OK(cudaMallocHost(&h_out[b], kChunk * sizeof(float)));
+    REE_CUDA_OK(cudaEventCreate(&done[b]));
   }
   auto total_start = std::chrono::steady_clock::now();
   for (int op = 0; op < kUnaryMathOpCount; ++op) {
@@ -394,8 +392,8 @@ TEST(CrMathCuda, ExhaustiveSweepIsCorrectlyRounded) {
     enqueue(0);
     for (int chunk = 0; chunk < kChunks; ++chunk) {
       int b = chunk & 1;
-      CUDA_OK(cudaEventSynchronize(done[b]));
-      CUDA_OK(cudaGetLastError());
+      REE_CUDA_OK(cudaEventSynchronize(done[b]));
+      REE_CUDA_OK(cudaGetLastError());
       if (chunk + 1 < kChunks) enqueue(chunk + 1);  // overlaps with the host check below
       const float* out = h_out[b];
       uint64_t base = static_cast<uint64_t>(chunk) * kChunk;
@@ -456,6 +454,14 @@ TEST(CrMathCuda, ExhaustiveSweepIsCorrectlyRounded) {
     cudaEventDestroy(done[b]);
   }
   cudaStreamDestroy(stream);
+}
+
+#else  // !REE_TEST_HAVE_MPFR
+
+// Without MPFR the exhaustive sweep above is not built; this case says so in every run (a skip).
+TEST(CrMathCuda, MpfrOracleChecks) {
+  GTEST_SKIP() << "MPFR was not found at build time (cmake/ReeDependencies.cmake, REE_HAVE_MPFR): "
+                  "the exhaustive sweep against the MPFR oracle is not built";
 }
 
 #endif  // REE_TEST_HAVE_MPFR

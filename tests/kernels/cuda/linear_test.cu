@@ -8,13 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "cuda_test_util.h"
 #include "ree/kernels/linear.h"
-#include "test_util.h"
 
 namespace ree::repops {
 namespace {
-
-#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
 struct Tensor {
   DType dtype = DType::kF32;
@@ -396,13 +394,13 @@ TEST(LinearCuda, EarlyWeightLoadsReadXAfterThePredecessor) {
   b.x.host = h;
   std::vector<uint8_t> expected = runCpu(second, b);
   void *device_h = nullptr, *device_y = nullptr;
-  CUDA_OK(cudaMalloc(&device_h, h.size()));
-  CUDA_OK(cudaMalloc(&device_y, expected.size()));
+  REE_CUDA_OK(cudaMalloc(&device_h, h.size()));
+  REE_CUDA_OK(cudaMalloc(&device_y, expected.size()));
   cudaStream_t stream = nullptr;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  REE_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (int round = 0; round < 20; ++round) {
-    CUDA_OK(cudaMemsetAsync(device_h, 0xFF, h.size(), stream));  // NaN until written
-    CUDA_OK(cudaMemsetAsync(device_y, 0xAB, expected.size(), stream));
+    REE_CUDA_OK(cudaMemsetAsync(device_h, 0xFF, h.size(), stream));  // NaN until written
+    REE_CUDA_OK(cudaMemsetAsync(device_y, 0xAB, expected.size(), stream));
     LinearArgs producer = a.args(first, true, device_h);
     producer.w_is_constant = true;
     ASSERT_EQ(cuda::linearWithKernel(producer, cuda::LinearKernel::kGemv, stream), Status::kSuccess)
@@ -413,8 +411,8 @@ TEST(LinearCuda, EarlyWeightLoadsReadXAfterThePredecessor) {
     ASSERT_EQ(cuda::linearWithKernel(consumer, cuda::LinearKernel::kGemv, stream), Status::kSuccess)
         << lastErrorMessage();
     std::vector<uint8_t> got(expected.size());
-    CUDA_OK(cudaMemcpyAsync(got.data(), device_y, got.size(), cudaMemcpyDeviceToHost, stream));
-    CUDA_OK(cudaStreamSynchronize(stream));
+    REE_CUDA_OK(cudaMemcpyAsync(got.data(), device_y, got.size(), cudaMemcpyDeviceToHost, stream));
+    REE_CUDA_OK(cudaStreamSynchronize(stream));
     ASSERT_EQ(0, std::memcmp(got.data(), expected.data(), got.size())) << "round " << round;
   }
   cudaStreamDestroy(stream);
@@ -454,7 +452,7 @@ TEST(LinearCuda, AccumulateMatchesCpu) {
         ASSERT_EQ(cuda::linearWithKernel(args, kernel, nullptr), Status::kSuccess)
             << lastErrorMessage();
         std::vector<uint8_t> got(expected.size());
-        CUDA_OK(cudaMemcpy(got.data(), old_y.device, got.size(), cudaMemcpyDeviceToHost));
+        REE_CUDA_OK(cudaMemcpy(got.data(), old_y.device, got.size(), cudaMemcpyDeviceToHost));
         EXPECT_EQ(0, std::memcmp(got.data(), expected.data(), got.size()))
             << c.str() << " kernel=" << static_cast<int>(kernel);
       }
@@ -477,7 +475,7 @@ TEST(LinearCuda, BadArguments) {
   in.make(c, 1);
   in.upload(c);
   void* y = nullptr;
-  CUDA_OK(cudaMalloc(&y, 64));
+  REE_CUDA_OK(cudaMalloc(&y, 64));
   EXPECT_EQ(cuda::linearWithKernel(in.args(c, true, y), cuda::LinearKernel::kGemv, nullptr),
             Status::kUnsupported);
   EXPECT_EQ(

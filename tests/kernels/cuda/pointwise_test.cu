@@ -5,37 +5,17 @@
 #include <string>
 #include <vector>
 
+#include "cuda_test_util.h"
 #include "ree/kernels/pointwise.h"
-#include "test_util.h"
 
 namespace ree {
 namespace {
 
 namespace cpu = repops::cpu;
 namespace gpu = repops::cuda;
-
-template <typename T>
-T* toDevice(const std::vector<T>& host) {
-  T* device = nullptr;
-  EXPECT_EQ(cudaMalloc(&device, host.size() * sizeof(T) + 16), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
-            cudaSuccess);
-  return device;
-}
-
-template <typename T>
-std::vector<T> toHost(const T* device, size_t n) {
-  std::vector<T> host(n);
-  EXPECT_EQ(cudaMemcpy(host.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return host;
-}
-
-template <typename T>
-DType dtypeOf() {
-  if (std::is_same_v<T, float>) return DType::kF32;
-  if (std::is_same_v<T, bf16_t>) return DType::kBF16;
-  return DType::kF16;
-}
+using test::dtypeOf;
+using test::toDevice;
+using test::toHost;
 
 const Activation kActivations[] = {Activation::kSilu, Activation::kGeluErf, Activation::kGeluTanh};
 

@@ -3,26 +3,19 @@
 
 #include <vector>
 
+#include "cuda_test_util.h"
 #include "ree/kernels/rope.h"
-#include "test_util.h"
 
 namespace ree {
 namespace {
 
+using test::dtypeOf;
+using test::toHost;
+
+// One byte of slack after the data, as this test always allocated (toDevice gives 16 by default).
 template <typename T>
 T* toDevice(const std::vector<T>& host) {
-  T* device = nullptr;
-  EXPECT_EQ(cudaMalloc(&device, host.size() * sizeof(T) + 1), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
-            cudaSuccess);
-  return device;
-}
-
-template <typename T>
-std::vector<T> toHost(const T* device, size_t n) {
-  std::vector<T> host(n);
-  EXPECT_EQ(cudaMemcpy(host.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return host;
+  return test::toDevice(host, /*slack_bytes=*/1);
 }
 
 TEST(RopeCuda, InvFreqMatchesCpuBitwise) {
@@ -44,13 +37,6 @@ TEST(RopeCuda, InvFreqMatchesCpuBitwise) {
       }
     }
   }
-}
-
-template <typename T>
-DType dtypeOf() {
-  if (std::is_same_v<T, float>) return DType::kF32;
-  if (std::is_same_v<T, bf16_t>) return DType::kBF16;
-  return DType::kF16;
 }
 
 // Rotates `tokens` rows of x (starting `offset` elements into the allocation, which moves the

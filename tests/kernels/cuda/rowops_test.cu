@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <functional>
 
+#include "cuda_test_util.h"
 #include "ree/kernels/rowops.h"
-#include "test_util.h"
 
 namespace ree {
 namespace {
@@ -19,15 +19,9 @@ using repops::RowsIn;
 using repops::RowsOut;
 using repops::VecIn;
 
-#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
-
-// A device copy of a host byte buffer, freed on scope exit.
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  size_t bytes = 0;
-  explicit DeviceBuffer(size_t n) : bytes(n) { EXPECT_EQ(cudaMalloc(&ptr, n + 64), cudaSuccess); }
-  ~DeviceBuffer() { cudaFree(ptr); }
-  char* at(size_t offset) { return static_cast<char*>(ptr) + offset; }
+// Device bytes with 64 bytes of slack after them, freed on scope exit.
+struct DeviceBuffer : test::DeviceBuffer {
+  explicit DeviceBuffer(size_t n) : test::DeviceBuffer(n, /*slack_bytes=*/64) {}
 };
 
 // Random bytes that decode to Normal(0, scale) values of `dtype`, with a sprinkling of specials.
@@ -73,17 +67,17 @@ void compareRowOp(const char* name, const Case& c, const RowFn& cpu_fn, const Ro
             Status::kSuccess)
       << lastErrorMessage();
   DeviceBuffer dx(x.size()), dy(y_cpu.size()), dw(w.size()), db(b.size());
-  CUDA_OK(cudaMemcpy(dx.ptr, x.data(), x.size(), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(dw.ptr, w.data(), w.size(), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(db.ptr, b.data(), b.size(), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemset(dy.ptr, 0x5a, y_gpu.size()));
+  REE_CUDA_OK(cudaMemcpy(dx.ptr, x.data(), x.size(), cudaMemcpyHostToDevice));
+  REE_CUDA_OK(cudaMemcpy(dw.ptr, w.data(), w.size(), cudaMemcpyHostToDevice));
+  REE_CUDA_OK(cudaMemcpy(db.ptr, b.data(), b.size(), cudaMemcpyHostToDevice));
+  REE_CUDA_OK(cudaMemset(dy.ptr, 0x5a, y_gpu.size()));
   ASSERT_EQ(gpu_fn(RowsIn{dx.at(c.x_offset * in_size), c.in, c.x_stride},
                    RowsOut{dy.at(c.y_offset * out_size), c.out, c.y_stride},
                    VecIn{dw.ptr, c.weight}, VecIn{db.ptr, c.weight}),
             Status::kSuccess)
       << lastErrorMessage();
-  CUDA_OK(cudaDeviceSynchronize());
-  CUDA_OK(cudaMemcpy(y_gpu.data(), dy.ptr, y_gpu.size(), cudaMemcpyDeviceToHost));
+  REE_CUDA_OK(cudaDeviceSynchronize());
+  REE_CUDA_OK(cudaMemcpy(y_gpu.data(), dy.ptr, y_gpu.size(), cudaMemcpyDeviceToHost));
   long long diff = test::firstBitDifference(y_cpu, y_gpu);
   EXPECT_EQ(diff, -1) << "first differing byte " << diff;
 }
@@ -279,11 +273,11 @@ TEST(RowOpsCuda, ReductionsAndArgmaxEqualCpuBitwise) {
                                   ref.data(), c.out, rows, cols),
           Status::kSuccess);
       DeviceBuffer dx(x.size()), dout(got.size());
-      CUDA_OK(cudaMemcpy(dx.ptr, x.data(), x.size(), cudaMemcpyHostToDevice));
+      REE_CUDA_OK(cudaMemcpy(dx.ptr, x.data(), x.size(), cudaMemcpyHostToDevice));
       ASSERT_EQ(repops::cuda::reduceRows(op, RowsIn{dx.at(c.x_offset * in_size), c.in, c.x_stride},
                                          dout.ptr, c.out, rows, cols, nullptr),
                 Status::kSuccess);
-      CUDA_OK(cudaMemcpy(got.data(), dout.ptr, got.size(), cudaMemcpyDeviceToHost));
+      REE_CUDA_OK(cudaMemcpy(got.data(), dout.ptr, got.size(), cudaMemcpyDeviceToHost));
       EXPECT_EQ(test::firstBitDifference(ref, got), -1)
           << "rows=" << rows << " cols=" << cols << " in=" << dtypeName(c.in);
       std::vector<int32_t> idx_ref(rows), idx_got(rows);
@@ -294,7 +288,7 @@ TEST(RowOpsCuda, ReductionsAndArgmaxEqualCpuBitwise) {
       ASSERT_EQ(repops::cuda::argmaxRows(RowsIn{dx.at(c.x_offset * in_size), c.in, c.x_stride},
                                          static_cast<int32_t*>(didx.ptr), rows, cols, nullptr),
                 Status::kSuccess);
-      CUDA_OK(cudaMemcpy(idx_got.data(), didx.ptr, rows * 4, cudaMemcpyDeviceToHost));
+      REE_CUDA_OK(cudaMemcpy(idx_got.data(), didx.ptr, rows * 4, cudaMemcpyDeviceToHost));
       EXPECT_EQ(idx_ref, idx_got) << "rows=" << rows << " cols=" << cols;
     }
     if (HasFatalFailure()) return;
@@ -324,16 +318,16 @@ TEST(RowOpsCuda, InPlaceEqualsCpu) {
     std::vector<char> w = randomRows(dt, cols, 6, 1.0f, false);
     std::vector<char> b = randomRows(dt, cols, 7, 1.0f, false);
     DeviceBuffer dx(x.size()), dw(w.size()), db(b.size());
-    CUDA_OK(cudaMemcpy(dw.ptr, w.data(), w.size(), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(db.ptr, b.data(), b.size(), cudaMemcpyHostToDevice));
+    REE_CUDA_OK(cudaMemcpy(dw.ptr, w.data(), w.size(), cudaMemcpyHostToDevice));
+    REE_CUDA_OK(cudaMemcpy(db.ptr, b.data(), b.size(), cudaMemcpyHostToDevice));
     using InPlaceFn = std::function<Status(void* data, const void* weight, const void* bias)>;
     auto check = [&](const char* name, const InPlaceFn& cpu_fn, const InPlaceFn& gpu_fn) {
       SCOPED_TRACE(name);
       std::vector<char> ref = x, got(x.size());
       ASSERT_EQ(cpu_fn(ref.data(), w.data(), b.data()), Status::kSuccess) << lastErrorMessage();
-      CUDA_OK(cudaMemcpy(dx.ptr, x.data(), x.size(), cudaMemcpyHostToDevice));
+      REE_CUDA_OK(cudaMemcpy(dx.ptr, x.data(), x.size(), cudaMemcpyHostToDevice));
       ASSERT_EQ(gpu_fn(dx.ptr, dw.ptr, db.ptr), Status::kSuccess) << lastErrorMessage();
-      CUDA_OK(cudaMemcpy(got.data(), dx.ptr, got.size(), cudaMemcpyDeviceToHost));
+      REE_CUDA_OK(cudaMemcpy(got.data(), dx.ptr, got.size(), cudaMemcpyDeviceToHost));
       EXPECT_EQ(test::firstBitDifference(ref, got), -1);
     };
     check(

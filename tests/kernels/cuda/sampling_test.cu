@@ -4,29 +4,15 @@
 
 #include <vector>
 
+#include "cuda_test_util.h"
 #include "ree/kernels/sampling.h"
-#include "test_util.h"
 
 namespace ree {
 namespace {
 
 using repops::SamplingParams;
-
-template <typename T>
-T* toDevice(const std::vector<T>& host) {
-  T* device = nullptr;
-  EXPECT_EQ(cudaMalloc(&device, host.size() * sizeof(T) + 16), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
-            cudaSuccess);
-  return device;
-}
-
-template <typename T>
-std::vector<T> toHost(const T* device, size_t n) {
-  std::vector<T> host(n);
-  EXPECT_EQ(cudaMemcpy(host.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return host;
-}
+using test::toDevice;
+using test::toHost;
 
 __global__ void uniformKernel(uint64_t seed, uint64_t sequence, int n, float* out) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
