@@ -121,8 +121,7 @@ TEST(ModelConfigReference, ExpectedTensorsMatchTransformersStateDict) {
     ASSERT_EQ(loadModelConfig((*entry)["dir"].get<std::string>() + "/config.json", &config),
               Status::kSuccess)
         << lastErrorMessage();
-    const std::string prefix =
-        config.architecture == Architecture::kGpt2 ? "transformer." : "model.";
+    const std::string prefix = architectureFacts(config.architecture).names.base_prefix;
     std::map<std::string, std::vector<int64_t>> ours, theirs;
     for (const ExpectedTensor& t : expectedTensors(config, prefix)) {
       EXPECT_TRUE(ours.emplace(t.name, t.shape).second) << "listed twice: " << t.name;
