@@ -186,6 +186,17 @@ Status CausalLM::allocateCache(int slots, int max_len) {
   Impl& m = *impl_;
   REE_CHECK_ARG(slots >= 1 && max_len >= 1, "allocateCache: %d slots of %d tokens", slots, max_len);
   REE_RETURN_IF_ERROR(checkContextAgainstSlidingWindow(m.config, max_len));
+  // K and V of every layer, counted in 64 bits before anything is allocated.
+  int64_t bytes = 2 * static_cast<int64_t>(dtypeSize(m.kv_dtype));
+  for (int64_t factor : {int64_t{slots}, int64_t{max_len}, m.config.num_kv_heads, m.config.head_dim,
+                         static_cast<int64_t>(m.layers.size())}) {
+    if (__builtin_mul_overflow(bytes, factor, &bytes)) {
+      return REE_FAIL(Status::kInvalidArgument,
+                      "KV cache for %d sequences of %d tokens over %zu layers: its size in bytes "
+                      "overflows 64 bits",
+                      slots, max_len, m.layers.size());
+    }
+  }
   m.cache.clear();
   for (size_t i = 0; i < m.layers.size(); ++i) {
     LayerKvCache c;
