@@ -148,6 +148,32 @@ TEST(ModelConfigReference, ExpectedTensorsMatchTransformersStateDict) {
   }
 }
 
+// The architecture table: each row is found by its model_type and its class name, rows follow
+// the enum, and error messages list every architecture.
+TEST(ArchitectureTable, LookupsRoundTrip) {
+  ASSERT_GE(architectureCount(), 5);
+  for (int i = 0; i < architectureCount(); ++i) {
+    const ArchitectureFacts& row = architectureTable()[i];
+    SCOPED_TRACE(row.model_type);
+    EXPECT_EQ(static_cast<int>(row.architecture), i);
+    EXPECT_EQ(&architectureFacts(row.architecture), &row);
+    EXPECT_EQ(findArchitectureByModelType(row.model_type), &row);
+    EXPECT_EQ(findArchitectureByClass(row.class_name), &row);
+    EXPECT_STREQ(architectureName(row.architecture), row.model_type);
+    EXPECT_NE(supportedModelTypes().find(row.model_type), std::string::npos);
+    EXPECT_NE(supportedClassNames().find(row.class_name), std::string::npos);
+    ASSERT_NE(row.variant_flags, nullptr);
+    // A layout's forward code needs its tensor names.
+    const TensorNames& n = row.names;
+    EXPECT_TRUE(n.norm1 && n.norm2 && n.o && n.up && n.down && n.token_embedding && n.final_norm);
+    if (row.layout == LayerLayout::kLlama) EXPECT_TRUE(n.q && n.k && n.v && n.gate);
+    if (row.layout == LayerLayout::kGpt2) EXPECT_TRUE(n.qkv && n.position_embedding);
+    if (row.qk_norm) EXPECT_TRUE(n.q_norm && n.k_norm);
+  }
+  EXPECT_EQ(findArchitectureByModelType("falcon"), nullptr);
+  EXPECT_EQ(findArchitectureByClass("llama"), nullptr);
+}
+
 // ---- Malformed configs ----------------------------------------------------------------------
 
 const char* kSource = "bad-model/config.json";
