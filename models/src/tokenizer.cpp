@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "ree/core/text.h"
 #include "tokenizer_impl.h"
 #include "tokenizer_text.h"
 
@@ -171,9 +172,13 @@ Status DecodeStream::step(int32_t id, std::string* chunk, bool* emitted) {
     REE_RETURN_IF_ERROR(tokenizer_->decode(ids_, skip_special_tokens_, &decoded));
     if (decoded.size() > prefix_.size() && !text::endsWithReplacementChar(decoded)) {
       if (decoded.compare(0, prefix_.size(), prefix_) != 0) {
-        return REE_FAIL(Status::kInternal,
-                        "DecodeStream '%s': token %d changed the text decoded before it",
-                        tokenizer_->sourceName().c_str(), id);
+        // tokenizers raises "Invalid prefix" here: lossy decoding (U+FFFD) of an incomplete
+        // byte sequence is not prefix-stable. A property of the ids, not a bug.
+        return REE_FAIL(Status::kInvalidArgument,
+                        "DecodeStream '%s': token %d changes the text already decoded ('%s' is no "
+                        "longer a prefix of '%s'); tokenizers raises 'Invalid prefix' here too",
+                        printableText(tokenizer_->sourceName(), 400).c_str(), id,
+                        printableText(prefix_, 60).c_str(), printableText(decoded, 60).c_str());
       }
       *chunk = decoded.substr(prefix_.size());
       const size_t new_prefix_index = ids_.size() - prefix_index_;

@@ -81,6 +81,34 @@ Status parseFlags(const LoadContext& ctx, const json& entry, const std::string& 
   return Status::kSuccess;
 }
 
+// The id tokenizers gives an added token (it ignores the id written in the file): the model id
+// of its content, else `next_new_id`. A file whose id says otherwise is refused rather than
+// guessing which one its author meant, and so is a derived id that is already a model id.
+Status deriveId(const LoadContext& ctx, const std::string& field, const BpeModel& model,
+                const std::string& content, int32_t file_id, int32_t next_new_id, int32_t* id) {
+  auto vocab_it = model.vocab.find(content);
+  const bool in_model = vocab_it != model.vocab.end();
+  *id = in_model ? vocab_it->second : next_new_id;
+  const std::string model_size = std::to_string(model.vocab.size());
+  if (!in_model) {
+    auto taken = model.id_to_token.find(*id);
+    if (taken != model.id_to_token.end()) {
+      const std::string owner = "model token '" + taken->second + "'";
+      return ctx.malformed(field, "tokenizers numbers token '" + content + "' " +
+                                      std::to_string(*id) + " (after the " + model_size +
+                                      " model tokens), but that is already the id of " + owner);
+    }
+  }
+  if (file_id == *id) return Status::kSuccess;
+  const std::string why =
+      in_model ? "the model vocabulary gives it id " + std::to_string(*id)
+               : "it is not in the model vocabulary of " + model_size +
+                     " tokens, so tokenizers numbers it " + std::to_string(*id) +
+                     " (added tokens not in the model follow its vocabulary, in file order)";
+  return ctx.malformed(
+      field, "token '" + content + "' has id " + std::to_string(file_id) + ", but " + why);
+}
+
 // One entry of added_tokens. `next_new_id` is the id tokenizers gives the next token that is not
 // in the model vocabulary.
 Status parseAddedToken(const LoadContext& ctx, const json& entry, const std::string& field,
@@ -102,22 +130,16 @@ Status parseAddedToken(const LoadContext& ctx, const json& entry, const std::str
       entry["id"].get<uint64_t>() > INT32_MAX) {
     return ctx.malformed(field + ".id", "expected a token id");
   }
-  const auto file_id = entry["id"].get<int32_t>();
-  // tokenizers ignores the id written in the file and derives its own: refuse a file whose ids
-  // say otherwise rather than guess which one its author meant.
-  auto vocab_it = model.vocab.find(token->content);
-  token->id = vocab_it != model.vocab.end() ? vocab_it->second : next_new_id;
-  if (file_id != token->id) {
-    const std::string why =
-        vocab_it != model.vocab.end()
-            ? "the model vocabulary gives it id " + std::to_string(token->id)
-            : "it is not in the model vocabulary of " + std::to_string(model.vocab.size()) +
-                  " tokens, so tokenizers numbers it " + std::to_string(token->id) +
-                  " (added tokens not in the model follow its vocabulary, in file order)";
-    return ctx.malformed(field + ".id", "token '" + token->content + "' has id " +
-                                            std::to_string(file_id) + ", but " + why);
-  }
+  REE_RETURN_IF_ERROR(deriveId(ctx, field + ".id", model, token->content,
+                               entry["id"].get<int32_t>(), next_new_id, &token->id));
   return parseFlags(ctx, entry, field, token);
+}
+
+int32_t maxModelId(const BpeModel& model) {
+  int32_t max_id = -1;
+  for (const auto& [id, token] : model.id_to_token)
+    max_id = std::max(max_id, id);
+  return max_id;
 }
 
 }  // namespace
@@ -192,11 +214,13 @@ Status parseAddedTokens(const LoadContext& ctx, const json& list, const BpeModel
       return ctx.overLimit("added_tokens", list.size(), kMaxAddedTokens, "tokens");
     }
   }
+  int32_t max_id = maxModelId(model);
   for (size_t i = 0; list.is_array() && i < list.size(); ++i) {
     const std::string field = elementField("added_tokens", i);
     AddedToken token;
     REE_RETURN_IF_ERROR(parseAddedToken(ctx, list[i], field, model, *out, next_new_id, &token));
-    if (token.id == next_new_id) ++next_new_id;
+    if (model.vocab.count(token.content) == 0) ++next_new_id;
+    max_id = std::max(max_id, token.id);
     const size_t index = out->tokens.size();
     out->by_content[token.content] = index;
     out->by_id[token.id] = index;
@@ -211,7 +235,7 @@ Status parseAddedTokens(const LoadContext& ctx, const json& list, const BpeModel
   }
   out->raw_matcher.finish();
   out->normalized_matcher.finish();
-  *vocab_size = next_new_id;
+  *vocab_size = max_id + 1;
   return Status::kSuccess;
 }
 

@@ -51,8 +51,9 @@ struct AddedVocabulary {
 };
 
 // Parses "added_tokens" (may be null). Each id must be the one tokenizers gives the token: its
-// model id when the content is in the model vocabulary, else the next id after the model
-// vocabulary and the added tokens before it. `normalizer` (may be null) normalizes the
+// model id when the content is in the model vocabulary, else the number of model tokens plus the
+// number of such new tokens before it in the file (and that id must not be a model id, which
+// a vocabulary with gaps allows). `normalizer` (may be null) normalizes the
 // patterns of tokens with normalized=true. `*vocab_size` receives one past the largest id.
 Status parseAddedTokens(const LoadContext& ctx, const json& list, const BpeModel& model,
                         const Normalizer* normalizer, AddedVocabulary* out, int32_t* vocab_size);

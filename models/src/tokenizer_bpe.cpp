@@ -155,8 +155,9 @@ Status parseOptions(const LoadContext& ctx, const json& model, BpeModel* out) {
   return ctx.getBool(model, "ignore_merges", field, &out->ignore_merges);
 }
 
-// Ids must be 0..n-1, each used once: tokenizers numbers added tokens from n, so a gap or a
-// repeated id would give two tokens one id.
+// Each id at most once (tokenizers would decode a shared id to either token, depending on hash
+// order) and below the vocabulary limit. Gaps are allowed, as in tokenizers; added tokens that
+// would land on a model id are refused in tokenizer_added.cpp.
 Status parseVocab(const LoadContext& ctx, const json& model, BpeModel* out) {
   if (!model.contains("vocab") || !model["vocab"].is_object()) {
     return ctx.malformed("model.vocab", "expected an object token -> id");
@@ -165,7 +166,6 @@ Status parseVocab(const LoadContext& ctx, const json& model, BpeModel* out) {
   if (vocab.size() > kMaxVocabEntries) {
     return ctx.overLimit("model.vocab", vocab.size(), kMaxVocabEntries, "tokens");
   }
-  const auto count = static_cast<int64_t>(vocab.size());
   out->vocab.reserve(vocab.size());
   out->id_to_token.reserve(vocab.size());
   for (const auto& [token, id] : vocab.items()) {
@@ -178,11 +178,10 @@ Status parseVocab(const LoadContext& ctx, const json& model, BpeModel* out) {
       return ctx.malformed("model.vocab", "id of '" + token + "' is not a token id");
     }
     const auto value = id.get<int32_t>();
-    if (value >= count) {
+    if (static_cast<size_t>(value) >= kMaxVocabEntries) {
       return ctx.malformed("model.vocab", "token '" + token + "' has id " + std::to_string(value) +
-                                              ", but the " + std::to_string(count) +
-                                              " tokens must have the ids 0.." +
-                                              std::to_string(count - 1));
+                                              ", over the limit of " +
+                                              std::to_string(kMaxVocabEntries - 1));
     }
     auto [it, inserted] = out->id_to_token.emplace(value, token);
     if (!inserted) {

@@ -51,8 +51,8 @@ struct BpeModel {
   void mergeAll(std::vector<Symbol>* symbols) const;
 };
 
-// Parses tokenizer.json's "model" (type BPE). The vocabulary must number its tokens 0..n-1
-// (tokenizers numbers added tokens from n) and every merge must name vocabulary tokens.
+// Parses tokenizer.json's "model" (type BPE). Vocabulary ids must be distinct and below
+// kMaxVocabEntries; every merge must name vocabulary tokens.
 Status parseBpe(const LoadContext& ctx, const json& model, BpeModel* out);
 
 }  // namespace ree::models::tokenizer_internal

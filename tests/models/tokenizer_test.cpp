@@ -492,7 +492,11 @@ TEST(TokenizerHostile, IdsAreCheckedAgainstTheVocabulary) {
       {"/added_tokens/1",
        R"({"id": 6, "content": "<s>"})",
        {"'added_tokens[1].content'", "already added_tokens[0]"}},
-      {"/model/vocab/c", "9", {"'model.vocab'", "'c' has id 9", "0..5"}},
+      {"/model/vocab/c", "4194304", {"'model.vocab'", "'c' has id 4194304", "limit of 4194303"}},
+      // A gap at 2: tokenizers numbers <s> 6 (after the 6 model tokens), already the id of 'c'.
+      {"/model/vocab/c",
+       "6",
+       {"'added_tokens[0].id'", "'<s>' 6", "already the id of model token 'c'"}},
       {"/model/vocab/c", "1", {"'model.vocab'", "both have id 1"}},
       {"/model/unk_token", R"("<unk>")", {"'model.unk_token'", "'<unk>' is not in the vocabulary"}},
       {"/model/merges/1", R"(["zz", "b"])", {"'model.merges[1]'", "'zz' is not in the vocabulary"}},
@@ -505,6 +509,23 @@ TEST(TokenizerHostile, IdsAreCheckedAgainstTheVocabulary) {
     j[json::json_pointer(c.pointer)] = json::parse(c.value);
     expectLoadFailure(j.dump(), Status::kIoError, c.needles,
                       std::string(c.pointer) + " = " + c.value);
+  }
+  // A vocabulary with gaps is accepted, as tokenizers does; added tokens are still numbered from
+  // the number of model tokens, in file order, whatever ids the model tokens have (tokenizers
+  // 0.23.2: [<s>, abc, <t>] over this vocabulary gives 6, 50, 7 and a vocabulary size of 8).
+  {
+    json j = tinyBpe();
+    j["model"]["vocab"]["abc"] = 50;
+    j["added_tokens"][0]["id"] = 6;
+    j["added_tokens"].push_back({{"id", 50}, {"content", "abc"}});
+    j["added_tokens"].push_back({{"id", 7}, {"content", "<t>"}, {"special", true}});
+    std::unique_ptr<Tokenizer> tokenizer;
+    ASSERT_EQ(loadJson(j, &tokenizer), Status::kSuccess) << ree::lastErrorMessage();
+    EXPECT_EQ(tokenizer->tokenToId("<t>"), 7);
+    EXPECT_EQ(tokenizer->vocabSize(), 51);  // one past the largest id (tokenizers counts 8)
+    std::vector<int32_t> ids;
+    ASSERT_EQ(tokenizer->encode("abc<t><s>", false, &ids), Status::kSuccess);
+    EXPECT_EQ(ids, (std::vector<int32_t>{50, 7, 6}));
   }
   // Control: the same template with an id inside the vocabulary loads and emits it.
   json j = tinyBpe();

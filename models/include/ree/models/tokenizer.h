@@ -87,7 +87,8 @@ class DecodeStream {
   DecodeStream(const Tokenizer& tokenizer, bool skip_special_tokens);
 
   // Adds `id`. `*chunk` receives the new text, or "" when nothing can be emitted yet
-  // (tokenizers returns None then). `*emitted` (optional) tells the two apart.
+  // (tokenizers returns None then). `*emitted` (optional) tells the two apart. Fails with
+  // kInvalidArgument where tokenizers raises "Invalid prefix" (ids that decode to broken UTF-8).
   Status step(int32_t id, std::string* chunk, bool* emitted = nullptr);
   // Emits what is still held back (an unfinished UTF-8 sequence decodes to U+FFFD, as the full
   // decode would) and resets the stream. Concatenating every chunk and the final flush gives
