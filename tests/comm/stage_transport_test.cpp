@@ -16,6 +16,7 @@
 
 #include "mpi_test_main.h"
 #include "ree/comm/transports.h"
+#include "transport_test_util.h"
 
 namespace ree::comm {
 namespace {
@@ -24,19 +25,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr double kTimeoutSeconds = 60.0;
 
-// splitmix64 of (seed, word index): any length, any offset, no state shared between ranks.
-std::vector<uint8_t> pattern(uint64_t seed, size_t bytes) {
-  std::vector<uint8_t> out(bytes);
-  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
-  for (size_t i = 0; i < bytes; i += 8) {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    std::memcpy(out.data() + i, &z, std::min<size_t>(8, bytes - i));
-  }
-  return out;
-}
+using test::pattern;
 
 bool samePattern(const std::vector<uint8_t>& got, uint64_t seed, size_t bytes) {
   if (got.size() != bytes) return false;
