@@ -23,3 +23,11 @@ if [ "${REE_SKIP_SANITIZE:-0}" != "1" ]; then
     ctest --test-dir "$asan" --output-on-failure -j "${REE_TEST_JOBS:-2}" \
     -R "models_(safetensors|model_config|tokenizer|reproducible|receipt|pipeline)_test|launcher_bad_input"
 fi
+
+# The fuzz targets (tests/fuzz: safetensors, index, config, tokenizer, receipt, prompt-file and
+# JSON-guard parsers) under libFuzzer + ASan/UBSan: their seed corpora as a regression check, then
+# FUZZ_SECONDS (default 30) of fuzzing each, one per core. Needs clang-14 (scripts/setup.sh);
+# REE_SKIP_FUZZ=1 skips it.
+if [ "${REE_SKIP_FUZZ:-0}" != "1" ]; then
+  REE_FUZZ_BUILD_DIR="${REE_FUZZ_BUILD_DIR:-$repo/build-fuzz}" "$repo/scripts/fuzz.sh"
+fi

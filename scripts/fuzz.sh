@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (tests/fuzz, -DREE_FUZZ=ON: clang, ASan + UBSan, CPU only) and runs
+# each one: first every input of its seed corpus once (a regression check), then fuzzing for a
+# bounded time. Fails on any crash, leak, timeout or out-of-memory, leaving the reproducer under
+# the output folder. docs/development.md ("Fuzzing") says more.
+#
+#   scripts/fuzz.sh                     all targets, FUZZ_SECONDS each
+#   scripts/fuzz.sh receipt json_guard  some targets (names without the fuzz_ prefix)
+#
+# Environment: FUZZ_SECONDS (default 30) per target; FUZZ_JOBS targets at a time (default: the
+# number of cores); REE_FUZZ_BUILD_DIR (default <repo>/build-fuzz); FUZZ_OUT for the logs, new
+# inputs and reproducers (default <build>/fuzz-out); CC/CXX (default clang-14/clang++-14).
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${REE_FUZZ_BUILD_DIR:-$repo/build-fuzz}"
+out="${FUZZ_OUT:-$build/fuzz-out}"
+seconds="${FUZZ_SECONDS:-30}"
+jobs="${FUZZ_JOBS:-$(nproc)}"
+fuzz_dir="$repo/tests/fuzz"
+
+cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREE_FUZZ=ON \
+  -DCMAKE_C_COMPILER="${CC:-clang-14}" -DCMAKE_CXX_COMPILER="${CXX:-clang++-14}" \
+  -DREE_CUDA=OFF -DREE_MPI=OFF -DREE_TORCH=OFF -DREE_BUILD_TESTS=OFF -DREE_BUILD_BENCH=OFF \
+  >/dev/null
+cmake --build "$build" --parallel "${REE_JOBS:-$(nproc)}" --target ree_fuzz_targets
+
+targets=("$@")
+if ((${#targets[@]} == 0)); then
+  for source in "$fuzz_dir"/fuzz_*.cpp; do
+    name="$(basename "$source" .cpp)"
+    targets+=("${name#fuzz_}")
+  done
+fi
+
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+rm -rf "$out"
+mkdir -p "$out"
+
+# One target: the corpus once, then FUZZ_SECONDS of fuzzing. Writes <out>/<target>/{regression,
+# fuzz}.log and the libFuzzer artifacts (crash-*, leak-*, timeout-*, oom-*) beside them; new
+# inputs go to <out>/<target>/corpus (the seed corpus in the tree is only read).
+run_target() {
+  local target="$1"
+  local binary="$build/tests/fuzz/fuzz_$target" seeds="$fuzz_dir/corpus/$target"
+  local work="$out/$target"
+  mkdir -p "$work/corpus"
+  local dict=()
+  if [ -f "$fuzz_dir/dict/$target.dict" ]; then
+    cat "$fuzz_dir/dict/json.dict" "$fuzz_dir/dict/$target.dict" >"$work/$target.dict"
+    dict=("-dict=$work/$target.dict")
+  elif [ "$target" != tokenizer_encode ]; then
+    dict=("-dict=$fuzz_dir/dict/json.dict")
+  fi
+  local common=(-rss_limit_mb=2048 -timeout=10 "-artifact_prefix=$work/")
+  if ! "$binary" "${common[@]}" -runs=0 "$seeds" >"$work/regression.log" 2>&1; then
+    echo "regression" >"$work/failed"
+    return
+  fi
+  if ! timeout $((seconds + 120)) "$binary" "${common[@]}" "${dict[@]}" -max_total_time="$seconds" \
+    -print_final_stats=1 "$work/corpus" "$seeds" >"$work/fuzz.log" 2>&1; then
+    echo "fuzz" >"$work/failed"
+  fi
+}
+
+running=0
+for target in "${targets[@]}"; do
+  if [ ! -x "$build/tests/fuzz/fuzz_$target" ]; then
+    echo "fuzz: no target fuzz_$target (have: $(cd "$build/tests/fuzz" && ls fuzz_* | tr '\n' ' '))" >&2
+    exit 2
+  fi
+  run_target "$target" &
+  running=$((running + 1))
+  if ((running >= jobs)); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+done
+wait
+
+# Summary from libFuzzer's final stats.
+stat() { sed -n "s/^stat::$1: *//p" "$2" 2>/dev/null | tail -1; }
+failures=0
+printf '%-18s %10s %12s %10s %8s  %s\n' target execs/s executions new_units rss_mb result
+for target in "${targets[@]}"; do
+  work="$out/$target"
+  log="$work/fuzz.log"
+  result=ok
+  if [ -f "$work/failed" ]; then
+    result="FAILED: $work/$(cat "$work/failed").log"
+    failures=$((failures + 1))
+  fi
+  printf '%-18s %10s %12s %10s %8s  %s\n' "$target" "$(stat average_exec_per_sec "$log")" \
+    "$(stat number_of_executed_units "$log")" "$(stat new_units_added "$log")" \
+    "$(stat peak_rss_mb "$log")" "$result"
+done
+if ((failures > 0)); then
+  for target in "${targets[@]}"; do
+    work="$out/$target"
+    [ -f "$work/failed" ] || continue
+    log="$work/$(cat "$work/failed").log"
+    echo "---- $target: $(cat "$work/failed") failed; last lines of $log:" >&2
+    grep -E "ERROR|SUMMARY|violated|Test unit written|#[0-9]+ 0x" "$log" | head -40 >&2 || tail -40 "$log" >&2
+    ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null | sed 's/^/reproducer: /' >&2 || true
+  done
+  echo "fuzz: $failures target(s) failed; reproduce with $build/tests/fuzz/fuzz_TARGET FILE" >&2
+  exit 1
+fi
+echo "fuzz: ${#targets[@]} target(s), ${seconds} s each, no crash, leak or timeout"
