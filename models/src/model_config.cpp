@@ -18,9 +18,6 @@ using Json = nlohmann::json;
 using Reader = ConfigFieldReader;
 namespace lim = limits;
 
-// config files are a few kilobytes; anything this large is not one.
-constexpr uint64_t kMaxConfigFileBytes = 16 << 20;
-
 // transformers' default window where a config turns sliding-window attention on without a size.
 constexpr int64_t kDefaultSlidingWindow = 4096;
 
@@ -430,7 +427,7 @@ Status parseJsonObject(const std::string& text, const std::string& source, Json*
 }
 
 Status readConfigFile(const std::string& path, std::string* text) {
-  return readRegularFile(path, kMaxConfigFileBytes, "config file", text);
+  return readRegularFile(path, lim::kMaxConfigFileBytes, "config file", text);
 }
 
 }  // namespace

@@ -21,6 +21,8 @@ constexpr double kMaxRopeTheta = 1e12;               // rope_theta (> 1); float 
 constexpr double kMaxRopeFactor = 1e6;               // llama3 factor, low/high_freq_factor
 constexpr double kMinNormEps = 1e-30;  // rms_norm_eps / layer_norm_epsilon: a normal float > 0
 constexpr double kMaxNormEps = 1.0;
+// config.json and generation_config.json: a few kilobytes in practice.
+constexpr uint64_t kMaxConfigFileBytes = uint64_t{16} << 20;
 // All weights together, in parameters (a 64-bit byte count at 8 bytes each cannot overflow).
 constexpr int64_t kMaxParameters = int64_t{1} << 42;
 
