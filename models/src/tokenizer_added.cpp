@@ -67,11 +67,11 @@ size_t stripRight(std::string_view s, size_t stop) {
 
 Status parseFlags(const LoadContext& ctx, const json& entry, const std::string& field,
                   AddedToken* token) {
-  REE_RETURN_IF_ERROR(ctx.getBool(entry, "special", field, &token->special));
-  REE_RETURN_IF_ERROR(ctx.getBool(entry, "normalized", field, &token->normalized));
-  REE_RETURN_IF_ERROR(ctx.getBool(entry, "lstrip", field, &token->lstrip));
-  REE_RETURN_IF_ERROR(ctx.getBool(entry, "rstrip", field, &token->rstrip));
-  REE_RETURN_IF_ERROR(ctx.getBool(entry, "single_word", field, &token->single_word));
+  REE_RETURN_IF_ERROR(ctx.getRequiredBool(entry, "special", field, &token->special));
+  REE_RETURN_IF_ERROR(ctx.getRequiredBool(entry, "normalized", field, &token->normalized));
+  REE_RETURN_IF_ERROR(ctx.getRequiredBool(entry, "lstrip", field, &token->lstrip));
+  REE_RETURN_IF_ERROR(ctx.getRequiredBool(entry, "rstrip", field, &token->rstrip));
+  REE_RETURN_IF_ERROR(ctx.getRequiredBool(entry, "single_word", field, &token->single_word));
   if ((token->lstrip || token->rstrip || token->single_word) &&
       !(charClasses().word && charClasses().whitespace)) {
     return ctx.unsupported(field,
@@ -79,6 +79,21 @@ Status parseFlags(const LoadContext& ctx, const json& entry, const std::string& 
                            "binary properties), which this build lacks");
   }
   return Status::kSuccess;
+}
+
+int32_t maxModelId(const BpeModel& model) {
+  int32_t max_id = -1;
+  for (const auto& [id, token] : model.id_to_token)
+    max_id = std::max(max_id, id);
+  return max_id;
+}
+
+// Names the largest model id when the vocabulary has gaps, the usual cause of a renumbering.
+std::string gapNote(const BpeModel& model) {
+  const int32_t max_id = maxModelId(model);
+  if (static_cast<size_t>(max_id) + 1 == model.vocab.size()) return "";
+  return "; the model vocabulary has gaps: model token '" + model.id_to_token.at(max_id) +
+         "' has id " + std::to_string(max_id);
 }
 
 // The id tokenizers gives an added token (it ignores the id written in the file): the model id
@@ -104,7 +119,8 @@ Status deriveId(const LoadContext& ctx, const std::string& field, const BpeModel
       in_model ? "the model vocabulary gives it id " + std::to_string(*id)
                : "it is not in the model vocabulary of " + model_size +
                      " tokens, so tokenizers numbers it " + std::to_string(*id) +
-                     " (added tokens not in the model follow its vocabulary, in file order)";
+                     " (added tokens not in the model follow its vocabulary, in file order)" +
+                     gapNote(model);
   return ctx.malformed(
       field, "token '" + content + "' has id " + std::to_string(file_id) + ", but " + why);
 }
@@ -133,13 +149,6 @@ Status parseAddedToken(const LoadContext& ctx, const json& entry, const std::str
   REE_RETURN_IF_ERROR(deriveId(ctx, field + ".id", model, token->content,
                                entry["id"].get<int32_t>(), next_new_id, &token->id));
   return parseFlags(ctx, entry, field, token);
-}
-
-int32_t maxModelId(const BpeModel& model) {
-  int32_t max_id = -1;
-  for (const auto& [id, token] : model.id_to_token)
-    max_id = std::max(max_id, id);
-  return max_id;
 }
 
 }  // namespace

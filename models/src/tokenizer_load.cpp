@@ -2,6 +2,9 @@
 // helpers every stage parser uses (see tokenizer_load.h).
 #include "tokenizer_load.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "ree/core/file.h"
 #include "ree/core/json_guard.h"
 #include "ree/core/text.h"
@@ -47,6 +50,17 @@ Status LoadContext::getBool(const json& object, const std::string& key, const st
   return Status::kSuccess;
 }
 
+Status LoadContext::getRequiredBool(const json& object, const std::string& key,
+                                    const std::string& field, bool* out) const {
+  auto it = object.find(key);
+  if (it == object.end()) {
+    return malformed(field + "." + key, "missing (tokenizers refuses the file without it)");
+  }
+  if (!it->is_boolean()) return malformed(field + "." + key, "expected a boolean");
+  *out = it->get<bool>();
+  return Status::kSuccess;
+}
+
 Status LoadContext::getSize(const json& object, const std::string& key, const std::string& field,
                             size_t* out) const {
   auto it = object.find(key);
@@ -78,6 +92,25 @@ namespace {
 
 bool present(const json& root, const char* key) {
   return root.contains(key) && !root[key].is_null();
+}
+
+// tokenizers refuses a root key it does not know (a misspelt "added_tokens" would otherwise be
+// ignored) and any version but "1.0".
+Status checkRoot(const LoadContext& ctx, const json& root) {
+  static const char* const kKeys[] = {"version",        "truncation", "padding",
+                                      "added_tokens",   "normalizer", "pre_tokenizer",
+                                      "post_processor", "decoder",    "model"};
+  for (const auto& [key, value] : root.items()) {
+    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
+      return ctx.malformed(key, "unknown field (tokenizers refuses the file)");
+    }
+  }
+  if (root.contains("version") &&
+      !(root["version"].is_string() && root["version"].get_ref<const std::string&>() == "1.0")) {
+    return ctx.unsupported("version", "tokenizer.json version " + root["version"].dump() +
+                                          " (tokenizers 0.23 reads version \"1.0\" only)");
+  }
+  return Status::kSuccess;
 }
 
 // The stages in the order their checks depend on: the model first (added token ids derive from
@@ -124,6 +157,7 @@ Status parseTokenizer(const std::string& json_text, const std::string& source,
                     printableText(source, 400).c_str());
   }
   if (!root.is_object()) return ctx.malformed("(root)", "expected a JSON object");
+  REE_RETURN_IF_ERROR(checkRoot(ctx, root));
   for (const char* key : {"truncation", "padding"}) {
     if (present(root, key)) {
       return ctx.unsupported(key, "must be null (encode returns the whole, unpadded sequence)");

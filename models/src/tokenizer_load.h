@@ -58,6 +58,9 @@ struct LoadContext {
                    size_t max_bytes = kMaxOptionBytes) const;
   Status getBool(const json& object, const std::string& key, const std::string& field,
                  bool* out) const;
+  // A boolean that must be present (tokenizers refuses the file without it).
+  Status getRequiredBool(const json& object, const std::string& key, const std::string& field,
+                         bool* out) const;
   Status getSize(const json& object, const std::string& key, const std::string& field,
                  size_t* out) const;
   Status getType(const json& object, const std::string& field, std::string* type) const;

@@ -298,6 +298,12 @@ json tinyBpe() {
   })");
 }
 
+// An added_tokens entry with every field tokenizers requires.
+json addedToken(int id, const std::string& content, bool special) {
+  return {{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
+          {"rstrip", false}, {"normalized", false}, {"special", special}};
+}
+
 Status loadJson(const json& j, std::unique_ptr<Tokenizer>* tokenizer) {
   return Tokenizer::loadFromString(j.dump(), "inline.json", tokenizer);
 }
@@ -380,6 +386,7 @@ TEST(TokenizerErrors, UnsupportedComponentsNameTheField) {
       {"/post_processor", R"({"type": "BertProcessing"})", Status::kUnsupported,
        "post_processor.type"},
       {"/truncation", R"({"max_length": 8})", Status::kUnsupported, "truncation"},
+      {"/version", R"("2.0")", Status::kUnsupported, "version"},
       {"/model/merges/0", R"(["a", "zz"])", Status::kIoError, "model.merges[0]"},
       {"/model/vocab", "[]", Status::kIoError, "model.vocab"},
       {"/added_tokens/0/id", R"("six")", Status::kIoError, "added_tokens[0].id"},
@@ -483,6 +490,8 @@ TEST(TokenizerHostile, IdsAreCheckedAgainstTheVocabulary) {
   const char* template_with_id = R"({"type": "TemplateProcessing",
       "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
       "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [5000], "tokens": ["<s>"]}}})";
+  const std::string ab_as_7 = addedToken(7, "ab", false).dump();
+  const std::string s_again = addedToken(6, "<s>", true).dump();
   const std::vector<Case> cases = {
       {"/added_tokens/0/id", "1000", {"'added_tokens[0].id'", "'<s>'", "id 1000", "6 tokens", "6"}},
       {"/added_tokens/0/id", "3", {"'added_tokens[0].id'", "'<s>' has id 3", "numbers it 6"}},
@@ -498,6 +507,9 @@ TEST(TokenizerHostile, IdsAreCheckedAgainstTheVocabulary) {
        "6",
        {"'added_tokens[0].id'", "'<s>' 6", "already the id of model token 'c'"}},
       {"/model/vocab/c", "1", {"'model.vocab'", "both have id 1"}},
+      // tokenizers refuses these files: REE must not guess.
+      {"/added_tokens/0/special", "null", {"'added_tokens[0].special'", "expected a boolean"}},
+      {"/addded_tokens", "[]", {"'addded_tokens'", "unknown field"}},
       {"/model/unk_token", R"("<unk>")", {"'model.unk_token'", "'<unk>' is not in the vocabulary"}},
       {"/model/merges/1", R"(["zz", "b"])", {"'model.merges[1]'", "'zz' is not in the vocabulary"}},
       {"/post_processor",
@@ -517,8 +529,8 @@ TEST(TokenizerHostile, IdsAreCheckedAgainstTheVocabulary) {
     json j = tinyBpe();
     j["model"]["vocab"]["abc"] = 50;
     j["added_tokens"][0]["id"] = 6;
-    j["added_tokens"].push_back({{"id", 50}, {"content", "abc"}});
-    j["added_tokens"].push_back({{"id", 7}, {"content", "<t>"}, {"special", true}});
+    j["added_tokens"].push_back(addedToken(50, "abc", false));
+    j["added_tokens"].push_back(addedToken(7, "<t>", true));
     std::unique_ptr<Tokenizer> tokenizer;
     ASSERT_EQ(loadJson(j, &tokenizer), Status::kSuccess) << ree::lastErrorMessage();
     EXPECT_EQ(tokenizer->tokenToId("<t>"), 7);
