@@ -1,15 +1,13 @@
 #include "ree/models/model_identity.h"
 
-#include <openssl/evp.h>
-
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <vector>
 
+#include "ree/core/file.h"
 #include "ree/core/parallel.h"
+#include "ree/core/text.h"
 #include "ree/models/builtin.h"
 #include "ree/models/checkpoint.h"
 #include "ree/models/engine.h"
@@ -20,15 +18,10 @@ namespace {
 
 constexpr const char* kSyntheticPrefix = "synthetic:";
 
-Status readWholeFile(const std::string& path, std::string* bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return REE_FAIL(Status::kIoError, "%s: cannot open", path.c_str());
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) return REE_FAIL(Status::kIoError, "%s: read failed", path.c_str());
-  *bytes = contents.str();
-  return Status::kSuccess;
-}
+// The loaders' own limits (model_config.cpp, tokenizer_load.h): a larger file could not be loaded,
+// so its identity is refused too, before anything is allocated.
+constexpr uint64_t kMaxConfigBytes = uint64_t{16} << 20;
+constexpr uint64_t kMaxTokenizerBytes = uint64_t{128} << 20;
 
 Status resolveModel(const std::string& model, std::string* directory, bool* synthetic) {
   *synthetic = model.rfind(kSyntheticPrefix, 0) == 0;
@@ -39,47 +32,12 @@ Status resolveModel(const std::string& model, std::string* directory, bool* synt
   } else {
     *directory = model;
   }
-  if (!std::filesystem::is_regular_file(*directory + "/config.json")) {
-    return REE_FAIL(Status::kIoError, "model %s: no config.json in '%s'", model.c_str(),
-                    directory->c_str());
+  if (!std::filesystem::exists(*directory + "/config.json")) {
+    return REE_FAIL(Status::kIoError, "model %s: no config.json in '%s'",
+                    printableText(model, 400).c_str(), printableText(*directory, 400).c_str());
   }
-  return Status::kSuccess;
-}
-
-std::string toHex(const unsigned char* digest, size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    out += digits[digest[i] >> 4];
-    out += digits[digest[i] & 15];
-  }
-  return out;
-}
-
-// SHA-256 of `bytes` bytes at `offset` of `path`, read in chunks (tensors whose dtype
-// Checkpoint::view does not hand out: I64, U8, F8_*, ...).
-Status hashFileRange(const std::string& path, uint64_t offset, uint64_t bytes, std::string* hex) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return REE_FAIL(Status::kIoError, "%s: cannot open", path.c_str());
-  in.seekg(static_cast<std::streamoff>(offset));
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
-  std::vector<char> buffer(1 << 20);
-  while (bytes > 0) {
-    size_t chunk = static_cast<size_t>(std::min<uint64_t>(bytes, buffer.size()));
-    in.read(buffer.data(), static_cast<std::streamsize>(chunk));
-    if (static_cast<size_t>(in.gcount()) != chunk) {
-      return REE_FAIL(Status::kIoError, "%s: truncated tensor data at offset %llu", path.c_str(),
-                      static_cast<unsigned long long>(offset));
-    }
-    EVP_DigestUpdate(ctx.get(), buffer.data(), chunk);
-    bytes -= chunk;
-  }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_DigestFinal_ex(ctx.get(), digest, &length);
-  *hex = toHex(digest, length);
-  return Status::kSuccess;
+  // A directory or FIFO in its place: the real cause, without opening it.
+  return statRegularFile(*directory + "/config.json", "config.json", nullptr);
 }
 
 // One manifest line for tensor `name` (see weightsManifest()).
@@ -91,37 +49,27 @@ Status manifestLine(const models::Checkpoint& checkpoint, const std::string& dir
                     "manifest cannot represent",
                     directory.c_str(), printableText(name).c_str());
   }
-  models::TensorInfo info;
-  REE_RETURN_IF_ERROR(checkpoint.info(name, &info));
-  std::string digest;
-  if (models::isComputeDType(info.dtype)) {
-    models::TensorView view;
-    REE_RETURN_IF_ERROR(checkpoint.view(name, &view));
-    digest = sha256Hex(view.data, view.bytes);
-  } else {
-    std::string file;
-    REE_RETURN_IF_ERROR(checkpoint.shardOf(name, &file));
-    const std::string path = directory + "/" + file;
-    // The data section starts after the 8-byte header length and the header itself.
-    std::ifstream in(path, std::ios::binary);
-    unsigned char length_bytes[8] = {};
-    in.read(reinterpret_cast<char*>(length_bytes), 8);
-    if (in.gcount() != 8) return REE_FAIL(Status::kIoError, "%s: truncated", path.c_str());
-    uint64_t header = 0;
-    for (int i = 7; i >= 0; --i)
-      header = (header << 8) | length_bytes[i];
-    REE_RETURN_IF_ERROR(hashFileRange(path, 8 + header + info.data_begin, info.bytes(), &digest));
-  }
+  // The stored bytes of any dtype, mapped: I64, U8 and F8_* buffers count as much as weights.
+  models::TensorView view;
+  REE_RETURN_IF_ERROR(checkpoint.bytes(name, &view));
+  const std::string digest = sha256Hex(view.data, view.bytes);
   std::string dims;
-  for (size_t d = 0; d < info.shape.size(); ++d)
-    dims += (d ? "," : "") + std::to_string(info.shape[d]);
-  *line = name + '\t' + models::dtypeName(info.dtype) + '\t' + dims + '\t' + digest + '\n';
+  for (size_t d = 0; d < view.shape.size(); ++d)
+    dims += (d ? "," : "") + std::to_string(view.shape[d]);
+  *line = name + '\t' + models::dtypeName(view.dtype) + '\t' + dims + '\t' + digest + '\n';
   return Status::kSuccess;
 }
 
-Status buildManifest(const std::string& directory, std::string* manifest) {
+// The manifest of `directory`'s weights, and the name of their format ("safetensors").
+Status buildManifest(const std::string& directory, std::string* manifest,
+                     std::string* format = nullptr) {
+  // The identity is of the bytes, whatever the loading rules: a checkpoint the engine would refuse
+  // (extra tensors, non-finite values) still has one, so that a receipt can name it.
+  models::CheckpointOptions bytes_only;
+  bytes_only.allow_extra_tensors = true;
+  bytes_only.allow_non_finite_weights = true;
   std::unique_ptr<models::Checkpoint> checkpoint;
-  REE_RETURN_IF_ERROR(models::Checkpoint::open(directory, &checkpoint));
+  REE_RETURN_IF_ERROR(models::Checkpoint::open(directory, &checkpoint, bytes_only));
   const std::vector<std::string>& names = checkpoint->tensorNames();  // sorted bytewise
   std::vector<std::string> lines(names.size());
   std::vector<Status> statuses(names.size(), Status::kSuccess);
@@ -138,6 +86,7 @@ Status buildManifest(const std::string& directory, std::string* manifest) {
       return setError(statuses[i], nullptr, 0, "%s", errors[i].c_str());
     }
   }
+  if (format != nullptr) *format = checkpoint->source().formatName();
   *manifest = std::string(kWeightsManifestVersion) + "\n";
   for (const std::string& line : lines)
     *manifest += line;
@@ -162,10 +111,12 @@ Status computeModelIdentity(const std::string& model, ModelIdentity* out) {
   REE_RETURN_IF_ERROR(resolveModel(model, &directory, &synthetic));
   ModelIdentity identity;
   std::string bytes;
-  REE_RETURN_IF_ERROR(readWholeFile(directory + "/config.json", &bytes));
+  REE_RETURN_IF_ERROR(
+      readRegularFile(directory + "/config.json", kMaxConfigBytes, "config.json", &bytes));
   identity.config_sha256 = sha256Hex(bytes.data(), bytes.size());
   if (std::filesystem::exists(directory + "/tokenizer.json")) {
-    REE_RETURN_IF_ERROR(readWholeFile(directory + "/tokenizer.json", &bytes));
+    REE_RETURN_IF_ERROR(readRegularFile(directory + "/tokenizer.json", kMaxTokenizerBytes,
+                                        "tokenizer.json", &bytes));
     identity.tokenizer_sha256 = sha256Hex(bytes.data(), bytes.size());
   }
   if (synthetic) {
@@ -175,9 +126,8 @@ Status computeModelIdentity(const std::string& model, ModelIdentity* out) {
     identity.weights_kind = "synthetic";
   } else {
     std::string manifest;
-    REE_RETURN_IF_ERROR(buildManifest(directory, &manifest));
+    REE_RETURN_IF_ERROR(buildManifest(directory, &manifest, &identity.weights_kind));
     identity.weights_sha256 = sha256Hex(manifest.data(), manifest.size());
-    identity.weights_kind = "safetensors";
   }
   *out = std::move(identity);
   return Status::kSuccess;

@@ -1,15 +1,24 @@
 // The Python references of the checkpoint tests (scripts/reference/make_tiny_checkpoints.py),
 // generated once per test process into REE_TEST_TMP. Skips when no usable Python is configured; a
 // configured Python that cannot build the references is a failure, not a skip.
+//
+// Also hand-made model directories that need no Python: a tiny Llama config and a safetensors
+// file of its expected tensors, to which a test adds extra tensors or non-finite values.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
+
+#include "ree/models/checkpoint.h"
+#include "ree/models/model_config.h"
 
 namespace ree::models::test {
 
@@ -70,6 +79,120 @@ class Reference {
   std::string why_;
   Json manifest_;
 };
+
+// ---- Hand-made safetensors files and model directories ------------------------------------------
+
+struct RawTensor {
+  std::string name;
+  std::string dtype;  // safetensors spelling: "F32", "BF16", "F16", "I64", ...
+  std::vector<int64_t> shape;
+  std::string data;  // little-endian element bytes
+};
+
+// A safetensors file holding `tensors` back to back in the given order, its header padded with
+// spaces to a multiple of 8 bytes as the writers do.
+inline std::string safetensorsBytes(const std::vector<RawTensor>& tensors,
+                                    const Json& metadata = Json()) {
+  Json header = Json::object();
+  if (!metadata.is_null()) header["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  std::string data;
+  for (const RawTensor& tensor : tensors) {
+    header[tensor.name] = {{"dtype", tensor.dtype},
+                           {"shape", tensor.shape},
+                           {"data_offsets", {offset, offset + tensor.data.size()}}};
+    offset += tensor.data.size();
+    data += tensor.data;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    bytes[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+  return bytes + text + data;
+}
+
+inline void writeBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// config.json of a tiny tied Llama: hidden 8, 2 heads of 4, 1 KV head, intermediate 16, vocab 32.
+inline Json tinyLlamaConfig(int64_t layers, const std::string& dtype = "float32") {
+  return Json{{"architectures", {"LlamaForCausalLM"}},
+              {"model_type", "llama"},
+              {"hidden_size", 8},
+              {"intermediate_size", 16},
+              {"num_hidden_layers", layers},
+              {"num_attention_heads", 2},
+              {"num_key_value_heads", 1},
+              {"vocab_size", 32},
+              {"max_position_embeddings", 64},
+              {"rms_norm_eps", 1e-5},
+              {"tie_word_embeddings", true},
+              {"torch_dtype", dtype}};
+}
+
+// The bit pattern of 0.25 in `dtype` ("F32", "BF16" or "F16"), little-endian.
+inline std::string quarterBits(const std::string& dtype) {
+  if (dtype == "F32") return std::string("\x00\x00\x80\x3e", 4);
+  if (dtype == "BF16") return std::string("\x80\x3e", 2);
+  return std::string("\x00\x34", 2);  // F16
+}
+
+// Every tensor `config` expects (prefix "model."), each element 0.25 in `dtype`.
+inline std::vector<RawTensor> expectedRawTensors(const models::ModelConfig& config,
+                                                 const std::string& dtype) {
+  std::vector<RawTensor> tensors;
+  const std::string element = quarterBits(dtype);
+  for (const models::ExpectedTensor& tensor : models::expectedTensors(config, "model.")) {
+    int64_t numel = 1;
+    for (int64_t extent : tensor.shape)
+      numel *= extent;
+    std::string data;
+    for (int64_t i = 0; i < numel; ++i)
+      data += element;
+    tensors.push_back(RawTensor{tensor.name, dtype, tensor.shape, data});
+  }
+  return tensors;
+}
+
+// Overwrites element `index` of `tensor` with the `bits` of its dtype (little-endian).
+inline void pokeElement(RawTensor* tensor, int64_t index, uint32_t bits) {
+  const size_t size = tensor->dtype == "F32" ? 4 : 2;
+  for (size_t b = 0; b < size; ++b)
+    tensor->data[index * size + b] = static_cast<char>((bits >> (8 * b)) & 0xff);
+}
+
+inline RawTensor* findRaw(std::vector<RawTensor>* tensors, const std::string& name) {
+  for (RawTensor& tensor : *tensors) {
+    if (tensor.name == name) return &tensor;
+  }
+  ADD_FAILURE() << "no tensor " << name;
+  return nullptr;
+}
+
+// A model directory `name` under the test root: config.json of `config_layers` layers and a
+// model.safetensors of `tensors`. Returns the directory.
+inline std::string writeModelDirectory(const std::string& name, int64_t config_layers,
+                                       const std::vector<RawTensor>& tensors,
+                                       const std::string& torch_dtype = "float32") {
+  const std::string dir = testRoot() + "/models/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/config.json") << tinyLlamaConfig(config_layers, torch_dtype).dump();
+  writeBytes(dir + "/model.safetensors", safetensorsBytes(tensors));
+  return dir;
+}
+
+// The tensors of a tiny Llama of `layers` layers (parsed from tinyLlamaConfig).
+inline std::vector<RawTensor> tinyLlamaTensors(int64_t layers, const std::string& dtype = "F32") {
+  models::ModelConfig config;
+  const Status status =
+      models::parseModelConfig(tinyLlamaConfig(layers).dump(), "tiny llama config", &config);
+  EXPECT_EQ(status, Status::kSuccess) << lastErrorMessage();
+  return expectedRawTensors(config, dtype);
+}
 
 }  // namespace ree::models::test
 

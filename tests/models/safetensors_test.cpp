@@ -5,9 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -18,8 +20,12 @@
 
 #include "checkpoint_reference.h"
 #include "ree/models/checkpoint.h"
+#include "ree/models/engine.h"
 #include "ree/models/model_config.h"
+#include "ree/models/model_identity.h"
 #include "ree/models/safetensors.h"
+#include "ree/models/safetensors_source.h"
+#include "ree/models/weight_values.h"
 #include "test_util.h"
 
 namespace ree::models {
@@ -295,8 +301,9 @@ TEST(ValidateCheckpoint, ReportsTheFirstMismatchByName) {
   const std::string llama = models["llama3_bf16_tied_sharded"]["dir"];
   const std::string qwen3 = models["qwen3_f32_untied"]["dir"];
   const std::string gpt2 = models["gpt2_f32_tied"]["dir"];
-  expectError(validateEdited(llama, [](Json& j) { j["num_hidden_layers"] = 3; }), Status::kIoError,
-              {llama, "missing tensor 'model.layers.2.input_layernorm.weight'"});
+  expectError(
+      validateEdited(llama, [](Json& j) { j["num_hidden_layers"] = 3; }), Status::kIoError,
+      {llama, "missing 9 tensors", "'model.layers.2.input_layernorm.weight'", "and 4 more"});
   expectError(validateEdited(llama, [](Json& j) { j["num_hidden_layers"] = 1; }), Status::kMismatch,
               {"'model.layers.1.", "not expected"});
   expectError(validateEdited(llama, [](Json& j) { j["intermediate_size"] = 96; }),
@@ -412,14 +419,14 @@ TEST(HandmadeSafetensors, MalformedFilesFailNamingFileAndTensor) {
        f32x4,
        {},
        Status::kIoError,
-       {"not a valid JSON object"}},
+       {"not valid JSON (byte 33)"}},
       {"not_an_object", "[1,2]", "", {}, Status::kIoError, {"does not start with '{'"}},
       {"trailing_garbage",
        "{" + ok_tensor + "} x",
        f32x4,
        {},
        Status::kIoError,
-       {"not a valid JSON object"}},
+       {"not valid JSON (byte 57)"}},
       {"offsets_out_of_range",
        R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
        f32x4,
@@ -637,7 +644,7 @@ TEST(ShardedCheckpoint, BrokenIndexesFailNamingShardAndTensor) {
     std::vector<std::string> needles;
   };
   std::vector<BadIndex> bad_indexes = {
-      {"index_bad_json", "{\"weight_map\": {", {"not a valid JSON object"}},
+      {"index_bad_json", "{\"weight_map\": {", {"not valid JSON"}},
       {"index_no_weight_map", R"({"metadata": {}})", {"'weight_map'"}},
       {"index_escapes_directory",
        R"({"weight_map": {"a": "../model.safetensors"}})",
@@ -665,6 +672,339 @@ TEST(ShardedCheckpoint, BrokenIndexesFailNamingShardAndTensor) {
   ASSERT_EQ(Checkpoint::open(source, &checkpoint), Status::kSuccess);
   expectError(checkpoint->view("no.such.tensor", &view), Status::kInvalidArgument,
               {source, "'no.such.tensor'"});
+}
+
+// ---- Hostile input: sizes, file types, agreement with the config, values (issue 31) -------------
+
+using test::expectedRawTensors;
+using test::findRaw;
+using test::pokeElement;
+using test::RawTensor;
+using test::safetensorsBytes;
+using test::tinyLlamaTensors;
+using test::writeBytes;
+using test::writeModelDirectory;
+
+// CPU seconds of the calling thread: the parse is single-threaded, and unlike wall time this does
+// not grow when other processes share the cores. The quadratic parser took minutes here.
+double threadCpuSeconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+
+std::string hostileDir(const std::string& name) {
+  std::string dir = testRoot() + "/hostile/" + name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Parsing used nlohmann's callback parser, worse than quadratic in the entries: 30k zero-byte
+// tensors took 31 s of CPU, 100k over a minute. The JSON guard (linear) and a plain parse take
+// about 0.3 s of CPU for 100k.
+TEST(HostileSafetensors, HundredThousandEntriesOpenInWellUnderASecond) {
+  std::vector<RawTensor> tensors = {{"w", "F32", {4}, floatBytes({1, 2, 3, 4})}};
+  for (int i = 0; i < 100000; ++i)
+    tensors.push_back({"extra." + std::to_string(i), "F32", {0}, ""});
+  const std::string path = hostileDir("hundred_thousand") + "/many.safetensors";
+  writeBytes(path, safetensorsBytes(tensors));
+  const double start = threadCpuSeconds();
+  std::unique_ptr<SafetensorsFile> file;
+  ASSERT_EQ(SafetensorsFile::open(path, &file), Status::kSuccess) << lastErrorMessage();
+  const double seconds = threadCpuSeconds() - start;
+  std::printf("100001-entry safetensors header: %.3f s CPU\n", seconds);
+  EXPECT_EQ(file->tensors().size(), 100001u);
+  EXPECT_LT(seconds, 2.0);
+}
+
+// The index's twin: 100k empty metadata objects took 48 s; 100k weight_map entries are the same
+// parse. The shard then checks that it holds all 100k.
+TEST(HostileSafetensors, HundredThousandEntryIndexOpensInWellUnderASecond) {
+  const std::string dir = hostileDir("hundred_thousand_index");
+  std::vector<RawTensor> tensors = {{"w", "F32", {4}, floatBytes({1, 2, 3, 4})}};
+  std::string index = R"({"metadata": {)";
+  for (int i = 0; i < 100000; ++i)
+    index += (i ? ",\"m" : "\"m") + std::to_string(i) + "\": {}";
+  index += R"(}, "weight_map": {"w": "shard.safetensors")";
+  for (int i = 0; i < 100000; ++i) {
+    tensors.push_back({"extra." + std::to_string(i), "F32", {0}, ""});
+    index += ",\"extra." + std::to_string(i) + "\": \"shard.safetensors\"";
+  }
+  index += "}}";
+  writeBytes(dir + "/shard.safetensors", safetensorsBytes(tensors));
+  writeBytes(dir + "/model.safetensors.index.json", index);
+  const double start = threadCpuSeconds();
+  std::unique_ptr<Checkpoint> checkpoint;
+  ASSERT_EQ(Checkpoint::open(dir, &checkpoint), Status::kSuccess) << lastErrorMessage();
+  TensorView view;
+  ASSERT_EQ(checkpoint->view("w", &view), Status::kSuccess) << lastErrorMessage();
+  const double seconds = threadCpuSeconds() - start;
+  std::printf("100001-entry index (+100000 metadata objects) and its shard: %.3f s CPU\n", seconds);
+  EXPECT_EQ(checkpoint->tensorNames().size(), 100001u);
+  EXPECT_EQ(checkpoint->source().metadata().size(), 100000u);
+  EXPECT_EQ(checkpoint->source().metadata().at("m7"), "{}");
+  EXPECT_LT(seconds, 2.0);
+}
+
+TEST(HostileSafetensors, SizesBeyondTheLimitsAreRefusedNamingTheField) {
+  const std::string dir = hostileDir("limits");
+  const std::string long_name(kMaxTensorNameBytes + 1, 'n');
+  std::string path = dir + "/long_name.safetensors";
+  writeBytes(path, safetensorsBytes({{long_name, "F32", {1}, floatBytes({1})}}));
+  expectError(openFile(path), Status::kIoError, {path, "1025 bytes", "limit of 1024 bytes"});
+  path = dir + "/rank.safetensors";
+  writeBytes(path, safetensorsBytes({{"w", "F32", std::vector<int64_t>(17, 1), floatBytes({1})}}));
+  expectError(openFile(path), Status::kIoError, {path, "'w'", "'shape' has 17 axes", "16"});
+
+  std::unique_ptr<Checkpoint> checkpoint;
+  const std::string index = dir + "/model.safetensors.index.json";
+  writeBytes(index, Json{{"weight_map", {{"w", std::string(256, 's')}}}}.dump());
+  expectError(Checkpoint::open(dir, &checkpoint), Status::kIoError,
+              {index, "'weight_map.w'", "at most 255 bytes"});
+  writeBytes(index, Json{{"weight_map", {{long_name, "s.safetensors"}}}}.dump());
+  expectError(Checkpoint::open(dir, &checkpoint), Status::kIoError,
+              {index, "1025 bytes", "limit of 1024"});
+  // An index larger than the limit is refused before it is read (a sparse file: no disk used).
+  writeBytes(index, "{}");
+  fs::resize_file(index, kMaxIndexBytes + 1);
+  expectError(Checkpoint::open(dir, &checkpoint), Status::kIoError,
+              {index, "larger than the limit of 67108864 bytes"});
+}
+
+TEST(HostileFiles, DirectoriesAndFifosAreRefusedWithTheirRealCause) {
+  std::unique_ptr<Checkpoint> checkpoint;
+  std::string dir = hostileDir("directory_as_weights");
+  fs::create_directories(dir + "/model.safetensors");
+  expectError(Checkpoint::open(dir, &checkpoint), Status::kIoError,
+              {dir + "/model.safetensors", "is a directory, not a regular file"});
+
+  // A FIFO with no writer would block an open() without O_NONBLOCK forever: these return.
+  dir = hostileDir("fifo_as_weights");
+  ASSERT_EQ(mkfifo((dir + "/model.safetensors").c_str(), 0600), 0);
+  expectError(Checkpoint::open(dir, &checkpoint), Status::kIoError,
+              {dir + "/model.safetensors", "is a FIFO"});
+  expectError(Checkpoint::open(dir + "/model.safetensors", &checkpoint), Status::kIoError,
+              {dir + "/model.safetensors", "is a FIFO"});
+  expectError(openFile(dir + "/model.safetensors"), Status::kIoError, {"is a FIFO"});
+
+  dir = hostileDir("fifo_as_index");
+  ASSERT_EQ(mkfifo((dir + "/model.safetensors.index.json").c_str(), 0600), 0);
+  expectError(Checkpoint::open(dir, &checkpoint), Status::kIoError,
+              {"index file", dir + "/model.safetensors.index.json", "is a FIFO"});
+
+  dir = hostileDir("fifo_as_shard");
+  writeBytes(dir + "/model.safetensors.index.json",
+             R"({"weight_map": {"w": "shard.safetensors"}})");
+  ASSERT_EQ(mkfifo((dir + "/shard.safetensors").c_str(), 0600), 0);
+  expectError(Checkpoint::open(dir, &checkpoint), Status::kIoError,
+              {"shard file", dir + "/shard.safetensors", "is a FIFO"});
+
+  expectError(Checkpoint::open(testRoot() + "/hostile/nothing_here", &checkpoint), Status::kIoError,
+              {"nothing_here", "No such file or directory"});
+}
+
+TEST(HostileFiles, ModelIdentityReadsOnlyRegularFiles) {
+  const std::string dir = writeModelDirectory("identity_files", 1, tinyLlamaTensors(1));
+  ModelIdentity identity;
+  ASSERT_EQ(computeModelIdentity(dir, &identity), Status::kSuccess) << lastErrorMessage();
+  EXPECT_EQ(identity.weights_kind, "safetensors");
+  ASSERT_EQ(mkfifo((dir + "/tokenizer.json").c_str(), 0600), 0);
+  expectError(computeModelIdentity(dir, &identity), Status::kIoError,
+              {dir + "/tokenizer.json", "is a FIFO"});
+  fs::remove(dir + "/tokenizer.json");
+  fs::remove(dir + "/config.json");
+  fs::create_directories(dir + "/config.json");
+  expectError(computeModelIdentity(dir, &identity), Status::kIoError,
+              {dir + "/config.json", "is a directory"});
+}
+
+ModelConfig configOf(const std::string& dir) {
+  ModelConfig config;
+  EXPECT_EQ(loadModelConfig(dir + "/config.json", &config), Status::kSuccess) << lastErrorMessage();
+  return config;
+}
+
+Status openAndValidate(const std::string& dir, const CheckpointOptions& options = {},
+                       const ValidateOptions& validate = {}) {
+  std::unique_ptr<Checkpoint> checkpoint;
+  REE_RETURN_IF_ERROR(Checkpoint::open(dir, &checkpoint, options));
+  return validateCheckpoint(configOf(dir), *checkpoint, validate);
+}
+
+// A single-stage load used to pass allow_unexpected: extra tensors and extra layers were ignored.
+TEST(CheckpointAgreement, ExtraTensorsAreRefusedUnlessAllowed) {
+  std::vector<RawTensor> tensors = tinyLlamaTensors(2);
+  tensors.push_back({"model.layers.99.extra.weight", "F32", {2}, floatBytes({1, 2})});
+  std::string dir = writeModelDirectory("extra_tensor", 2, tensors);
+  expectError(openAndValidate(dir), Status::kMismatch,
+              {dir,
+               "tensor 'model.layers.99.extra.weight' is not expected by the llama config "
+               "with 2 layers",
+               "--allow-extra-tensors"});
+  // A pipeline stage that loads only layer 1 refuses it too: names are checked against the
+  // whole config, without mapping anything.
+  ValidateOptions stage;
+  stage.first_layer = 1;
+  stage.end_layer = 2;
+  stage.embedding = false;
+  stage.head = false;
+  expectError(openAndValidate(dir, {}, stage), Status::kMismatch,
+              {"'model.layers.99.extra.weight'"});
+  CheckpointOptions allow;
+  allow.allow_extra_tensors = true;
+  EXPECT_EQ(openAndValidate(dir, allow), Status::kSuccess) << lastErrorMessage();
+  EXPECT_EQ(openAndValidate(dir, allow, stage), Status::kSuccess) << lastErrorMessage();
+
+  // A hostile name is shown escaped, on one line.
+  tensors.back().name = "model.layers.0.evil\x01\n";
+  dir = writeModelDirectory("control_char_tensor", 2, tensors);
+  expectError(openAndValidate(dir), Status::kMismatch, {"'model.layers.0.evil\\x01\\x0a'"});
+
+  // Buffers transformers keeps stay ignorable.
+  tensors.back() = {"model.layers.0.self_attn.rotary_emb.inv_freq", "F32", {2}, floatBytes({1, 2})};
+  dir = writeModelDirectory("inv_freq", 2, tensors);
+  EXPECT_EQ(openAndValidate(dir), Status::kSuccess) << lastErrorMessage();
+}
+
+TEST(CheckpointAgreement, MoreLayersThanTheConfigAreRefused) {
+  // 7 layers of weights under a config of 5: two layers of 9 tensors each are not expected.
+  const std::string dir = writeModelDirectory("seven_under_five", 5, tinyLlamaTensors(7));
+  const std::vector<std::string> needles = {
+      "18 tensors are not expected by the llama config with 5 layers",
+      "'model.layers.5.input_layernorm.weight'", "and 13 more"};
+  expectError(openAndValidate(dir), Status::kMismatch, needles);
+  // Through the engine, which loads with the default (strict) options.
+  EngineOptions options;
+  options.model = dir;
+  options.max_batch = 1;
+  options.max_context = 8;
+  std::unique_ptr<Engine> engine;
+  expectError(Engine::create(options, &engine), Status::kMismatch, needles);
+}
+
+TEST(CheckpointAgreement, MissingTensorsAreListedWithTheirCount) {
+  std::string dir = writeModelDirectory("two_under_four", 4, tinyLlamaTensors(2));
+  expectError(openAndValidate(dir), Status::kIoError,
+              {"missing 18 tensors expected by the llama config with 4 layers",
+               "'model.layers.2.input_layernorm.weight'", "and 13 more"});
+  std::vector<RawTensor> tensors = tinyLlamaTensors(2);
+  tensors.erase(tensors.begin() + 3);
+  const std::string lost = tinyLlamaTensors(2)[3].name;
+  dir = writeModelDirectory("one_missing", 2, tensors);
+  expectError(openAndValidate(dir), Status::kIoError,
+              {"missing tensor '" + lost + "' (expected by the llama config with 2 layers)"});
+}
+
+struct NonFiniteCase {
+  const char* dtype;
+  const char* torch_dtype;
+  uint32_t bits;
+  const char* kind;
+};
+
+// Issue 31: all-NaN or +Inf embedding, q_proj, final norm or lm_head ran and produced output.
+TEST(NonFiniteWeights, RefusedAtLoadNamingTensorAndIndex) {
+  const std::vector<NonFiniteCase> cases = {
+      {"F32", "float32", 0x7fc00000u, "NaN"}, {"F32", "float32", 0xff800000u, "-Inf"},
+      {"BF16", "bfloat16", 0x7f80u, "+Inf"},  {"BF16", "bfloat16", 0xffc1u, "NaN"},
+      {"F16", "float16", 0x7c00u, "+Inf"},    {"F16", "float16", 0x7e00u, "NaN"},
+  };
+  struct Target {
+    const char* name;
+    int64_t index;
+    const char* where;
+  };
+  const std::vector<Target> targets = {
+      {"model.embed_tokens.weight", 29, "index 29 = [3, 5] of shape [32, 8]"},
+      {"model.layers.0.self_attn.q_proj.weight", 63, "index 63 = [7, 7] of shape [8, 8]"},
+      {"model.norm.weight", 0, "index 0 = [0] of shape [8]"},
+  };
+  for (const NonFiniteCase& c : cases) {
+    for (const Target& target : targets) {
+      SCOPED_TRACE(std::string(c.dtype) + " " + c.kind + " in " + target.name);
+      std::vector<RawTensor> tensors = tinyLlamaTensors(1, c.dtype);
+      RawTensor* tensor = findRaw(&tensors, target.name);
+      ASSERT_NE(tensor, nullptr);
+      pokeElement(tensor, target.index, c.bits);
+      const std::string dir = writeModelDirectory("non_finite", 1, tensors, c.torch_dtype);
+      std::unique_ptr<Checkpoint> checkpoint;
+      ASSERT_EQ(Checkpoint::open(dir, &checkpoint), Status::kSuccess) << lastErrorMessage();
+      EXPECT_EQ(validateCheckpoint(configOf(dir), *checkpoint), Status::kSuccess);  // layout only
+      TensorView view;
+      expectError(checkpoint->view(target.name, &view), Status::kIoError,
+                  {dir, std::string("'") + target.name + "'", std::string("holds ") + c.kind,
+                   target.where, c.dtype, "--allow-non-finite-weights"});
+      // Asked again, it is refused again (only finite tensors are remembered as checked).
+      EXPECT_EQ(checkpoint->view(target.name, &view), Status::kIoError);
+      EXPECT_EQ(checkpoint->view("model.layers.0.mlp.up_proj.weight", &view), Status::kSuccess);
+      CheckpointOptions allow;
+      allow.allow_non_finite_weights = true;
+      ASSERT_EQ(Checkpoint::open(dir, &checkpoint, allow), Status::kSuccess);
+      EXPECT_EQ(checkpoint->view(target.name, &view), Status::kSuccess) << lastErrorMessage();
+    }
+  }
+}
+
+TEST(NonFiniteWeights, AllNanLmHeadStopsTheEngine) {
+  ModelConfig untied;
+  Json json = test::tinyLlamaConfig(1);
+  json["tie_word_embeddings"] = false;
+  ASSERT_EQ(parseModelConfig(json.dump(), "untied", &untied), Status::kSuccess);
+  std::vector<RawTensor> tensors = expectedRawTensors(untied, "F32");
+  RawTensor* head = findRaw(&tensors, "lm_head.weight");
+  ASSERT_NE(head, nullptr);
+  for (int64_t i = 0; i < 32 * 8; ++i)
+    pokeElement(head, i, 0x7fc00000u);
+  const std::string dir = writeModelDirectory("nan_head", 1, tensors);
+  std::ofstream(dir + "/config.json") << json.dump();
+  EngineOptions options;
+  options.model = dir;
+  options.max_batch = 1;
+  options.max_context = 8;
+  std::unique_ptr<Engine> engine;
+  expectError(Engine::create(options, &engine), Status::kIoError,
+              {"'lm_head.weight' holds NaN at index 0 = [0, 0]"});
+}
+
+TEST(NonFiniteWeights, ScanFindsTheFirstBadElementAcrossChunks) {
+  // More than two chunks of the parallel scan (2^20 elements each), with two bad values: the
+  // lower index wins whatever the threads' order.
+  const int64_t n = (int64_t{3} << 20) + 17;
+  std::vector<uint32_t> f32(n, 0x7f7fffffu);  // the largest finite float
+  TensorView view{f32.data(), DType::kF32, {n}, static_cast<uint64_t>(n) * 4};
+  EXPECT_EQ(firstNonFiniteIndex(view), -1);
+  f32[(int64_t{3} << 20) + 3] = 0x7fc00000u;
+  f32[(int64_t{2} << 20) + 5] = 0xff800000u;
+  EXPECT_EQ(firstNonFiniteIndex(view), (int64_t{2} << 20) + 5);
+  f32[n - 1] = 0x00000001u;  // a subnormal is finite
+  EXPECT_EQ(firstNonFiniteIndex(view), (int64_t{2} << 20) + 5);
+
+  std::vector<uint16_t> half(n, 0x7f7fu);  // the largest finite bf16
+  TensorView bf16{half.data(), DType::kBF16, {n}, static_cast<uint64_t>(n) * 2};
+  EXPECT_EQ(firstNonFiniteIndex(bf16), -1);
+  half[n - 1] = 0x7f81u;
+  EXPECT_EQ(firstNonFiniteIndex(bf16), n - 1);
+  std::fill(half.begin(), half.end(), 0x7bffu);  // the largest finite f16
+  TensorView f16{half.data(), DType::kF16, {n}, static_cast<uint64_t>(n) * 2};
+  EXPECT_EQ(firstNonFiniteIndex(f16), -1);
+  half[1] = 0xfc00u;
+  EXPECT_EQ(firstNonFiniteIndex(f16), 1);
+
+  EXPECT_EQ(unflattenIndex(29, {32, 8}), (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(unflattenIndex(23, {2, 3, 4}), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(unflattenIndex(0, {}), (std::vector<int64_t>{}));
+}
+
+// The identity hashes bytes, not judged values: a checkpoint the loader refuses still has one.
+TEST(NonFiniteWeights, ModelIdentityIsComputedWhateverTheValues) {
+  std::vector<RawTensor> tensors = tinyLlamaTensors(1);
+  pokeElement(findRaw(&tensors, "model.norm.weight"), 2, 0x7fc00000u);
+  tensors.push_back({"model.layers.99.extra.weight", "F32", {2}, floatBytes({1, 2})});
+  const std::string dir = writeModelDirectory("identity_of_nan", 1, tensors);
+  ModelIdentity identity;
+  ASSERT_EQ(computeModelIdentity(dir, &identity), Status::kSuccess) << lastErrorMessage();
+  EXPECT_EQ(identity.weights_sha256.size(), 64u);
 }
 
 }  // namespace

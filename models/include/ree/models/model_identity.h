@@ -13,15 +13,19 @@ struct ModelIdentity {
   std::string config_sha256;     // raw bytes of config.json
   std::string tokenizer_sha256;  // raw bytes of tokenizer.json; "" when there is none
   std::string weights_sha256;    // of the weights manifest (docs/receipt.md)
-  std::string weights_kind;      // "safetensors" or "synthetic"
+  std::string weights_kind;      // the format (WeightSource::formatName): "safetensors", or
+                                 // "synthetic"
 };
 
 // First line of the weights manifest; changing the manifest layout means a new version here.
 inline constexpr const char* kWeightsManifestVersion = "ree-weights/1";
 
 // `model` as --model takes it: a Hugging Face model directory, builtin:NAME (materialised first)
-// or synthetic:DIR. Reads and hashes every tensor's bytes, tensors in parallel (cpuThreads()):
-// a checkpoint of N GB reads N GB. Errors name the directory and the file or tensor.
+// or synthetic:DIR. Reads and hashes every tensor's bytes (any dtype, through the checkpoint's
+// WeightSource, whatever the loading rules: extra tensors and non-finite values are hashed, not
+// judged), tensors in parallel (cpuThreads()): a checkpoint of N GB reads N GB. config.json and
+// tokenizer.json must be regular files within the loaders' size limits. Errors name the directory
+// and the file or tensor.
 Status computeModelIdentity(const std::string& model, ModelIdentity* out);
 
 // The weights manifest whose SHA-256 is weights_sha256 (for tests and `--explain` style tools):

@@ -6,9 +6,11 @@
 // relative to the data section) and may hold "__metadata__" (string -> string).
 //
 // open() validates the whole header before anything is handed out, so a view never points outside
-// the mapping: header length within the file and below kMaxSafetensorsHeaderBytes, well-formed
-// JSON object without duplicate keys, every dtype known, every shape made of non-negative integers
-// whose element count and byte size do not overflow, 0 <= begin <= end <= data section size,
+// the mapping: a regular file (a FIFO or a directory is refused without blocking), header length
+// within the file and below kMaxSafetensorsHeaderBytes, well-formed JSON object without repeated
+// keys (ree/core/json_guard.h, linear in the header), names of at most kMaxTensorNameBytes, every
+// dtype known, every shape of at most kMaxTensorRank non-negative integers whose element count and
+// byte size do not overflow 64 bits, 0 <= begin <= end <= data section size,
 // end - begin == product(shape) * dtype size, and no two tensors sharing a byte. Gaps between
 // tensors and bytes after the last tensor are allowed (the format does not forbid them).
 //
@@ -34,67 +36,12 @@
 
 #include "ree/core/status.h"
 #include "ree/core/text.h"
+#include "ree/models/weight_source.h"
 
 namespace ree::models {
 
-// Element types named by safetensors headers whose elements are whole bytes.
-enum class DType : uint8_t {
-  kF32,
-  kF16,
-  kBF16,
-  kF64,
-  kI64,
-  kI32,
-  kI16,
-  kI8,
-  kU64,
-  kU32,
-  kU16,
-  kU8,
-  kBool,
-  kF8E4M3,
-  kF8E5M2,
-  kF8E8M0,
-};
-
-// Safetensors spelling of a dtype: "F32", "F16", "BF16", "I64", "F8_E4M3", ...
-const char* dtypeName(DType dtype);
-
-// Bytes per element.
-size_t dtypeSize(DType dtype);
-
-// True for the dtypes REE computes with and view() hands out: F32, F16, BF16.
-bool isComputeDType(DType dtype);
-
-// Parses a safetensors dtype string; false if it is not one of the byte-sized dtypes above.
-bool parseDTypeName(const std::string& name, DType* out);
-
 // Largest header accepted, the limit of the reference implementation (100 MB).
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100000000;
-
-// One tensor as described by the header (already validated).
-struct TensorInfo {
-  std::string name;
-  DType dtype = DType::kF32;
-  std::vector<int64_t> shape;
-  uint64_t data_begin = 0;  // byte offsets in the data section, i.e. after the 8 + N header bytes
-  uint64_t data_end = 0;
-
-  uint64_t bytes() const { return data_end - data_begin; }
-  // Product of the shape (1 for a scalar); cannot overflow, open() checked it.
-  int64_t numel() const;
-};
-
-// A read-only view of a tensor's bytes inside a mapping; valid while its owner (SafetensorsFile or
-// Checkpoint) lives. Row-major (C order), little-endian, as safetensors stores them.
-struct TensorView {
-  const void* data = nullptr;  // nullptr only for a tensor of zero bytes
-  DType dtype = DType::kF32;
-  std::vector<int64_t> shape;
-  uint64_t bytes = 0;
-
-  int64_t numel() const;
-};
 
 class SafetensorsFile {
  public:
@@ -117,6 +64,8 @@ class SafetensorsFile {
 
   // View of `name`: kInvalidArgument if absent, kUnsupported if its dtype is not F32/F16/BF16.
   Status view(const std::string& name, TensorView* out) const;
+  // The stored bytes of `name`, any dtype: kInvalidArgument if absent.
+  Status bytes(const std::string& name, TensorView* out) const;
 
   // The "__metadata__" entries (empty if the header has none).
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
