@@ -1,5 +1,7 @@
 #include "cli.h"
 
+#include <sys/stat.h>
+
 #include <map>
 #include <sstream>
 
@@ -132,6 +134,24 @@ Status readExecutionFlags(const Flags& flags, LaunchOptions* out) {
   return Status::kSuccess;
 }
 
+// The receipt is written after the run: refuse a path that cannot be written before running.
+Status checkReceiptPath(const std::string& path) {
+  if (path.empty()) return REE_FAIL(Status::kInvalidArgument, "--receipt-path is empty");
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    return REE_FAIL(Status::kInvalidArgument, "--receipt-path '%s' is a directory",
+                    printableText(path).c_str());
+  }
+  size_t slash = path.find_last_of('/');
+  std::string directory = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  if (::stat(directory.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    return REE_FAIL(Status::kInvalidArgument,
+                    "--receipt-path '%s': no directory '%s' to write it in",
+                    printableText(path).c_str(), printableText(directory).c_str());
+  }
+  return Status::kSuccess;
+}
+
 Status readStageLists(const Flags& flags, EngineOptions* engine) {
   if (flags.given("partition-layers")) {
     REE_RETURN_IF_ERROR(
@@ -171,9 +191,7 @@ Status readPipelineFlags(const Flags& flags, LaunchOptions* out) {
   engine.trace_layer_hashes = flags.given("trace-hashes");
   if (flags.given("receipt-path")) {
     out->receipt_path = flags.text("receipt-path");
-    if (out->receipt_path.empty()) {
-      return REE_FAIL(Status::kInvalidArgument, "--receipt-path is empty");
-    }
+    REE_RETURN_IF_ERROR(checkReceiptPath(out->receipt_path));
   }
   return Status::kSuccess;
 }
