@@ -9,6 +9,7 @@
 #include <immintrin.h>
 #endif
 
+#include "common/sampling_args.h"
 #include "ree/core/parallel.h"
 
 namespace ree::repops::cpu {
@@ -58,18 +59,6 @@ int32_t argmaxRow(const float* row, int64_t vocab) {
     if (nan ? row[k] != row[k] : row[k] == best) return static_cast<int32_t>(k);
   }
   return 0;  // unreachable: best is one of the values (all -inf: the first)
-}
-
-Status checkLogits(const char* name, const float* logits, int64_t batch, int64_t vocab,
-                   const int32_t* out) {
-  REE_CHECK_ARG(batch >= 0 && vocab > 0 && vocab <= INT32_MAX,
-                "%s: bad shape batch=%lld vocab=%lld (vocab must be in [1, 2^31))", name,
-                static_cast<long long>(batch), static_cast<long long>(vocab));
-  if (batch > 0) {
-    REE_CHECK_ARG(logits && out, "%s: null pointer (logits=%p out=%p)", name,
-                  static_cast<const void*>(logits), static_cast<const void*>(out));
-  }
-  return Status::kSuccess;
 }
 
 int32_t sampleRow(const float* row, int64_t vocab, const SamplingParams& params,
@@ -122,7 +111,7 @@ int32_t sampleRow(const float* row, int64_t vocab, const SamplingParams& params,
 }  // namespace
 
 Status argmax(const float* logits, int64_t batch, int64_t vocab, int32_t* out) {
-  REE_RETURN_IF_ERROR(checkLogits("argmax", logits, batch, vocab, out));
+  REE_RETURN_IF_ERROR(validateLogitsArgs("argmax", logits, batch, vocab, out));
   parallelFor(batch, 1, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b)
       out[b] = argmaxRow(logits + b * vocab, vocab);
@@ -132,20 +121,8 @@ Status argmax(const float* logits, int64_t batch, int64_t vocab, int32_t* out) {
 
 Status sample(const float* logits, int64_t batch, int64_t vocab, const SamplingParams* params,
               int32_t* out) {
-  REE_RETURN_IF_ERROR(checkLogits("sample", logits, batch, vocab, out));
+  REE_RETURN_IF_ERROR(validateSampleArgs(logits, batch, vocab, params, out));
   if (batch == 0) return Status::kSuccess;
-  REE_CHECK_ARG(params != nullptr, "sample: params is null");
-  for (int64_t b = 0; b < batch; ++b) {
-    const SamplingParams& p = params[b];
-    REE_CHECK_ARG(std::isfinite(p.temperature) && p.temperature >= 0.0f,
-                  "sample: params[%lld].temperature must be finite and >= 0, got %g",
-                  static_cast<long long>(b), static_cast<double>(p.temperature));
-    REE_CHECK_ARG(p.top_k >= 0, "sample: params[%lld].top_k must be >= 0, got %d",
-                  static_cast<long long>(b), p.top_k);
-    REE_CHECK_ARG(p.top_p > 0.0f && p.top_p <= 1.0f,
-                  "sample: params[%lld].top_p must be in (0, 1], got %g", static_cast<long long>(b),
-                  static_cast<double>(p.top_p));
-  }
   parallelFor(batch, 1, [&](int64_t begin, int64_t end) {
     std::vector<uint64_t> keys;
     std::vector<float> weights;

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cmath>
 
+#include "common/sampling_args.h"
 #include "ree/core/cuda_check.h"
 #include "ree/kernels/sampling.h"
 
@@ -164,18 +165,6 @@ __global__ void sampleRowKernel(const float* logits, int64_t vocab, const Sampli
   if (threadIdx.x == 0) out[b] = static_cast<int32_t>(static_cast<uint32_t>(keys[chosen]));
 }
 
-Status checkLogits(const char* name, const float* logits, int64_t batch, int64_t vocab,
-                   const int32_t* out) {
-  REE_CHECK_ARG(batch >= 0 && batch <= INT32_MAX && vocab > 0 && vocab <= INT32_MAX,
-                "%s: bad shape batch=%lld vocab=%lld", name, static_cast<long long>(batch),
-                static_cast<long long>(vocab));
-  if (batch > 0) {
-    REE_CHECK_ARG(logits && out, "%s: null pointer (logits=%p out=%p)", name,
-                  static_cast<const void*>(logits), static_cast<const void*>(out));
-  }
-  return Status::kSuccess;
-}
-
 // Stream-ordered scratch memory released on every exit path.
 struct Scratch {
   cudaStream_t stream;
@@ -200,7 +189,9 @@ struct Scratch {
 
 Status argmax(const float* logits, int64_t batch, int64_t vocab, int32_t* out,
               cudaStream_t stream) {
-  REE_RETURN_IF_ERROR(checkLogits("argmax", logits, batch, vocab, out));
+  REE_RETURN_IF_ERROR(validateLogitsArgs("argmax", logits, batch, vocab, out));
+  REE_CHECK_ARG(batch <= INT32_MAX, "argmax: batch=%lld exceeds 2^31 - 1 (CUDA grid)",
+                static_cast<long long>(batch));
   if (batch == 0) return Status::kSuccess;
   argmaxKernel<<<static_cast<unsigned>(batch), kArgmaxThreads, 0, stream>>>(logits, vocab, out);
   REE_CUDA_CHECK_LAUNCH();
@@ -209,22 +200,10 @@ Status argmax(const float* logits, int64_t batch, int64_t vocab, int32_t* out,
 
 Status sample(const float* logits, int64_t batch, int64_t vocab, const SamplingParams* params,
               int32_t* out, cudaStream_t stream) {
-  REE_RETURN_IF_ERROR(checkLogits("sample", logits, batch, vocab, out));
+  REE_RETURN_IF_ERROR(validateSampleArgs(logits, batch, vocab, params, out));
   if (batch == 0) return Status::kSuccess;
-  REE_CHECK_ARG(params != nullptr, "sample: params is null");
   REE_CHECK_ARG(batch * vocab <= INT32_MAX, "sample: batch * vocab = %lld exceeds 2^31 - 1",
                 static_cast<long long>(batch * vocab));
-  for (int64_t b = 0; b < batch; ++b) {
-    const SamplingParams& p = params[b];
-    REE_CHECK_ARG(std::isfinite(p.temperature) && p.temperature >= 0.0f,
-                  "sample: params[%lld].temperature must be finite and >= 0, got %g",
-                  static_cast<long long>(b), static_cast<double>(p.temperature));
-    REE_CHECK_ARG(p.top_k >= 0, "sample: params[%lld].top_k must be >= 0, got %d",
-                  static_cast<long long>(b), p.top_k);
-    REE_CHECK_ARG(p.top_p > 0.0f && p.top_p <= 1.0f,
-                  "sample: params[%lld].top_p must be in (0, 1], got %g", static_cast<long long>(b),
-                  static_cast<double>(p.top_p));
-  }
   const int64_t total = batch * vocab;
   const int64_t chunk_stride = (vocab + kReduceChunk - 1) / kReduceChunk;
   Scratch scratch(stream);

@@ -317,6 +317,14 @@ TEST(Sample, RejectsBadParameters) {
   params.temperature = -1.0f;
   EXPECT_EQ(cpu::sample(logits.data(), 1, 10, &params, &out), Status::kInvalidArgument);
   EXPECT_NE(std::string(lastErrorMessage()).find("params[0].temperature"), std::string::npos);
+  // The one set of limits (validateSamplingParams): temperature in [0, 1e4], NaN refused.
+  params.temperature = repops::kMaxSamplingTemperature;
+  EXPECT_EQ(cpu::sample(logits.data(), 1, 10, &params, &out), Status::kSuccess);
+  params.temperature = 1e5f;
+  EXPECT_EQ(cpu::sample(logits.data(), 1, 10, &params, &out), Status::kInvalidArgument);
+  EXPECT_NE(std::string(lastErrorMessage()).find("params[0].temperature"), std::string::npos);
+  params.temperature = std::nanf("");
+  EXPECT_EQ(repops::validateSamplingParams(params, "row"), Status::kInvalidArgument);
   params = SamplingParams{};
   params.top_p = 0.0f;
   EXPECT_EQ(cpu::sample(logits.data(), 1, 10, &params, &out), Status::kInvalidArgument);

@@ -6,10 +6,10 @@
 
 #include <cstdint>
 
+#include "ree/core/status.h"
 #include "ree/kernels/crmath.h"
 #include "ree/kernels/numeric.h"
 #include "ree/kernels/reduce.h"
-#include "ree/core/status.h"
 
 namespace ree {
 
@@ -105,13 +105,23 @@ namespace ree::repops {
 
 // Per-row sampling parameters.
 struct SamplingParams {
-  float temperature = 1.0f;  // 0: greedy (argmax); otherwise finite and > 0
-  int32_t top_k = 0;         // 0 (or >= vocab): no top-k; 1: greedy
+  float temperature = 1.0f;  // in [0, kMaxSamplingTemperature]; 0: greedy (argmax)
+  int32_t top_k = 0;         // >= 0; 0 (or >= vocab): no top-k; 1: greedy
   float top_p = 1.0f;        // in (0, 1]; 1: no top-p
   uint64_t seed = 0;         // Philox key
   uint64_t sequence = 0;     // request / sequence id (Philox counter words 2-3)
   uint64_t step = 0;         // decode step (Philox counter words 0-1)
 };
+
+// The one set of sampling limits, used by the kernels, the engine's requests and receipts
+// (docs/repops-spec/sampling.md): temperature in [0, kMaxSamplingTemperature] (so finite),
+// top_k >= 0, top_p in (0, 1]. The temperature bound only refuses nonsense: at T = 1e4 logits
+// that differ by less than 1 get weights within 1e-4 of each other, a uniform draw in practice.
+constexpr float kMaxSamplingTemperature = 1e4f;
+
+// kInvalidArgument unless `params` is within the limits; the message names the field as
+// "<who>.temperature" (e.g. who = "sample: params[3]" or "requests[3].sampling").
+Status validateSamplingParams(const SamplingParams& params, const char* who);
 
 }  // namespace ree::repops
 
