@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "ree/core/parallel.h"
 #include "ree/core/device.h"
+#include "ree/core/parallel.h"
 #include "ree/models/model_identity.h"
 #include "ree/models/receipt.h"
 
@@ -93,7 +93,9 @@ int validateCommand(int argc, const char* const* argv) {
   return report("valid", summary, 0);
 }
 
-int verifyCommand(int argc, const char* const* argv, const EngineFactory& make_engine) {
+namespace {
+
+cxxopts::Options verifyOptions() {
   cxxopts::Options options("ree-launch verify",
                            "Re-executes a receipt (prompt + generated tokens as ONE prefill per "
                            "request) and checks every hash (docs/receipt.md).");
@@ -113,49 +115,32 @@ int verifyCommand(int argc, const char* const* argv, const EngineFactory& make_e
     ("h,help", "Print this help");
   // clang-format on
   options.parse_positional({"receipt"});
-  cxxopts::ParseResult parsed;
-  try {
-    parsed = options.parse(argc, argv);
-  } catch (const std::exception& e) {
-    return error(std::string(e.what()) + " (see ree-launch verify --help)");
-  }
-  if (parsed.count("help")) {
-    std::printf("%s\nExit: 0 verified, 1 mismatch, 2 could not verify.\n", options.help().c_str());
-    return 0;
-  }
-  if (!parsed.unmatched().empty()) {
-    return error("verify: unexpected argument '" + parsed.unmatched().front() + "'");
-  }
-  if (!parsed.count("receipt")) return error("verify: give the receipt file");
-  if (!parsed.count("model")) return error("verify: --model is required (the receipt's model)");
-  const bool json = parsed.count("json") > 0;
-  const std::string path = parsed["receipt"].as<std::string>();
-  const std::string model = parsed["model"].as<std::string>();
-  if (model.empty()) return error("--model is empty");
+  return options;
+}
 
-  EngineOptions engine_options;
-  engine_options.model = model;
+// verify's device and pipeline flags into `options` (the rest comes from the receipt). Returns
+// 0, or the exit code after printing the error.
+int deviceAndLayoutFromFlags(const cxxopts::ParseResult& parsed, EngineOptions* options) {
   try {
     if (parsed.count("cpu-only") && parsed.count("device")) {
       return error("--cpu-only contradicts --device");
     }
     if (parsed.count("device")) {
-      if (parseDevice(parsed["device"].as<std::string>(), &engine_options.device) !=
-          Status::kSuccess) {
+      if (parseDevice(parsed["device"].as<std::string>(), &options->device) != Status::kSuccess) {
         return error(std::string("--device: ") + lastErrorMessage());
       }
     } else if (!parsed.count("cpu-only") && cudaDeviceCount() > 0) {
-      engine_options.device = Device::cuda(0);
+      options->device = Device::cuda(0);
     }
-    engine_options.n_partitions = parsed["n-partitions"].as<int>();
-    if (engine_options.n_partitions < 1) return error("--n-partitions must be >= 1");
+    options->n_partitions = parsed["n-partitions"].as<int>();
+    if (options->n_partitions < 1) return error("--n-partitions must be >= 1");
     if (parsed.count("partition-layers") &&
         partitioner::parseLayerList(parsed["partition-layers"].as<std::string>(),
-                                    &engine_options.partition_layers) != Status::kSuccess) {
+                                    &options->partition_layers) != Status::kSuccess) {
       return error(lastErrorMessage());
     }
     if (parsed.count("stage-devices") &&
-        parseDeviceList(parsed["stage-devices"].as<std::string>(), &engine_options.stage_devices) !=
+        parseDeviceList(parsed["stage-devices"].as<std::string>(), &options->stage_devices) !=
             Status::kSuccess) {
       return error(lastErrorMessage());
     }
@@ -165,7 +150,13 @@ int verifyCommand(int argc, const char* const* argv, const EngineFactory& make_e
   } catch (const std::exception& e) {
     return error(e.what());
   }
+  return 0;
+}
 
+// Reads, validates, checks the model's identity, then re-executes on an engine made from the
+// receipt's options. Exit code as verifyCommand's.
+int runVerification(const std::string& path, const std::string& model, bool json,
+                    EngineOptions engine_options, const EngineFactory& make_engine) {
   Receipt receipt;
   if (readReceipt(path, &receipt) != Status::kSuccess) return couldNotVerify(json);
   VerifyReport report;
@@ -197,6 +188,34 @@ int verifyCommand(int argc, const char* const* argv, const EngineFactory& make_e
   }
   if (shut != Status::kSuccess) return couldNotVerify(json);
   return conclude(report, json);
+}
+
+}  // namespace
+
+int verifyCommand(int argc, const char* const* argv, const EngineFactory& make_engine) {
+  cxxopts::Options options = verifyOptions();
+  cxxopts::ParseResult parsed;
+  try {
+    parsed = options.parse(argc, argv);
+  } catch (const std::exception& e) {
+    return error(std::string(e.what()) + " (see ree-launch verify --help)");
+  }
+  if (parsed.count("help")) {
+    std::printf("%s\nExit: 0 verified, 1 mismatch, 2 could not verify.\n", options.help().c_str());
+    return 0;
+  }
+  if (!parsed.unmatched().empty()) {
+    return error("verify: unexpected argument '" + parsed.unmatched().front() + "'");
+  }
+  if (!parsed.count("receipt")) return error("verify: give the receipt file");
+  if (!parsed.count("model")) return error("verify: --model is required (the receipt's model)");
+  const std::string model = parsed["model"].as<std::string>();
+  if (model.empty()) return error("--model is empty");
+  EngineOptions engine_options;
+  engine_options.model = model;
+  if (int code = deviceAndLayoutFromFlags(parsed, &engine_options); code != 0) return code;
+  return runVerification(parsed["receipt"].as<std::string>(), model, parsed.count("json") > 0,
+                         engine_options, make_engine);
 }
 
 Status writeRunReceipt(const std::string& path, const EngineOptions& options, const Engine& engine,

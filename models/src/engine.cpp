@@ -55,12 +55,18 @@ Status EngineState::loadStage(const partitioner::Stage& stage, Device device) {
   LocalStage local;
   local.stage = stage;
   REE_RETURN_IF_ERROR(setCurrentDevice(device));
-  REE_RETURN_IF_ERROR(createOperationSet(options.operation_set, device, &local.ops));
+  Status status = createOperationSet(options.operation_set, device, &local.ops);
+  if (status != Status::kSuccess &&
+      options.names.operation_set != EngineOptionNames().operation_set) {
+    return setError(status, nullptr, 0, "%s '%s': %s", options.names.operation_set.c_str(),
+                    operationSetName(options.operation_set), lastErrorMessage());
+  }
+  REE_RETURN_IF_ERROR(status);
   LoadOptions load;
   load.weight_dtype = options.weight_dtype;
   LayerRange range{stage.first_layer, stage.end_layer, stage.embedding, stage.head};
   REE_RETURN_IF_ERROR(CausalLM::load(config, *checkpoint, *local.ops, range, &local.model, load));
-  REE_RETURN_IF_ERROR(local.model->allocateCache(options.max_batch, max_context));
+  REE_RETURN_IF_ERROR(kvCacheBytes(local, &local.kv_cache_bytes));
   stages.push_back(std::move(local));
   return Status::kSuccess;
 }
@@ -75,11 +81,21 @@ Status EngineState::loadStages() {
   return Status::kSuccess;
 }
 
+// Every stage's weights first, then, once the KV caches are known to fit the devices' memory
+// (what is left of a GPU's after its weights), every KV cache.
 Status EngineState::loadStagesOnDevices() {
-  if (transport != nullptr) return loadStage(plan[transport->rank()], transport->device());
-  for (size_t s = 0; s < plan.size(); ++s) {
-    Device device = options.stage_devices.empty() ? options.device : options.stage_devices[s];
-    REE_RETURN_IF_ERROR(loadStage(plan[s], device));
+  if (transport != nullptr) {
+    REE_RETURN_IF_ERROR(loadStage(plan[transport->rank()], transport->device()));
+  } else {
+    for (size_t s = 0; s < plan.size(); ++s) {
+      Device device = options.stage_devices.empty() ? options.device : options.stage_devices[s];
+      REE_RETURN_IF_ERROR(loadStage(plan[s], device));
+    }
+  }
+  REE_RETURN_IF_ERROR(checkKvCachesFit());
+  for (LocalStage& stage : stages) {
+    REE_RETURN_IF_ERROR(setCurrentDevice(stage.ops->device()));
+    REE_RETURN_IF_ERROR(stage.model->allocateCache(options.max_batch, max_context));
   }
   return Status::kSuccess;
 }
@@ -90,9 +106,10 @@ Status Engine::create(const EngineOptions& options, std::unique_ptr<Engine>* out
   REE_CHECK_ARG(out != nullptr, "Engine::create: out is null");
   REE_CHECK_ARG(!options.model.empty(),
                 "--model is required (a model directory or builtin:tiny-llama)");
-  REE_CHECK_ARG(options.max_batch >= 1, "--max-batch must be >= 1 (got %d)", options.max_batch);
-  REE_CHECK_ARG(options.max_context >= 0, "--max-context must be >= 0 (got %d)",
-                options.max_context);
+  REE_CHECK_ARG(options.max_batch >= 1, "%s must be >= 1 (got %d)", options.names.max_batch.c_str(),
+                options.max_batch);
+  REE_CHECK_ARG(options.max_context >= 0, "%s must be >= 0 (got %d)",
+                options.names.max_context.c_str(), options.max_context);
   REE_CHECK_ARG(options.micro_batches >= 0, "--micro-batches must be >= 0 (got %d)",
                 options.micro_batches);
   auto impl = std::make_unique<Impl>();

@@ -2,22 +2,54 @@
 // partitioner, bounded by the devices' memory), and the fingerprint the ranks of a multi-process
 // pipeline compare before they run.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "engine_state.h"
+#include "ree/core/file.h"
 #include "ree/models/builtin.h"
 
 namespace ree::models {
 namespace {
 
-std::string readFileBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
+// The fingerprint reads config.json and tokenizer.json again (after their loaders accepted them),
+// within the loaders' limits, so that a file swapped meanwhile can neither block nor exhaust
+// memory.
+constexpr uint64_t kMaxConfigFileBytes = uint64_t{16} << 20;
+constexpr uint64_t kMaxTokenizerFileBytes = uint64_t{128} << 20;
+
+// config.json, a NUL, then tokenizer.json ("" when the model has none).
+Status modelFilesText(const std::string& directory, std::string* text) {
+  REE_RETURN_IF_ERROR(
+      readRegularFile(directory + "/config.json", kMaxConfigFileBytes, "config.json", text));
+  *text += '\0';
+  const std::string tokenizer_path = directory + "/tokenizer.json";
+  if (!std::filesystem::exists(tokenizer_path)) return Status::kSuccess;
+  std::string tokenizer;
+  REE_RETURN_IF_ERROR(
+      readRegularFile(tokenizer_path, kMaxTokenizerFileBytes, "tokenizer.json", &tokenizer));
+  *text += tokenizer;
+  return Status::kSuccess;
+}
+
+// The pipeline's KV cache, all stages together, must be a 64-bit byte count (the partitioner sums
+// and compares such counts): max_batch x max_context x (bytes per token of every layer), checked.
+Status checkKvTotalFits(const std::vector<partitioner::Node>& graph, int64_t kv_tokens,
+                        const EngineOptions& options, int max_context) {
+  int64_t total = 0;
+  for (const partitioner::Node& node : graph) {
+    int64_t bytes = 0;
+    if (!checkedMultiply(node.kv_bytes_per_token, kv_tokens, &bytes) ||
+        __builtin_add_overflow(total, bytes, &total) ||
+        __builtin_add_overflow(total, node.parameter_bytes, &total)) {
+      return REE_FAIL(Status::kOutOfMemory,
+                      "%s %d x %s %d: the KV cache would need more than 2^63 bytes",
+                      options.names.max_batch.c_str(), options.max_batch,
+                      options.names.max_context.c_str(), max_context);
+    }
+  }
+  return Status::kSuccess;
 }
 
 // Every tensor's name, dtype, shape and (real checkpoints) first and last 64 bytes.
@@ -88,8 +120,9 @@ Status EngineState::chooseContext() {
   if (options.max_context > 0) {
     if (options.max_context > config.max_position_embeddings) {
       return REE_FAIL(Status::kInvalidArgument,
-                      "--max-context %d exceeds the model's max_position_embeddings %lld",
-                      options.max_context, static_cast<long long>(config.max_position_embeddings));
+                      "%s %d exceeds the model's max_position_embeddings %lld",
+                      options.names.max_context.c_str(), options.max_context,
+                      static_cast<long long>(config.max_position_embeddings));
     }
     context = options.max_context;
   }
@@ -124,6 +157,7 @@ Status EngineState::computePlan() {
   partitioner::Options partition;
   partition.n = n;
   partition.kv_tokens = static_cast<int64_t>(o.max_batch) * max_context;
+  REE_RETURN_IF_ERROR(checkKvTotalFits(graph, partition.kv_tokens, o, max_context));
   partition.explicit_layers = o.partition_layers;
   partition.memory_budget_bytes = o.memory_budget_bytes;
   if (partition.memory_budget_bytes == 0) {
@@ -139,13 +173,25 @@ Status EngineState::computePlan() {
     // Several stages sharing one device share its memory.
     if (o.stage_devices.empty() && transport == nullptr) partition.memory_budget_bytes /= n;
   }
-  return partitioner::partition(graph, partition, &plan);
+  Status status = partitioner::partition(graph, partition, &plan);
+  if (status != Status::kOutOfMemory) return status;
+  // Name the options that sized the KV cache and the budget it was held to.
+  char budget[96];
+  if (o.memory_budget_bytes > 0) {
+    std::snprintf(budget, sizeof(budget), "--memory-budget-gib %.6g",
+                  static_cast<double>(o.memory_budget_bytes) / (1024.0 * 1024.0 * 1024.0));
+  } else {
+    std::snprintf(budget, sizeof(budget), "the device memory (%.2f GiB per stage)",
+                  static_cast<double>(partition.memory_budget_bytes) / (1024.0 * 1024.0 * 1024.0));
+  }
+  return setError(status, nullptr, 0, "%s %d x %s %d within %s: %s", o.names.max_batch.c_str(),
+                  o.max_batch, o.names.max_context.c_str(), max_context, budget,
+                  lastErrorMessage());
 }
 
 Status EngineState::runFingerprint(RunFingerprint* out) const {
-  std::string files = readFileBytes(directory + "/config.json");
-  files += '\0';
-  files += readFileBytes(directory + "/tokenizer.json");
+  std::string files;
+  REE_RETURN_IF_ERROR(modelFilesText(directory, &files));
   out->config = sha256Digest(files.data(), files.size());
   std::string weights;
   REE_RETURN_IF_ERROR(weightsFingerprintText(*checkpoint, &weights));
@@ -192,6 +238,59 @@ Status EngineState::checkSameRun() const {
                       "differ; every rank must run the same --model with the same flags",
                       r, what);
     }
+  }
+  return Status::kSuccess;
+}
+
+Status EngineState::kvCacheBytes(const LocalStage& stage, int64_t* bytes) const {
+  const int64_t element =
+      static_cast<int64_t>(::ree::dtypeSize(stage.ops->kvCacheDType(stage.model->weightDType())));
+  const int64_t factors[] = {options.max_batch,
+                             max_context,
+                             stage.stage.end_layer - stage.stage.first_layer,
+                             2,  // K and V
+                             config.num_kv_heads,
+                             config.head_dim};
+  int64_t total = element;
+  for (int64_t factor : factors) {
+    if (!checkedMultiply(total, factor, &total)) {
+      return REE_FAIL(Status::kOutOfMemory,
+                      "%s %d x %s %d: the KV cache of layers %lld-%lld needs more than 2^63 bytes",
+                      options.names.max_batch.c_str(), options.max_batch,
+                      options.names.max_context.c_str(), max_context,
+                      static_cast<long long>(stage.stage.first_layer),
+                      static_cast<long long>(stage.stage.end_layer - 1));
+    }
+  }
+  *bytes = total;
+  return Status::kSuccess;
+}
+
+Status EngineState::checkKvCachesFit() const {
+  std::map<std::string, std::pair<Device, int64_t>> by_device;  // KV bytes of its stages
+  for (const LocalStage& stage : stages) {
+    auto& entry =
+        by_device.emplace(stage.ops->device().str(), std::make_pair(stage.ops->device(), 0))
+            .first->second;
+    // Each stage's bytes fit int64 and there are at most a few thousand stages per device.
+    if (__builtin_add_overflow(entry.second, stage.kv_cache_bytes, &entry.second)) {
+      entry.second = INT64_MAX;
+    }
+  }
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  for (const auto& [name, entry] : by_device) {
+    const auto& [device, bytes] = entry;
+    int64_t limit = 0;
+    REE_RETURN_IF_ERROR(deviceFreeMemoryBytes(device, &limit));
+    if (bytes <= limit) continue;
+    return REE_FAIL(Status::kOutOfMemory,
+                    "%s %d x %s %d: the KV cache on %s needs %.2f GiB (%lld bytes), more than the "
+                    "%.2f GiB %s; lower them",
+                    options.names.max_batch.c_str(), options.max_batch,
+                    options.names.max_context.c_str(), max_context, name.c_str(),
+                    static_cast<double>(bytes) / kGiB, static_cast<long long>(bytes),
+                    static_cast<double>(limit) / kGiB,
+                    device.isCuda() ? "free after the weights" : "of the host's physical memory");
   }
   return Status::kSuccess;
 }

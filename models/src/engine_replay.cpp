@@ -10,7 +10,7 @@ namespace {
 
 // The replay's single step: one sequence in KV cache slot 0, logits at every generated position.
 Status buildReplayStep(const ReplayRequest& request, int64_t vocab, int max_context,
-                       StepWork* work) {
+                       const std::string& context_name, StepWork* work) {
   work->ids = request.prompt_ids;
   work->ids.insert(work->ids.end(), request.output_ids.begin(), request.output_ids.end() - 1);
   for (size_t i = 0; i < work->ids.size(); ++i) {
@@ -22,8 +22,8 @@ Status buildReplayStep(const ReplayRequest& request, int64_t vocab, int max_cont
   }
   if (work->ids.size() > static_cast<size_t>(max_context)) {
     return REE_FAIL(Status::kInvalidArgument,
-                    "replay: %zu tokens do not fit the context of %d (--max-context)",
-                    work->ids.size(), max_context);
+                    "replay: %zu tokens do not fit the context of %d (%s)", work->ids.size(),
+                    max_context, context_name.c_str());
   }
   const int32_t total = static_cast<int32_t>(work->ids.size());
   const int32_t prompt = static_cast<int32_t>(request.prompt_ids.size());
@@ -55,7 +55,8 @@ Status Engine::replay(const ReplayRequest& request, ReplayResult* result) {
   REE_RETURN_IF_ERROR(models::validateSampling(request.sampling, request.request_index));
   m.dropStaleDigests();
   models::StepWork work;
-  REE_RETURN_IF_ERROR(models::buildReplayStep(request, m.config.vocab_size, m.max_context, &work));
+  REE_RETURN_IF_ERROR(models::buildReplayStep(request, m.config.vocab_size, m.max_context,
+                                              m.options.names.max_context, &work));
   REE_RETURN_IF_ERROR(m.submit(std::move(work)));
   models::StepOutput out;
   REE_RETURN_IF_ERROR(m.collect(&out));

@@ -40,8 +40,8 @@ Status EngineState::prepareRequest(const GenerationRequest& req, size_t r,
   }
   if (res->prompt_ids.size() >= static_cast<size_t>(max_context)) {
     return REE_FAIL(Status::kInvalidArgument,
-                    "request %zu: the prompt has %zu tokens, the context holds %d (--max-context)",
-                    r, res->prompt_ids.size(), max_context);
+                    "request %zu: the prompt has %zu tokens, the context holds %d (%s)", r,
+                    res->prompt_ids.size(), max_context, options.names.max_context.c_str());
   }
   REE_CHECK_ARG(req.max_new_tokens >= 1, "request %zu: --max-new-tokens must be >= 1 (got %d)", r,
                 req.max_new_tokens);
@@ -182,6 +182,13 @@ Status GenerationScheduler::buildGroupStep(int group, StepWork* work,
   work->batch.query_offsets.push_back(0);
   for (const ActiveSequence& seq : active_) {
     if (seq.group != group) continue;
+    // Rows are int32 offsets: a step of all prompts at once must stay within them.
+    if (work->ids.size() + seq.feed.size() > static_cast<size_t>(INT32_MAX)) {
+      return REE_FAIL(Status::kInvalidArgument,
+                      "a step of micro-batch %d would feed more than 2^31 - 1 tokens; lower "
+                      "--max-batch or raise --micro-batches",
+                      group);
+    }
     work->ids.insert(work->ids.end(), seq.feed.begin(), seq.feed.end());
     int32_t end = static_cast<int32_t>(work->ids.size());
     work->batch.query_offsets.push_back(end);

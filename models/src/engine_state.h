@@ -31,6 +31,11 @@ constexpr int kTagStep = 1;     // stage k -> k+1: step header (then the activat
 constexpr int kTagResult = 2;   // last stage -> stage 0: sampled tokens (and layer hashes)
 constexpr int kTagDigests = 3;  // last stage -> stage 0: the step's logits hashes, sent after
 
+// *product = a * b unless that overflows int64 (then false): size arithmetic on user numbers.
+inline bool checkedMultiply(int64_t a, int64_t b, int64_t* product) {
+  return !__builtin_mul_overflow(a, b, product);
+}
+
 // What every rank of a multi-process pipeline must agree on before it runs: the model (config,
 // tokenizer and the weights' identity: every tensor's name, dtype, shape and first and last bytes,
 // cheap to read from any rank whatever stage it holds) and the options that change the result.
@@ -45,6 +50,7 @@ struct LocalStage {
   partitioner::Stage stage;
   std::unique_ptr<OperationSet> ops;
   std::unique_ptr<CausalLM> model;
+  int64_t kv_cache_bytes = 0;  // its KV cache's size
 };
 
 struct EngineState {
@@ -83,7 +89,14 @@ struct EngineState {
   Status runFingerprint(RunFingerprint* out) const;
   Status checkSameRun() const;
 
-  // ---- engine.cpp: loading.
+  // The KV cache of a loaded stage (max_batch x max_context tokens), in 64 bits without overflow.
+  Status kvCacheBytes(const LocalStage& stage, int64_t* bytes) const;
+  // Refuses KV caches larger than the memory their device really has, before any is allocated:
+  // per device, the caches of its stages against a GPU's free memory (after the weights) or the
+  // host's physical memory.
+  Status checkKvCachesFit() const;
+
+  // ---- engine.cpp: loading (a stage's weights; the KV caches once they are known to fit).
   Status loadStage(const partitioner::Stage& stage, Device device);
   Status loadStages();
   Status loadStagesOnDevices();

@@ -3,6 +3,7 @@
 // is consistent, and only verify (receipt_verify.cpp) says whether it is true.
 #include <algorithm>
 
+#include "generation_sampling.h"
 #include "receipt_json.h"
 
 namespace ree {
@@ -10,10 +11,6 @@ namespace {
 
 Status inconsistent(const std::string& path, const std::string& what) {
   return REE_FAIL(Status::kMismatch, "%s: %s", path.c_str(), what.c_str());
-}
-
-int64_t layerCount(const std::vector<partitioner::Stage>& plan) {
-  return plan.empty() ? 0 : plan.back().end_layer;
 }
 
 Status validateHashes(const ReceiptRequest& r, const std::string& path) {
@@ -34,19 +31,34 @@ Status validateHashes(const ReceiptRequest& r, const std::string& path) {
   return Status::kSuccess;
 }
 
-Status validateLayerHashes(const ReceiptRequest& r, const std::string& path, int64_t layers) {
+// One step of layer hashes per output id, each with one hash per layer of the model: the same
+// count at every step of every request (*layers: the first step's). The receipt's plan is
+// informational and never consulted; verify compares the count with the model's.
+Status validateLayerHashes(const ReceiptRequest& r, const std::string& path, size_t* layers) {
   if (r.step_layer_sha256.size() != r.output_ids.size()) {
     return inconsistent(path + ".step_layer_sha256",
                         std::to_string(r.step_layer_sha256.size()) + " steps for " +
                             std::to_string(r.output_ids.size()) + " output ids");
   }
   for (size_t t = 0; t < r.step_layer_sha256.size(); ++t) {
-    if (static_cast<int64_t>(r.step_layer_sha256[t].size()) != layers) {
-      return inconsistent(path + ".step_layer_sha256[" + std::to_string(t) + "]",
-                          std::to_string(r.step_layer_sha256[t].size()) +
-                              " layer hashes but the plan has " + std::to_string(layers) +
-                              " layers");
+    const std::string step = path + ".step_layer_sha256[" + std::to_string(t) + "]";
+    const size_t count = r.step_layer_sha256[t].size();
+    if (count == 0) return inconsistent(step, "no layer hashes (one per layer expected)");
+    if (*layers == 0) *layers = count;
+    if (count != *layers) {
+      return inconsistent(step, std::to_string(count) + " layer hashes, but " +
+                                    std::to_string(*layers) + " at requests[0] step 0");
     }
+  }
+  return Status::kSuccess;
+}
+
+// Parameters the engine would have refused cannot have produced the receipt (the engine's own
+// limits: validateSampling).
+Status validateParameters(const ReceiptRequest& r, size_t i) {
+  if (models::validateSampling(r.sampling, i) != Status::kSuccess) {
+    return setError(Status::kMismatch, nullptr, 0, "no run could have produced this receipt: %s",
+                    lastErrorMessage());
   }
   return Status::kSuccess;
 }
@@ -79,12 +91,13 @@ Status validateLengths(const ReceiptRequest& r, const std::string& path, int64_t
 
 Status validateReceipt(const Receipt& receipt, std::string* summary) {
   int64_t steps = 0;
-  const int64_t layers = layerCount(receipt.plan);
+  size_t layers = 0;
   for (size_t i = 0; i < receipt.requests.size(); ++i) {
     const ReceiptRequest& r = receipt.requests[i];
     const std::string path = "requests[" + std::to_string(i) + "]";
     REE_RETURN_IF_ERROR(validateHashes(r, path));
-    if (receipt.trace_layer_hashes) REE_RETURN_IF_ERROR(validateLayerHashes(r, path, layers));
+    REE_RETURN_IF_ERROR(validateParameters(r, i));
+    if (receipt.trace_layer_hashes) REE_RETURN_IF_ERROR(validateLayerHashes(r, path, &layers));
     REE_RETURN_IF_ERROR(validateLengths(r, path, receipt.max_context));
     steps += static_cast<int64_t>(r.output_ids.size());
   }
@@ -113,11 +126,20 @@ Status receiptEngineOptions(const Receipt& receipt, EngineOptions* options) {
   options->trace_layer_hashes = receipt.trace_layer_hashes;
   options->max_batch = 1;
   int64_t needed = 1;
-  for (const ReceiptRequest& r : receipt.requests)
-    needed = std::max<int64_t>(needed, r.prompt_ids.size() + r.output_ids.size());
+  size_t longest = 0;
+  for (size_t i = 0; i < receipt.requests.size(); ++i) {
+    const ReceiptRequest& r = receipt.requests[i];
+    const int64_t tokens = static_cast<int64_t>(r.prompt_ids.size() + r.output_ids.size());
+    if (tokens > needed) needed = tokens, longest = i;
+  }
   REE_CHECK_ARG(needed <= INT32_MAX, "receipt: %lld tokens in one request",
                 static_cast<long long>(needed));
   options->max_context = static_cast<int>(needed);
+  // The engine's errors name these, not the flags: the user passed none of them to verify.
+  options->names.operation_set = "the receipt's run.operation_set";
+  options->names.max_batch = "verify's batch (one request at a time)";
+  options->names.max_context = "the context of the receipt's longest request (requests[" +
+                               std::to_string(longest) + "]: prompt_ids + output_ids, tokens)";
   return Status::kSuccess;
 }
 

@@ -314,6 +314,21 @@ Status setCurrentDevice(Device device) {
 #endif
 }
 
+Status deviceFreeMemoryBytes(Device device, int64_t* free) {
+  REE_CHECK_ARG(free != nullptr, "deviceFreeMemoryBytes: free is null");
+  if (!device.isCuda()) return deviceMemoryBytes(device, free);
+#if defined(REE_WITH_CUDA)
+  REE_RETURN_IF_ERROR(setCurrentDevice(device));
+  size_t available = 0, total = 0;
+  REE_CUDA_CHECK_MSG(cudaMemGetInfo(&available, &total), "cudaMemGetInfo(%d)", device.index);
+  *free = static_cast<int64_t>(available);
+  return Status::kSuccess;
+#else
+  return REE_FAIL(Status::kUnsupported, "device %s: this build has no CUDA support",
+                  device.str().c_str());
+#endif
+}
+
 Status deviceMemoryBytes(Device device, int64_t* total) {
   REE_CHECK_ARG(total != nullptr, "deviceMemoryBytes: total is null");
   if (!device.isCuda()) {

@@ -117,6 +117,32 @@ PY
     --cpu-only --json
 fi
 
+# Hostile receipts (issue 31): a forged twin of a key, sampling no run accepts (re-hashed),
+# informational fields, values verify takes from the receipt, files that are not regular files.
+if [ -n "$python" ] && [ -n "$source_dir" ]; then
+  sed '0,/"text":/s/"text":/"text": "FORGED", "text":/' "$work/greedy.json" >"$work/dup.json"
+  expect 2 "repeats the key 'text' in the object at \$.requests[0]" "$launch" validate "$work/dup.json"
+  expect 2 "repeats the key 'text'" "${v[@]}" "$work/dup.json" "${m[@]}"
+  edit "$work/traced.json" "$work/nan.json" 'r["requests"][1]["sampling"].update(temperature="nan", temperature_f32="7fc00000")' rehash
+  expect 2 "requests[1].sampling.temperature must be in" "$launch" validate "$work/nan.json"
+  expect 2 "no run could have produced this receipt" "${v[@]}" "$work/nan.json" "${m[@]}"
+  edit "$work/traced.json" "$work/top_p.json" 'r["requests"][1]["sampling"].update(top_p="2", top_p_f32="40000000")' rehash
+  expect 2 "requests[1].sampling.top_p must be in (0, 1]" "$launch" validate "$work/top_p.json"
+  edit "$work/traced.json" "$work/plan.json" 'r["execution"]["plan"][1]["end_layer"] = 10**9' rehash
+  expect 0 "valid" "$launch" validate "$work/plan.json"
+  expect 0 "verified" "${v[@]}" "$work/plan.json" "${m[@]}"
+  edit "$work/greedy.json" "$work/long.json" 'q = r["requests"][0]; q["prompt_text"] = None; q["prompt_ids"] = q["prompt_ids"] * 300; r["run"]["max_context"] = 8192' rehash
+  expect 0 "valid" "$launch" validate "$work/long.json"
+  expect 2 "the context of the receipt's longest request (requests[0]" "${v[@]}" "$work/long.json" "${m[@]}"
+  if grep -q -- "--max-context" "$work/err"; then fail "verify named --max-context, a flag never passed"; fi
+fi
+mkdir -p "$work/dir.json"
+mkfifo "$work/fifo.json"
+expect 2 "is a directory, not a regular file" "$launch" validate "$work/dir.json"
+expect 2 "is a FIFO, not a regular file" timeout 10 "$launch" validate "$work/fifo.json"
+expect 2 "is a character device, not a regular file" "$launch" validate /dev/zero
+expect 2 "is a FIFO, not a regular file" timeout 10 "${v[@]}" "$work/fifo.json" "${m[@]}"
+
 # Malformed receipts and bad flags: exit 2, the field or flag named.
 head -c 300 "$work/greedy.json" >"$work/truncated.json"
 expect 2 "truncated.json: (file): not valid JSON" "$launch" validate "$work/truncated.json"

@@ -4,8 +4,13 @@
 // malformed receipts give errors naming the field; verify re-executes receipts of
 // builtin:tiny-llama (greedy and sampled, traced or not, any partition count) and names the first
 // divergent step / layer / stage of a tampered but re-hashed receipt; another model's identity
-// makes verification impossible, not a mismatch.
+// makes verification impossible, not a mismatch. Hostile receipts: repeated keys, sampling
+// parameters no run accepts, non-regular files, informational fields that must not decide a
+// verdict, and engine errors that name the receipt's field instead of a flag.
+#include <sys/stat.h>
 #include <sys/wait.h>
+
+#include <cmath>
 
 #include <cstdio>
 #include <cstdlib>
@@ -413,8 +418,8 @@ TEST(Receipt, MalformedReceiptsNameTheField) {
       {"layer hashes without trace",
        [](Json& j) { j["requests"][0]["step_layer_sha256"] = Json::array(); },
        "requests[0].step_layer_sha256: present but"},
-      {"plan not contiguous", [](Json& j) { j["execution"]["plan"][0]["first_layer"] = 1; },
-       "execution.plan[0].first_layer"},
+      {"plan stage of the wrong type", [](Json& j) { j["execution"]["plan"][0]["head"] = 1; },
+       "execution.plan[0].head: expected true or false"},
       {"empty requests", [](Json& j) { j["requests"] = Json::array(); }, "requests: expected"},
       {"top level not an object", [](Json& j) { j = Json::array(); }, "r.json: (top level)"},
   };
@@ -553,6 +558,173 @@ TEST(ReceiptVerify, AnotherModelCannotVerify) {
   EXPECT_EQ(report.verdict, Verdict::kCouldNotVerify) << report.summary;
   EXPECT_EQ(report.field, "model.config_sha256");
   EXPECT_NE(report.summary.find("model identity differs"), std::string::npos) << report.summary;
+}
+
+// ---- Hostile receipts -----------------------------------------------------------------------
+
+TEST(ReceiptHostile, RepeatedKeysAreRefusedAnywhere) {
+  const std::string text = fileText(generateReceipt(/*trace=*/false));
+  std::string message;
+  ASSERT_EQ(parseText(text, &message), Status::kSuccess) << message;
+  struct Case {
+    const char* key;  // the first occurrence of "KEY": gets a forged twin before it
+    const char* where;
+  } cases[] = {{"\"text\":", "'text' in the object at $.requests[0]"},
+               {"\"seed\":", "'seed' in the object at $.requests[0].sampling"},
+               {"\"format\":", "'format' in the object at $"},
+               {"\"weights_sha256\":", "'weights_sha256' in the object at $.model"}};
+  for (const Case& c : cases) {
+    std::string forged = text;
+    size_t at = forged.find(c.key);
+    ASSERT_NE(at, std::string::npos) << c.key;
+    forged.insert(at, std::string(c.key) + " \"FORGED\", ");
+    EXPECT_EQ(parseText(forged, &message), Status::kIoError) << c.key;
+    EXPECT_NE(message.find("r.json: (file): repeats the key"), std::string::npos) << message;
+    EXPECT_NE(message.find(c.where), std::string::npos) << message;
+  }
+}
+
+TEST(ReceiptHostile, ValidateRefusesSamplingNoRunAccepts) {
+  const Receipt base = generateReceipt(/*trace=*/false);
+  struct Case {
+    const char* what;
+    float temperature;
+    float top_p;
+    const char* field;
+  } cases[] = {
+      {"temperature NaN", std::nanf(""), 0.9f, "requests[1].sampling.temperature"},
+      {"temperature +inf", INFINITY, 0.9f, "requests[1].sampling.temperature"},
+      {"temperature negative", -0.5f, 0.9f, "requests[1].sampling.temperature"},
+      {"top_p 0", 0.7f, 0.0f, "requests[1].sampling.top_p"},
+      {"top_p 2", 0.7f, 2.0f, "requests[1].sampling.top_p"},
+      {"top_p NaN", 0.7f, std::nanf(""), "requests[1].sampling.top_p"},
+  };
+  for (const Case& c : cases) {
+    Receipt r = base;
+    r.requests[1].sampling.temperature = c.temperature;
+    r.requests[1].sampling.top_p = c.top_p;
+    rehash(&r);  // consistent bits and hashes: only the parameters are impossible
+    // Read from a file: malformed, as an id out of range is.
+    std::string message;
+    EXPECT_EQ(parseText(fileText(r), &message), Status::kIoError) << c.what << ": " << message;
+    EXPECT_NE(message.find(c.field), std::string::npos) << c.what << ": " << message;
+    EXPECT_NE(message.find("r.json: no run could have produced this receipt"), std::string::npos)
+        << message;
+    // Built in memory: validate and verify refuse it as inconsistent.
+    EXPECT_EQ(validateReceipt(r, nullptr), Status::kMismatch) << c.what;
+    EXPECT_NE(std::string(lastErrorMessage()).find(c.field), std::string::npos) << c.what;
+    VerifyReport report = verify(r);
+    EXPECT_EQ(report.verdict, Verdict::kMismatch) << c.what << ": " << report.summary;
+    EXPECT_EQ(report.field, "receipt") << c.what;
+  }
+}
+
+TEST(ReceiptHostile, ReadingRefusesNonRegularFilesWithTheCause) {
+  const std::string dir = tempDir("non_regular");
+  const std::string fifo = dir + "/fifo.json";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);  // no writer: opening it for reading would block
+  struct Case {
+    std::string path;
+    const char* cause;
+  } cases[] = {{dir, "is a directory, not a regular file"},
+               {fifo, "is a FIFO, not a regular file"},
+               {"/dev/zero", "is a character device, not a regular file"},
+               {dir + "/none.json", "cannot open"}};
+  for (const Case& c : cases) {
+    Receipt unused;
+    EXPECT_EQ(readReceipt(c.path, &unused), Status::kIoError) << c.path;
+    const std::string message = lastErrorMessage();
+    EXPECT_NE(message.find("receipt '" + c.path + "'"), std::string::npos) << message;
+    EXPECT_NE(message.find(c.cause), std::string::npos) << message;
+  }
+}
+
+// Informational fields (model.source, execution.*) are checked for form only: any values, once
+// re-hashed, leave the verdict "verified". Fields that decide change it.
+TEST(ReceiptHostile, InformationalFieldsNeverDecideTheVerdict) {
+  const Receipt base = generateReceipt(/*trace=*/true, /*n_partitions=*/2);
+  const std::function<void(Receipt&)> informational[] = {
+      [](Receipt& r) { r.plan[1].end_layer = 1000000000; },
+      [](Receipt& r) { r.plan[0].first_layer = 3; },  // not contiguous
+      [](Receipt& r) { r.plan.clear(); },
+      [](Receipt& r) { r.n_partitions = 7; },
+      [](Receipt& r) {
+        r.stage_devices = {"cuda:9", "x", "y"};
+      },
+      [](Receipt& r) { r.model_source = "/elsewhere"; },
+  };
+  for (size_t i = 0; i < std::size(informational); ++i) {
+    Receipt r = base;
+    informational[i](r);
+    rehash(&r);
+    std::string message;
+    ASSERT_EQ(parseText(fileText(r), &message), Status::kSuccess)
+        << "case " << i << ": " << message;
+    VerifyReport report = verify(r);
+    EXPECT_EQ(report.verdict, Verdict::kVerified) << "case " << i << ": " << report.summary;
+  }
+  {  // A divergent layer outside the receipt's plan: reported, its stage unknown (-1).
+    Receipt r = base;
+    r.plan.clear();
+    r.requests[0].step_layer_sha256[2][1] = std::string(64, 'e');
+    rehash(&r);
+    VerifyReport report = verify(r);
+    EXPECT_EQ(report.verdict, Verdict::kMismatch) << report.summary;
+    EXPECT_EQ(report.layer, 1);
+    EXPECT_EQ(report.stage, -1);
+  }
+  {  // Deciding: the claimed model, the run's context, a layer-hash count.
+    Receipt r = base;
+    r.identity.weights_sha256 = std::string(64, 'f');
+    rehash(&r);
+    EXPECT_EQ(verify(r).verdict, Verdict::kCouldNotVerify);
+    r = base;
+    r.max_context = 3;
+    rehash(&r);
+    EXPECT_EQ(verify(r).verdict, Verdict::kMismatch);
+    r = base;
+    for (ReceiptRequest& q : r.requests) {
+      for (std::vector<std::string>& layers : q.step_layer_sha256)
+        layers.pop_back();
+    }
+    rehash(&r);  // consistent (3 hashes everywhere) but the model has 4 layers
+    VerifyReport report = verify(r);
+    EXPECT_EQ(report.verdict, Verdict::kMismatch) << report.summary;
+    EXPECT_EQ(report.layer, 3);
+    r = base;
+    r.requests[1].step_layer_sha256[0].pop_back();
+    rehash(&r);
+    std::string message;
+    EXPECT_EQ(parseText(fileText(r), &message), Status::kMismatch) << message;
+    EXPECT_NE(message.find("requests[1].step_layer_sha256[0]: 3 layer hashes"), std::string::npos)
+        << message;
+  }
+}
+
+// Values verify takes from the receipt are named as the receipt's, never as flags.
+TEST(ReceiptHostile, EngineErrorsNameTheReceiptFieldNotAFlag) {
+  Receipt r = generateReceipt(/*trace=*/false);
+  ReceiptRequest& q = r.requests[0];
+  q.has_prompt_text = false;
+  q.prompt_text.clear();
+  std::vector<int32_t> long_prompt;
+  while (long_prompt.size() < 2100)  // tiny-llama: max_position_embeddings 2048
+    long_prompt.insert(long_prompt.end(), q.prompt_ids.begin(), q.prompt_ids.end());
+  q.prompt_ids = long_prompt;
+  r.max_context = 4096;
+  rehash(&r);
+  ASSERT_EQ(validateReceipt(r, nullptr), Status::kSuccess) << lastErrorMessage();
+  EngineOptions options;
+  options.model = "builtin:tiny-llama";
+  options.device = Device::cpu();
+  ASSERT_EQ(receiptEngineOptions(r, &options), Status::kSuccess);
+  std::unique_ptr<Engine> engine;
+  EXPECT_EQ(Engine::create(options, &engine), Status::kInvalidArgument);
+  const std::string message = lastErrorMessage();
+  EXPECT_NE(message.find("the context of the receipt's longest request (requests[0]"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("--max-context"), std::string::npos) << message;
 }
 
 }  // namespace

@@ -35,6 +35,14 @@ class Tokenizer;
 inline constexpr const char* kRuntimeVersion = "0.2.0";
 inline constexpr const char* kRepOpsSpecVersion = "repops-1";
 
+// How the engine's messages name the options that can come from elsewhere than ree-launch's
+// flags: `verify` takes them from the receipt, and its errors must say so. Defaults: the flags.
+struct EngineOptionNames {
+  std::string operation_set = "--operation-set";
+  std::string max_batch = "--max-batch";
+  std::string max_context = "--max-context";
+};
+
 struct EngineOptions {
   // A model directory (config.json, *.safetensors, tokenizer.json, ...), or "builtin:tiny-llama".
   std::string model;
@@ -42,8 +50,11 @@ struct EngineOptions {
   Device device = Device::cpu();
   // Weights are converted to this dtype at load time when set (default: the checkpoint's dtype).
   std::optional<DType> weight_dtype;
-  int max_batch = 8;    // sequences decoded together (KV cache slots)
-  int max_context = 0;  // tokens per sequence; 0 = min(max_position_embeddings, 4096)
+  // Sequences decoded together (KV cache slots) and tokens per sequence (0: min(model's maximum,
+  // 4096)). Their KV cache must fit the device's memory: the engine refuses one that does not
+  // before allocating it (host: physical memory; GPU: its free memory).
+  int max_batch = 8;
+  int max_context = 0;
 
   // Pipeline: the model is cut into n_partitions contiguous stages (partitioner/, or the explicit
   // layers per stage in partition_layers). Without a transport every stage runs in this process,
@@ -62,6 +73,7 @@ struct EngineOptions {
   int micro_batches = 0;
   // Also hash every layer's output activations of every step (GenerationResult::step_layer_sha256).
   bool trace_layer_hashes = false;
+  EngineOptionNames names;
 };
 
 struct SamplingParams {

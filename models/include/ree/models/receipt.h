@@ -22,6 +22,9 @@ namespace ree {
 
 inline constexpr const char* kReceiptFormat = "ree-receipt/1";
 inline constexpr const char* kLogitsChainDomain = "ree-logits-chain/1";
+// readReceipt refuses larger files before reading them (a traced receipt of 8 requests of 4096
+// steps on a 126-layer model is about 300 MB of hex; this is far above any real run's).
+inline constexpr uint64_t kMaxReceiptBytes = uint64_t{1} << 30;
 
 // Everything a run's receipt records besides the requests: what the launcher knows.
 struct ReceiptRunInfo {
@@ -64,7 +67,8 @@ struct Receipt {
   std::string weight_dtype;         // "auto", "f32", "bf16", "f16"
   int64_t max_context = 0;          // of the run (finish_reason "length" follows from it)
   bool trace_layer_hashes = false;  // every request has step_layer_sha256
-  // Informational: the result does not depend on them.
+  // Informational: the result does not depend on them, so no verdict does either (they are
+  // checked for form only, and covered by receipt_sha256 like every field).
   int64_t n_partitions = 1;
   std::vector<partitioner::Stage> plan;  // first_layer, end_layer, embedding, head
   std::vector<std::string> stage_devices;
@@ -84,16 +88,19 @@ Status canonicalReceiptBody(const Receipt& receipt, std::string* bytes);
 Status receiptFileText(const Receipt& receipt, std::string* text);
 Status writeReceipt(const std::string& path, const Receipt& receipt);
 
-// Strict parse. kIoError when the file cannot be read or is malformed (not JSON, another format
-// version, a field missing, of the wrong type, out of range, unknown, bad hex, counts that
-// disagree); the message names the file and the field: "r.json: requests[0].output_ids[3]:
-// expected an integer". `source` names the text in messages.
+// Strict parse. kIoError when the file cannot be read or is malformed (not JSON, a key repeated
+// in an object, another format version, a field missing, of the wrong type, out of range,
+// unknown, bad hex, counts that disagree); the message names the file and the field:
+// "r.json: requests[0].output_ids[3]: expected an integer". `source` names the text in messages.
+// readReceipt reads regular files only, of at most kMaxReceiptBytes.
 Status parseReceipt(const std::string& text, const std::string& source, Receipt* out);
 Status readReceipt(const std::string& path, Receipt* out);
 
-// Internal hashes: prompt_ids_sha256, output_ids_sha256, logits_chain_sha256, receipt_sha256,
-// and that finish_reason "length" follows from the lengths. kMismatch naming the field when one
-// disagrees. `summary` (may be null): one line saying what was checked.
+// Internal consistency: prompt_ids_sha256, output_ids_sha256, logits_chain_sha256,
+// receipt_sha256; sampling parameters a run accepts (the engine's limits); one layer hash per
+// layer, the same count at every step; and that finish_reason "length" follows from the lengths.
+// kMismatch naming the field when one disagrees. `summary` (may be null): one line saying what
+// was checked.
 Status validateReceipt(const Receipt& receipt, std::string* summary);
 
 // chain_0 = SHA-256(kLogitsChainDomain || prompt_ids digest); chain_t+1 = SHA-256(chain_t ||
@@ -105,8 +112,10 @@ std::string logitsChainSha256(const std::string& prompt_ids_sha256,
 std::string idsSha256(const std::vector<int32_t>& ids);
 
 // The EngineOptions fields a verification must take from the receipt: operation_set,
-// weight_dtype, trace_layer_hashes, max_batch 1 and a max_context that fits every request.
-// The caller sets model, device and the pipeline layout (any layout verifies).
+// weight_dtype, trace_layer_hashes, max_batch 1 and a max_context that fits every request, with
+// `names` saying where they came from (the engine's errors then name the receipt's field, not a
+// flag the user never passed). The caller sets model, device and the pipeline layout (any
+// layout verifies).
 Status receiptEngineOptions(const Receipt& receipt, EngineOptions* options);
 
 enum class Verdict { kVerified = 0, kMismatch = 1, kCouldNotVerify = 2 };

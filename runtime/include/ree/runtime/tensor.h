@@ -39,6 +39,9 @@ Status setCurrentDevice(Device device);
 
 // Total memory of a device: the GPU's global memory, or the host's physical memory for the CPU.
 Status deviceMemoryBytes(Device device, int64_t* total);
+// Memory an allocation can still get: a GPU's free memory now (cudaMemGetInfo); for the CPU, the
+// host's physical memory (its free-page count leaves out caches the kernel would give back).
+Status deviceFreeMemoryBytes(Device device, int64_t* free);
 
 class Tensor {
  public:
