@@ -1,6 +1,7 @@
 // CPU batch API of the correctly rounded math (crmath.h).
 #include "ree/kernels/crmath.h"
 
+#include "common/crmath_args.h"
 #include "ree/core/parallel.h"
 #include "ree/kernels/math_ops.h"
 
@@ -54,12 +55,8 @@ void applyAll(const float* in, float* out, int64_t n) {
 }  // namespace
 
 Status unaryMath(UnaryMathOp op, const float* in, float* out, int64_t n) {
-  REE_CHECK_ARG(n >= 0, "unaryMath: n = %lld must be >= 0", static_cast<long long>(n));
+  REE_RETURN_IF_ERROR(validateUnaryMathArgs(op, in, out, n));
   if (n == 0) return Status::kSuccess;
-  REE_CHECK_ARG(in != nullptr, "unaryMath: input pointer `in` is null (n = %lld)",
-                static_cast<long long>(n));
-  REE_CHECK_ARG(out != nullptr, "unaryMath: output pointer `out` is null (n = %lld)",
-                static_cast<long long>(n));
   switch (op) {
     case UnaryMathOp::kExp:
       applyAll<crExp>(in, out, n);

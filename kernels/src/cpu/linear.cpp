@@ -15,73 +15,11 @@
 #define REE_LINEAR_X86 1
 #endif
 
+#include "common/storage_element.h"
 #include "ree/core/parallel.h"
 #include "ree/kernels/reduce.h"
 
 namespace ree::repops {
-namespace {
-
-bool rangesOverlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
-  if (a == nullptr || b == nullptr || a_bytes <= 0 || b_bytes <= 0) return false;
-  auto a0 = reinterpret_cast<uintptr_t>(a);
-  auto b0 = reinterpret_cast<uintptr_t>(b);
-  return a0 < b0 + static_cast<uintptr_t>(b_bytes) && b0 < a0 + static_cast<uintptr_t>(a_bytes);
-}
-
-int64_t matrixBytes(int64_t rows, int64_t cols, int64_t stride, DType dtype) {
-  if (rows <= 0 || cols <= 0) return 0;
-  return ((rows - 1) * stride + cols) * dtypeSize(dtype);
-}
-
-bool knownDtype(DType dtype) {
-  return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16;
-}
-
-}  // namespace
-
-Status validateLinearArgs(const LinearArgs& a) {
-  REE_CHECK_ARG(a.x_dtype == DType::kF32 || a.x_dtype == DType::kBF16,
-                "linear: x_dtype must be f32 or bf16 (got %d)", static_cast<int>(a.x_dtype));
-  REE_CHECK_ARG(knownDtype(a.w_dtype), "linear: w_dtype must be f32, bf16 or f16 (got %d)",
-                static_cast<int>(a.w_dtype));
-  REE_CHECK_ARG(a.y_dtype == DType::kF32 || a.y_dtype == DType::kBF16,
-                "linear: y_dtype must be f32 or bf16 (got %d)", static_cast<int>(a.y_dtype));
-  REE_CHECK_ARG(a.bias == nullptr || a.bias_dtype == DType::kF32 || a.bias_dtype == a.w_dtype,
-                "linear: bias_dtype must be f32 or w_dtype (%s), got %d", dtypeName(a.w_dtype),
-                static_cast<int>(a.bias_dtype));
-  REE_CHECK_ARG(a.m >= 0 && a.m <= INT32_MAX, "linear: m must be in [0, 2^31) (got %lld)",
-                static_cast<long long>(a.m));
-  REE_CHECK_ARG(a.n >= 1 && a.n <= INT32_MAX, "linear: n must be in [1, 2^31) (got %lld)",
-                static_cast<long long>(a.n));
-  REE_CHECK_ARG(a.k >= 1 && a.k <= INT32_MAX, "linear: k must be in [1, 2^31) (got %lld)",
-                static_cast<long long>(a.k));
-  REE_CHECK_ARG(a.x_row_stride == 0 || a.x_row_stride >= a.k,
-                "linear: x_row_stride must be 0 or >= k=%lld (got %lld)",
-                static_cast<long long>(a.k), static_cast<long long>(a.x_row_stride));
-  REE_CHECK_ARG(a.w_row_stride == 0 || a.w_row_stride >= a.k,
-                "linear: w_row_stride must be 0 or >= k=%lld (got %lld)",
-                static_cast<long long>(a.k), static_cast<long long>(a.w_row_stride));
-  REE_CHECK_ARG(a.y_row_stride == 0 || a.y_row_stride >= a.n,
-                "linear: y_row_stride must be 0 or >= n=%lld (got %lld)",
-                static_cast<long long>(a.n), static_cast<long long>(a.y_row_stride));
-  REE_CHECK_ARG(a.w != nullptr, "linear: w is null");
-  if (a.m > 0) {
-    REE_CHECK_ARG(a.x != nullptr, "linear: x is null (m=%lld)", static_cast<long long>(a.m));
-    REE_CHECK_ARG(a.y != nullptr, "linear: y is null (m=%lld)", static_cast<long long>(a.m));
-    int64_t x_stride = a.x_row_stride ? a.x_row_stride : a.k;
-    int64_t w_stride = a.w_row_stride ? a.w_row_stride : a.k;
-    int64_t y_stride = a.y_row_stride ? a.y_row_stride : a.n;
-    int64_t y_bytes = matrixBytes(a.m, a.n, y_stride, a.y_dtype);
-    REE_CHECK_ARG(!rangesOverlap(a.y, y_bytes, a.x, matrixBytes(a.m, a.k, x_stride, a.x_dtype)),
-                  "linear: y overlaps x");
-    REE_CHECK_ARG(!rangesOverlap(a.y, y_bytes, a.w, matrixBytes(a.n, a.k, w_stride, a.w_dtype)),
-                  "linear: y overlaps w");
-    REE_CHECK_ARG(!rangesOverlap(a.y, y_bytes, a.bias, matrixBytes(1, a.n, a.n, a.bias_dtype)),
-                  "linear: y overlaps bias");
-  }
-  return Status::kSuccess;
-}
-
 namespace cpu {
 namespace {
 
@@ -91,25 +29,13 @@ constexpr int kTaskRows = 64;  // rows of x per task (a task packs its panel onc
 
 std::atomic<bool> g_simd_enabled{true};
 
-float loadElement(const void* base, DType dtype, int64_t index) {
-  switch (dtype) {
-    case DType::kF32:
-      return static_cast<const float*>(base)[index];
-    case DType::kBF16:
-      return toFloat(static_cast<const bf16_t*>(base)[index]);
-    case DType::kF16:
-      return toFloat(static_cast<const f16_t*>(base)[index]);
-  }
-  return 0.0f;
-}
-
 // Writes W rows [n0, n0 + count) transposed as panel[k * kPanel + lane] (lanes >= count: +0).
 void packPanel(const LinearArgs& a, int64_t w_stride, int64_t n0, int count, float* panel) {
   for (int lane = 0; lane < kPanel; ++lane) {
     if (lane < count) {
       int64_t row = (n0 + lane) * w_stride;
       for (int64_t k = 0; k < a.k; ++k)
-        panel[k * kPanel + lane] = loadElement(a.w, a.w_dtype, row + k);
+        panel[k * kPanel + lane] = loadStorageElement(a.w, a.w_dtype, row + k);
     } else {
       for (int64_t k = 0; k < a.k; ++k)
         panel[k * kPanel + lane] = 0.0f;
@@ -302,7 +228,7 @@ Status linear(const LinearArgs& a) {
     parallelFor(a.m, 16, [&](int64_t begin, int64_t end) {
       for (int64_t m = begin; m < end; ++m) {
         for (int64_t k = 0; k < a.k; ++k) {
-          x_converted[m * a.k + k] = loadElement(a.x, a.x_dtype, m * x_stride + k);
+          x_converted[m * a.k + k] = loadStorageElement(a.x, a.x_dtype, m * x_stride + k);
         }
       }
     });
@@ -325,7 +251,7 @@ Status linear(const LinearArgs& a) {
       }
       float bias[kPanel] = {};
       for (int lane = 0; lane < count && a.bias; ++lane) {
-        bias[lane] = loadElement(a.bias, a.bias_dtype, n0 + lane);
+        bias[lane] = loadStorageElement(a.bias, a.bias_dtype, n0 + lane);
       }
       const int64_t m_begin = (task % row_tasks) * kTaskRows;
       const int64_t m_end = std::min(a.m, m_begin + kTaskRows);

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "common/dtype_dispatch.h"
+#include "common/pointwise_args.h"
 #include "ree/core/parallel.h"
 
 namespace ree::repops::cpu {
@@ -11,39 +13,12 @@ namespace {
 
 constexpr int64_t kGrain = 1 << 14;
 
-bool knownDType(DType dtype) {
-  return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16;
-}
-
-bool knownActivation(Activation activation) {
-  return activation == Activation::kSilu || activation == Activation::kGeluErf ||
-         activation == Activation::kGeluTanh;
-}
-
-// Calls fn(T{}) with T the storage type of `dtype` (already validated).
-template <typename Fn>
-void dispatch(DType dtype, Fn fn) {
-  switch (dtype) {
-    case DType::kF32:
-      fn(float{});
-      break;
-    case DType::kBF16:
-      fn(bf16_t{});
-      break;
-    case DType::kF16:
-      fn(f16_t{});
-      break;
-  }
-}
-
 template <typename Op>
 Status binary(const char* name, DType dtype, const void* a, const void* b, void* out, int64_t n,
               Op op) {
-  REE_CHECK_ARG(knownDType(dtype), "%s: unknown dtype %d", name, static_cast<int>(dtype));
-  REE_CHECK_ARG(n >= 0, "%s: n must be >= 0, got %lld", name, static_cast<long long>(n));
+  REE_RETURN_IF_ERROR(validateBinaryArgs(name, dtype, a, b, out, n));
   if (n == 0) return Status::kSuccess;
-  REE_CHECK_ARG(a && b && out, "%s: null pointer (a=%p b=%p out=%p)", name, a, b, out);
-  dispatch(dtype, [&](auto tag) {
+  return dispatchStorageType(dtype, name, [&](auto tag) {
     using T = decltype(tag);
     const T* pa = static_cast<const T*>(a);
     const T* pb = static_cast<const T*>(b);
@@ -53,25 +28,15 @@ Status binary(const char* name, DType dtype, const void* a, const void* b, void*
         po[i] = op(pa[i], pb[i]);
     });
   });
-  return Status::kSuccess;
 }
 
 }  // namespace
 
 Status embedding(DType dtype, const void* table, int64_t vocab, int64_t dim, const int32_t* ids,
                  int64_t count, void* out) {
-  REE_CHECK_ARG(knownDType(dtype), "embedding: unknown dtype %d", static_cast<int>(dtype));
-  REE_CHECK_ARG(
-      vocab > 0 && dim > 0 && count >= 0, "embedding: bad shape vocab=%lld dim=%lld count=%lld",
-      static_cast<long long>(vocab), static_cast<long long>(dim), static_cast<long long>(count));
+  REE_RETURN_IF_ERROR(validateEmbeddingArgs(dtype, table, vocab, dim, ids, count, out));
   if (count == 0) return Status::kSuccess;
-  REE_CHECK_ARG(table && ids && out, "embedding: null pointer (table=%p ids=%p out=%p)", table,
-                static_cast<const void*>(ids), out);
-  for (int64_t i = 0; i < count; ++i) {
-    REE_CHECK_ARG(ids[i] >= 0 && ids[i] < vocab,
-                  "embedding: ids[%lld] = %d is outside the vocabulary [0, %lld)",
-                  static_cast<long long>(i), ids[i], static_cast<long long>(vocab));
-  }
+  REE_RETURN_IF_ERROR(validateEmbeddingIds(ids, count, vocab));
   const size_t row_bytes = static_cast<size_t>(dim) * dtypeSize(dtype);
   const auto* src = static_cast<const unsigned char*>(table);
   auto* dst = static_cast<unsigned char*>(out);
@@ -92,13 +57,9 @@ Status mul(DType dtype, const void* a, const void* b, void* out, int64_t n) {
 }
 
 Status activation(Activation activation, DType dtype, const void* x, void* out, int64_t n) {
-  REE_CHECK_ARG(knownDType(dtype), "activation: unknown dtype %d", static_cast<int>(dtype));
-  REE_CHECK_ARG(knownActivation(activation), "activation: unknown kind %d",
-                static_cast<int>(activation));
-  REE_CHECK_ARG(n >= 0, "activation: n must be >= 0, got %lld", static_cast<long long>(n));
+  REE_RETURN_IF_ERROR(validateActivationArgs(activation, dtype, x, out, n));
   if (n == 0) return Status::kSuccess;
-  REE_CHECK_ARG(x && out, "activation: null pointer (x=%p out=%p)", x, out);
-  dispatch(dtype, [&](auto tag) {
+  return dispatchStorageType(dtype, "activation", [&](auto tag) {
     using T = decltype(tag);
     const T* px = static_cast<const T*>(x);
     T* po = static_cast<T*>(out);
@@ -107,24 +68,15 @@ Status activation(Activation activation, DType dtype, const void* x, void* out, 
         po[i] = activationElement(activation, px[i]);
     });
   });
-  return Status::kSuccess;
 }
 
 Status gated(Activation activation, DType dtype, const void* gate, int64_t gate_stride,
              const void* up, int64_t up_stride, void* out, int64_t out_stride, int64_t rows,
              int64_t cols) {
-  REE_CHECK_ARG(knownDType(dtype), "gated: unknown dtype %d", static_cast<int>(dtype));
-  REE_CHECK_ARG(knownActivation(activation), "gated: unknown activation %d",
-                static_cast<int>(activation));
-  REE_CHECK_ARG(rows >= 0 && cols >= 0, "gated: bad shape rows=%lld cols=%lld",
-                static_cast<long long>(rows), static_cast<long long>(cols));
-  REE_CHECK_ARG(gate_stride >= cols && up_stride >= cols && out_stride >= cols,
-                "gated: strides (gate %lld, up %lld, out %lld) must be >= cols %lld",
-                static_cast<long long>(gate_stride), static_cast<long long>(up_stride),
-                static_cast<long long>(out_stride), static_cast<long long>(cols));
+  REE_RETURN_IF_ERROR(validateGatedArgs(activation, dtype, gate, gate_stride, up, up_stride, out,
+                                        out_stride, rows, cols));
   if (rows == 0 || cols == 0) return Status::kSuccess;
-  REE_CHECK_ARG(gate && up && out, "gated: null pointer (gate=%p up=%p out=%p)", gate, up, out);
-  dispatch(dtype, [&](auto tag) {
+  return dispatchStorageType(dtype, "gated", [&](auto tag) {
     using T = decltype(tag);
     const T* pg = static_cast<const T*>(gate);
     const T* pu = static_cast<const T*>(up);
@@ -139,7 +91,6 @@ Status gated(Activation activation, DType dtype, const void* gate, int64_t gate_
       }
     });
   });
-  return Status::kSuccess;
 }
 
 }  // namespace ree::repops::cpu

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <vector>
 
+#include "common/dtype_dispatch.h"
+#include "common/rowops_args.h"
 #include "ree/core/parallel.h"
 
 namespace ree {
@@ -26,65 +28,8 @@ const char* reduceOpName(ReduceOp op) {
   return "?";
 }
 
-namespace detail {
-
-Status checkDType(const char* op, const char* name, DType dtype) {
-  REE_CHECK_ARG(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
-                "%s: %s has an unknown dtype (%d)", op, name, static_cast<int>(dtype));
-  return Status::kSuccess;
-}
-
-Status checkShape(const char* op, int64_t rows, int64_t cols) {
-  REE_CHECK_ARG(rows >= 0, "%s: rows must be >= 0 (got %lld)", op, static_cast<long long>(rows));
-  REE_CHECK_ARG(cols >= 1 && cols <= kRowOpsMaxCols, "%s: cols must be in [1, 2^24] (got %lld)", op,
-                static_cast<long long>(cols));
-  return Status::kSuccess;
-}
-
-Status checkRowsIn(const char* op, const char* name, RowsIn x, int64_t rows, int64_t cols) {
-  REE_RETURN_IF_ERROR(checkDType(op, name, x.dtype));
-  REE_CHECK_ARG(rows == 0 || x.data != nullptr, "%s: %s.data is null", op, name);
-  REE_CHECK_ARG(rows <= 1 || x.row_stride >= cols,
-                "%s: %s.row_stride (%lld) is smaller than cols (%lld)", op, name,
-                static_cast<long long>(x.row_stride), static_cast<long long>(cols));
-  return Status::kSuccess;
-}
-
-Status checkRowsOut(const char* op, const char* name, RowsOut y, int64_t rows, int64_t cols) {
-  REE_RETURN_IF_ERROR(checkDType(op, name, y.dtype));
-  REE_CHECK_ARG(rows == 0 || y.data != nullptr, "%s: %s.data is null", op, name);
-  REE_CHECK_ARG(rows <= 1 || y.row_stride >= cols,
-                "%s: %s.row_stride (%lld) is smaller than cols (%lld)", op, name,
-                static_cast<long long>(y.row_stride), static_cast<long long>(cols));
-  return Status::kSuccess;
-}
-
-Status checkEps(const char* op, float eps) {
-  REE_CHECK_ARG(std::isfinite(eps) && eps >= 0.0f, "%s: eps must be finite and >= 0 (got %g)", op,
-                static_cast<double>(eps));
-  return Status::kSuccess;
-}
-
-}  // namespace detail
-
 namespace cpu {
 namespace {
-
-// Calls f(T{}) with T the storage type of `dtype` (validated beforehand).
-template <typename F>
-void withType(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kF32:
-      f(float{});
-      break;
-    case DType::kBF16:
-      f(bf16_t{});
-      break;
-    case DType::kF16:
-      f(f16_t{});
-      break;
-  }
-}
 
 // Rows per parallel range: enough elements to be worth a thread.
 int64_t rowGrain(int64_t cols) {
@@ -110,20 +55,23 @@ T* rowPtr(RowsOut y, int64_t i) {
   return static_cast<T*>(y.data) + i * y.row_stride;
 }
 
-template <typename T>
-float rowMax(const T* x, int n) {
+// An order-free selection (rowmath::maxCombine, minCombine) over the row, left to right.
+template <typename T, typename Combine>
+float rowSelect(const T* x, int n, Combine combine) {
   float m = loadFloat(x[0]);
   for (int k = 1; k < n; ++k)
-    m = rowmath::maxCombine(m, loadFloat(x[k]));
+    m = combine(m, loadFloat(x[k]));
   return m;
 }
 
 template <typename T>
+float rowMax(const T* x, int n) {
+  return rowSelect(x, n, [](float a, float b) { return rowmath::maxCombine(a, b); });
+}
+
+template <typename T>
 float rowMin(const T* x, int n) {
-  float m = loadFloat(x[0]);
-  for (int k = 1; k < n; ++k)
-    m = rowmath::minCombine(m, loadFloat(x[k]));
-  return m;
+  return rowSelect(x, n, [](float a, float b) { return rowmath::minCombine(a, b); });
 }
 
 template <typename T>
@@ -143,21 +91,15 @@ float rowSquaredDeviations(const T* x, int n, float mean) {
 Status rmsNorm(RowsIn x, VecIn weight, RowsOut y, int64_t rows, int64_t cols, float eps,
                RmsNormVariant variant) {
   const char* op = "rmsNorm";
-  REE_RETURN_IF_ERROR(detail::checkShape(op, rows, cols));
-  REE_RETURN_IF_ERROR(detail::checkRowsIn(op, "x", x, rows, cols));
-  REE_RETURN_IF_ERROR(detail::checkRowsOut(op, "y", y, rows, cols));
-  if (weight.data != nullptr) REE_RETURN_IF_ERROR(detail::checkDType(op, "weight", weight.dtype));
-  REE_RETURN_IF_ERROR(detail::checkEps(op, eps));
-  REE_CHECK_ARG(variant == RmsNormVariant::kF32 || variant == RmsNormVariant::kCastBeforeWeight,
-                "%s: unknown variant %d", op, static_cast<int>(variant));
+  REE_RETURN_IF_ERROR(validateRmsNormArgs(op, x, weight, y, rows, cols, eps, variant));
   if (rows == 0) return Status::kSuccess;
   std::vector<float> w = widen(weight, cols);
   const float* wp = w.empty() ? nullptr : w.data();
   const int n = static_cast<int>(cols);
   const bool cast_first = variant == RmsNormVariant::kCastBeforeWeight;
-  withType(x.dtype, [&](auto in_tag) {
+  return dispatchStorageType(x.dtype, op, [&](auto in_tag) {
     using InT = decltype(in_tag);
-    withType(y.dtype, [&](auto out_tag) {
+    return dispatchStorageType(y.dtype, op, [&](auto out_tag) {
       using OutT = decltype(out_tag);
       parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
@@ -174,25 +116,19 @@ Status rmsNorm(RowsIn x, VecIn weight, RowsOut y, int64_t rows, int64_t cols, fl
       });
     });
   });
-  return Status::kSuccess;
 }
 
 Status layerNorm(RowsIn x, VecIn weight, VecIn bias, RowsOut y, int64_t rows, int64_t cols,
                  float eps) {
   const char* op = "layerNorm";
-  REE_RETURN_IF_ERROR(detail::checkShape(op, rows, cols));
-  REE_RETURN_IF_ERROR(detail::checkRowsIn(op, "x", x, rows, cols));
-  REE_RETURN_IF_ERROR(detail::checkRowsOut(op, "y", y, rows, cols));
-  if (weight.data != nullptr) REE_RETURN_IF_ERROR(detail::checkDType(op, "weight", weight.dtype));
-  if (bias.data != nullptr) REE_RETURN_IF_ERROR(detail::checkDType(op, "bias", bias.dtype));
-  REE_RETURN_IF_ERROR(detail::checkEps(op, eps));
+  REE_RETURN_IF_ERROR(validateLayerNormArgs(op, x, weight, bias, y, rows, cols, eps));
   if (rows == 0) return Status::kSuccess;
   std::vector<float> w = widen(weight, cols), b = widen(bias, cols);
   const bool has_w = !w.empty(), has_b = !b.empty();
   const int n = static_cast<int>(cols);
-  withType(x.dtype, [&](auto in_tag) {
+  return dispatchStorageType(x.dtype, op, [&](auto in_tag) {
     using InT = decltype(in_tag);
-    withType(y.dtype, [&](auto out_tag) {
+    return dispatchStorageType(y.dtype, op, [&](auto out_tag) {
       using OutT = decltype(out_tag);
       parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
@@ -208,21 +144,18 @@ Status layerNorm(RowsIn x, VecIn weight, VecIn bias, RowsOut y, int64_t rows, in
       });
     });
   });
-  return Status::kSuccess;
 }
 
 namespace {
 
 Status softmaxImpl(const char* op, bool log_output, RowsIn x, RowsOut y, int64_t rows,
                    int64_t cols) {
-  REE_RETURN_IF_ERROR(detail::checkShape(op, rows, cols));
-  REE_RETURN_IF_ERROR(detail::checkRowsIn(op, "x", x, rows, cols));
-  REE_RETURN_IF_ERROR(detail::checkRowsOut(op, "y", y, rows, cols));
+  REE_RETURN_IF_ERROR(validateRowsInOut(op, x, y, rows, cols));
   if (rows == 0) return Status::kSuccess;
   const int n = static_cast<int>(cols);
-  withType(x.dtype, [&](auto in_tag) {
+  return dispatchStorageType(x.dtype, op, [&](auto in_tag) {
     using InT = decltype(in_tag);
-    withType(y.dtype, [&](auto out_tag) {
+    return dispatchStorageType(y.dtype, op, [&](auto out_tag) {
       using OutT = decltype(out_tag);
       parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
         std::vector<float> e(static_cast<size_t>(n));  // exp terms, kept for the second pass
@@ -247,7 +180,6 @@ Status softmaxImpl(const char* op, bool log_output, RowsIn x, RowsOut y, int64_t
       });
     });
   });
-  return Status::kSuccess;
 }
 
 }  // namespace
@@ -262,16 +194,10 @@ Status logSoftmax(RowsIn x, RowsOut y, int64_t rows, int64_t cols) {
 
 Status reduceRows(ReduceOp op, RowsIn x, void* out, DType out_dtype, int64_t rows, int64_t cols) {
   const char* name = "reduceRows";
-  REE_CHECK_ARG(op == ReduceOp::kSum || op == ReduceOp::kMean || op == ReduceOp::kMax ||
-                    op == ReduceOp::kMin || op == ReduceOp::kVar,
-                "%s: unknown op %d", name, static_cast<int>(op));
-  REE_RETURN_IF_ERROR(detail::checkShape(name, rows, cols));
-  REE_RETURN_IF_ERROR(detail::checkRowsIn(name, "x", x, rows, cols));
-  REE_RETURN_IF_ERROR(detail::checkDType(name, "out_dtype", out_dtype));
-  REE_CHECK_ARG(rows == 0 || out != nullptr, "%s: out is null", name);
+  REE_RETURN_IF_ERROR(validateReduceRowsArgs(name, op, x, out, out_dtype, rows, cols));
   if (rows == 0) return Status::kSuccess;
   const int n = static_cast<int>(cols);
-  withType(x.dtype, [&](auto in_tag) {
+  return dispatchStorageType(x.dtype, name, [&](auto in_tag) {
     using InT = decltype(in_tag);
     parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
@@ -300,17 +226,14 @@ Status reduceRows(ReduceOp op, RowsIn x, void* out, DType out_dtype, int64_t row
       }
     });
   });
-  return Status::kSuccess;
 }
 
 Status argmaxRows(RowsIn x, int32_t* out, int64_t rows, int64_t cols) {
   const char* name = "argmaxRows";
-  REE_RETURN_IF_ERROR(detail::checkShape(name, rows, cols));
-  REE_RETURN_IF_ERROR(detail::checkRowsIn(name, "x", x, rows, cols));
-  REE_CHECK_ARG(rows == 0 || out != nullptr, "%s: out is null", name);
+  REE_RETURN_IF_ERROR(validateArgmaxRowsArgs(name, x, out, rows, cols));
   if (rows == 0) return Status::kSuccess;
   const int n = static_cast<int>(cols);
-  withType(x.dtype, [&](auto in_tag) {
+  return dispatchStorageType(x.dtype, name, [&](auto in_tag) {
     using InT = decltype(in_tag);
     parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
@@ -328,18 +251,15 @@ Status argmaxRows(RowsIn x, int32_t* out, int64_t rows, int64_t cols) {
       }
     });
   });
-  return Status::kSuccess;
 }
 
 Status cast(RowsIn x, RowsOut y, int64_t rows, int64_t cols) {
   const char* name = "cast";
-  REE_RETURN_IF_ERROR(detail::checkShape(name, rows, cols));
-  REE_RETURN_IF_ERROR(detail::checkRowsIn(name, "x", x, rows, cols));
-  REE_RETURN_IF_ERROR(detail::checkRowsOut(name, "y", y, rows, cols));
+  REE_RETURN_IF_ERROR(validateRowsInOut(name, x, y, rows, cols));
   if (rows == 0) return Status::kSuccess;
-  withType(x.dtype, [&](auto in_tag) {
+  return dispatchStorageType(x.dtype, name, [&](auto in_tag) {
     using InT = decltype(in_tag);
-    withType(y.dtype, [&](auto out_tag) {
+    return dispatchStorageType(y.dtype, name, [&](auto out_tag) {
       using OutT = decltype(out_tag);
       parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
@@ -351,7 +271,6 @@ Status cast(RowsIn x, RowsOut y, int64_t rows, int64_t cols) {
       });
     });
   });
-  return Status::kSuccess;
 }
 
 }  // namespace cpu

@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "chained_launch.cuh"
+#include "common/dtype_dispatch.h"
+#include "common/storage_element.h"
 #include "ree/core/cuda_check.h"
 #include "ree/kernels/attention.h"
 #include "shared_memory.cuh"
@@ -104,31 +106,6 @@ struct KernelParams {
   float* ws_sum;
   float* ws_acc;
 };
-
-__device__ __forceinline__ float loadAny(const void* base, DType dtype, long long index) {
-  switch (dtype) {
-    case DType::kF32:
-      return static_cast<const float*>(base)[index];
-    case DType::kBF16:
-      return toFloat(static_cast<const bf16_t*>(base)[index]);
-    default:
-      return toFloat(static_cast<const f16_t*>(base)[index]);
-  }
-}
-
-__device__ __forceinline__ void storeAny(void* base, DType dtype, long long index, float value) {
-  switch (dtype) {
-    case DType::kF32:
-      static_cast<float*>(base)[index] = value;
-      break;
-    case DType::kBF16:
-      static_cast<bf16_t*>(base)[index] = toBF16(value);
-      break;
-    default:
-      static_cast<f16_t*>(base)[index] = toF16(value);
-      break;
-  }
-}
 
 // Shared-memory row stride (elements) of a K/V chunk: whole 16-byte vectors, an odd number of
 // them. Rows are 16-byte aligned (cp.async copies, 16-byte reads), and the 8 threads of a quarter
@@ -240,79 +217,79 @@ __device__ void loadKvChunks(const KernelParams& p, T* k_smem, T* v_smem, const 
   }
 }
 
-// The work of one block. kFlash: loop over all chunks of the tile and merge in shared memory;
-// otherwise compute chunks [item.chunk, item.chunk + p.split_chunks_per_block) (those that exist)
-// one after another and store each chunk's states to the workspace: the Q tile and the setup are
-// paid once for several chunks. Which block computes a chunk never changes its bits.
-//
-// kHeadDim: as in loadKvChunks.
-//
-// kRows: rows per thread in the score and P.V loops (a multiple of 4; rows_cap is a multiple of
-// it). Decode of a model with G <= 4 query heads per KV head uses 4, so no lane works on padding.
-//
-// The split path reads its work description and the chunk's block-table entries before
-// waitForPredecessor(): they are uploaded by copies, never written by a kernel, so they are
-// complete before this kernel can start, and their latency overlaps the previous kernel's tail.
-template <typename T, bool kFlash, int kRows, int kHeadDim>
-__global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict__ items,
-                                     const SplitSeq* __restrict__ split_seqs) {
-  static_assert(kRows % 4 == 0, "rows per thread are read as float4");
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  WorkItem item;
-  if constexpr (kFlash) {
-    waitForPredecessor();
-    allowSuccessorLaunch();
-    item = items[blockIdx.x];
-  } else {
-    const SplitSeq ss = split_seqs[blockIdx.y];
-    const int local = static_cast<int>(blockIdx.x);
-    const int blocks_per_head =
-        (ss.n_chunks + p.split_chunks_per_block - 1) / p.split_chunks_per_block;
-    if (local >= p.n_kv_heads * blocks_per_head) return;  // uniform over the block
-    const int kv_head = local / blocks_per_head;
-    item = WorkItem{ss.seq,
-                    kv_head,
-                    0,
-                    ss.rows,
-                    (local - kv_head * blocks_per_head) * p.split_chunks_per_block,
-                    ss.n_chunks,
-                    ss.token_begin,
-                    ss.cached,
-                    ss.state_base + static_cast<long long>(kv_head) * ss.rows * ss.n_chunks};
-  }
-  const int head_dim = kHeadDim > 0 ? kHeadDim : p.head_dim;
-  long long* slots = reinterpret_cast<long long*>(
-      smem_raw +
-      smemLayout(head_dim, p.rows_cap, p.kv_stride, static_cast<int>(sizeof(T)), kFlash).slot_off);
-  const int32_t* table_row =
-      p.block_table + static_cast<long long>(item.seq) * p.max_blocks_per_seq;
-  if constexpr (!kFlash) {
-    const int last_position = item.cached + (item.row_count - 1) / p.group;
-    const int pos_begin = item.chunk * kChunk;
-    fillSlots(p, slots, table_row, pos_begin, min(kChunk, last_position + 1 - pos_begin));
-    waitForPredecessor();
-    allowSuccessorLaunch();
-  }
+// ---- The chunk kernel, phase by phase ----------------------------------------------------------
+// kHeadDim: as in loadKvChunks. kRows: rows per thread in the score and P.V loops (a multiple of
+// 4; rows_cap is a multiple of it).
+
+// The block's shared-memory arrays (smemLayout).
+template <typename T>
+struct ChunkTiles {
+  float* q_tile;   // [d][row]
+  float* weights;  // [pos][row]: the chunk's scores, then its weights
+  float* chunk_max;
+  float* running_max;  // flash: the running state's maximum, sum and merge factors
+  float* running_sum;
+  float* running_factor;
+  float* chunk_factor;
+  int* row_position;   // each row's absolute position (-1: padding row)
+  int* row_valid;      // positions of the current chunk the row attends to (<= 0: none)
+  float* running_acc;  // [row][d] (flash only)
+  long long* slots;    // cache rows of the positions of two consecutive chunks
+  T* k_chunk;
+  T* v_chunk;
+};
+
+template <typename T>
+__device__ __forceinline__ ChunkTiles<T> chunkTiles(unsigned char* smem_raw,
+                                                    const SmemLayout& layout, int rows_cap,
+                                                    int kv_stride) {
+  ChunkTiles<T> t;
+  t.q_tile = reinterpret_cast<float*>(smem_raw + layout.q_off);
+  t.weights = reinterpret_cast<float*>(smem_raw + layout.e_off);
+  float* stats = reinterpret_cast<float*>(smem_raw + layout.stat_off);
+  t.chunk_max = stats;
+  t.running_max = stats + rows_cap;
+  t.running_sum = stats + 2 * rows_cap;
+  t.running_factor = stats + 3 * rows_cap;
+  t.chunk_factor = stats + 4 * rows_cap;
+  t.row_position = reinterpret_cast<int*>(stats + 5 * rows_cap);
+  t.row_valid = reinterpret_cast<int*>(stats + 6 * rows_cap);
+  t.running_acc = reinterpret_cast<float*>(smem_raw + layout.acc_off);
+  t.slots = reinterpret_cast<long long*>(smem_raw + layout.slot_off);
+  t.k_chunk = reinterpret_cast<T*>(smem_raw + layout.kv_off);
+  t.v_chunk = t.k_chunk + kChunk * kv_stride;
+  return t;
+}
+
+// The split path's block: (sequence, KV head, first chunk) from its grid position. False for the
+// blocks past the sequence's n_kv_heads * n_chunks (uniform over the block: they exit).
+__device__ __forceinline__ bool splitWorkItem(const KernelParams& p,
+                                              const SplitSeq* __restrict__ split_seqs,
+                                              WorkItem* item) {
+  const SplitSeq ss = split_seqs[blockIdx.y];
+  const int local = static_cast<int>(blockIdx.x);
+  const int blocks_per_head =
+      (ss.n_chunks + p.split_chunks_per_block - 1) / p.split_chunks_per_block;
+  if (local >= p.n_kv_heads * blocks_per_head) return false;
+  const int kv_head = local / blocks_per_head;
+  *item = WorkItem{ss.seq,
+                   kv_head,
+                   0,
+                   ss.rows,
+                   (local - kv_head * blocks_per_head) * p.split_chunks_per_block,
+                   ss.n_chunks,
+                   ss.token_begin,
+                   ss.cached,
+                   ss.state_base + static_cast<long long>(kv_head) * ss.rows * ss.n_chunks};
+  return true;
+}
+
+// Q tile, transposed to [d][row] (zero padding rows keep the unused lanes finite). kQBatch loads
+// per thread are issued before their stores, so they are in flight together.
+__device__ __forceinline__ void loadQueryTile(const KernelParams& p, const WorkItem& item,
+                                              int head_dim, float* q_tile) {
   const int rows = item.row_count;
   const int rows_cap = p.rows_cap;
-  const SmemLayout layout =
-      smemLayout(head_dim, rows_cap, p.kv_stride, static_cast<int>(sizeof(T)), kFlash);
-  float* q_tile = reinterpret_cast<float*>(smem_raw + layout.q_off);   // [d][row]
-  float* weights = reinterpret_cast<float*>(smem_raw + layout.e_off);  // [pos][row]
-  float* stats = reinterpret_cast<float*>(smem_raw + layout.stat_off);
-  float* chunk_max = stats;
-  float* running_max = stats + rows_cap;
-  float* running_sum = stats + 2 * rows_cap;
-  float* running_factor = stats + 3 * rows_cap;
-  float* chunk_factor = stats + 4 * rows_cap;
-  int* row_position = reinterpret_cast<int*>(stats + 5 * rows_cap);
-  int* row_valid = reinterpret_cast<int*>(stats + 6 * rows_cap);
-  float* running_acc = reinterpret_cast<float*>(smem_raw + layout.acc_off);  // [row][d]
-  T* k_chunk = reinterpret_cast<T*>(smem_raw + layout.kv_off);
-  T* v_chunk = k_chunk + kChunk * p.kv_stride;
-
-  // Q tile (zero padding rows keep the unused lanes finite) and each row's absolute position.
-  // kQBatch loads per thread are issued before their stores, so they are in flight together.
   constexpr int kQBatch = 8;
   for (int base = threadIdx.x; base < rows_cap * head_dim; base += kQBatch * blockDim.x) {
     float values[kQBatch];
@@ -326,7 +303,7 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
         const int row = item.row_begin + r;
         const long long token = item.token_begin + row / p.group;
         const int head = item.kv_head * p.group + row % p.group;
-        values[b] = loadAny(p.q, p.q_dtype, (token * p.n_heads + head) * head_dim + d);
+        values[b] = loadStorageElement(p.q, p.q_dtype, (token * p.n_heads + head) * head_dim + d);
       }
     }
 #pragma unroll
@@ -338,268 +315,392 @@ __global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict_
       }
     }
   }
+}
+
+// Each row's absolute position into row_position (padding rows: -1); returns the largest.
+__device__ __forceinline__ int setRowPositions(const KernelParams& p, const WorkItem& item,
+                                               int* row_position) {
+  const int rows = item.row_count;
   int max_position = 0;
   for (int r = 0; r < rows; ++r) {
     const int position = item.cached + (item.row_begin + r) / p.group;
     max_position = position > max_position ? position : max_position;
   }
-  for (int r = threadIdx.x; r < rows_cap; r += blockDim.x) {
+  for (int r = threadIdx.x; r < p.rows_cap; r += blockDim.x) {
     row_position[r] = r < rows ? item.cached + (item.row_begin + r) / p.group : -1;
   }
+  return max_position;
+}
+
+// Where chunk `chunk` stands among the block's chunks.
+struct ChunkSpan {
+  int pos_begin;          // its first position
+  int n_loaded;           // its positions that some row attends to
+  long long* cur_slots;   // cache rows of its positions: slot buffer (chunk - chunk_first) % 2
+  long long* next_slots;  // and of the next chunk's
+  bool has_next;
+  int n_next;  // the next chunk's positions that some row attends to
+};
+
+__device__ __forceinline__ ChunkSpan chunkSpan(long long* slots, int chunk, int chunk_first,
+                                               int chunk_last, int max_position) {
+  ChunkSpan s;
+  s.pos_begin = chunk * kChunk;
+  s.n_loaded = max_position + 1 - s.pos_begin;
+  s.n_loaded = s.n_loaded < kChunk ? s.n_loaded : kChunk;
+  const int parity = (chunk - chunk_first) & 1;
+  s.cur_slots = slots + parity * kChunk;
+  s.next_slots = slots + (parity ^ 1) * kChunk;
+  s.has_next = chunk < chunk_last;
+  s.n_next = s.has_next ? min(kChunk, max_position + 1 - (s.pos_begin + kChunk)) : 0;
+  return s;
+}
+
+// Each row's count of valid positions in this chunk (<= 0: the row does not reach it).
+__device__ __forceinline__ void setRowValid(int rows_cap, const int* row_position, int pos_begin,
+                                            int* row_valid) {
+  for (int r = threadIdx.x; r < rows_cap; r += blockDim.x) {
+    int valid = row_position[r] + 1 - pos_begin;
+    row_valid[r] = valid < kChunk ? valid : kChunk;
+  }
+}
+
+// K and V of the chunk into shared memory. Pipelined when p.vec16: K of chunk c + 1 is copied
+// while chunk c's weights and P.V are computed (its copies are issued by the caller once the
+// scores of chunk c are done with the K buffer), V of chunk c while chunk c's scores are
+// computed. Groups complete in issue order: K_c (issued during chunk c - 1), V_c (here), then
+// K_c+1; this returns once K_c has landed. The split path filled the first chunk's slots before
+// waiting for its predecessor.
+template <typename T, bool kFlash, int kHeadDim>
+__device__ __forceinline__ void stageKvChunk(const KernelParams& p, const WorkItem& item,
+                                             const ChunkTiles<T>& t, const int32_t* table_row,
+                                             const ChunkSpan& s, bool first_chunk) {
+  if (p.vec16) {
+    if (first_chunk) {
+      if (kFlash) {
+        fillSlots(p, s.cur_slots, table_row, s.pos_begin, s.n_loaded);
+        __syncthreads();
+      }
+      copyChunkAsync<T, kHeadDim>(p, static_cast<const T*>(p.k), t.k_chunk, s.cur_slots,
+                                  item.kv_head, s.n_loaded);
+    }
+    copyChunkAsync<T, kHeadDim>(p, static_cast<const T*>(p.v), t.v_chunk, s.cur_slots, item.kv_head,
+                                s.n_loaded);
+    if (s.has_next) fillSlots(p, s.next_slots, table_row, s.pos_begin + kChunk, s.n_next);
+    cpAsyncWait<1>();  // K of this chunk has landed (V may still be in flight)
+  } else {
+    if (kFlash || !first_chunk) {  // the split path's first chunk: before the wait
+      fillSlots(p, s.cur_slots, table_row, s.pos_begin, s.n_loaded);
+      __syncthreads();
+    }
+    loadKvChunks<T, kHeadDim>(p, t.k_chunk, t.v_chunk, s.cur_slots, item.kv_head, s.n_loaded);
+  }
+}
+
+// dot[i] = the fma chain over d in [d_begin, d_end) of q[d][row i] * k_row[d], from +0. Parts
+// start at multiples of kReduceChunk: 16-byte aligned in the K row.
+template <typename T, int kRows>
+__device__ __forceinline__ void scoreDotPart(const float* q_col, int rows_cap, const T* k_row,
+                                             int d_begin, int d_end, float (&dot)[kRows]) {
+  auto step = [&](int d, float k_value) {
+#pragma unroll
+    for (int i = 0; i < kRows; i += 4) {
+      const float4 q4 = *reinterpret_cast<const float4*>(q_col + d * rows_cap + i);
+      dot[i] = fmaF32(q4.x, k_value, dot[i]);
+      dot[i + 1] = fmaF32(q4.y, k_value, dot[i + 1]);
+      dot[i + 2] = fmaF32(q4.z, k_value, dot[i + 2]);
+      dot[i + 3] = fmaF32(q4.w, k_value, dot[i + 3]);
+    }
+  };
+#pragma unroll
+  for (int i = 0; i < kRows; ++i)
+    dot[i] = 0.0f;
+  constexpr int kPerVec = 16 / sizeof(T);
+  int d = d_begin;
+#pragma unroll 1
+  for (; d + kPerVec <= d_end; d += kPerVec) {
+    float k_values[kPerVec];
+    loadVector16(k_row + d, k_values);
+#pragma unroll
+    for (int e = 0; e < kPerVec; ++e)
+      step(d + e, k_values[e]);
+  }
+  for (; d < d_end; ++d)
+    step(d, loadFloat(k_row[d]));
+}
+
+// Scores: unit = (position, group of kRows rows); each is the canonical dot product over
+// head_dim (fma chain per 128-wide part, parts added left to right), times the scale. K rows are
+// read 16 bytes at a time (rows are 16-byte aligned, kvStrideElements).
+template <typename T, int kRows>
+__device__ __forceinline__ void computeScores(const KernelParams& p, const ChunkTiles<T>& t,
+                                              int n_loaded, int rows, int head_dim) {
+  const int rows_cap = p.rows_cap;
+  const int row_groups = (rows + kRows - 1) / kRows;
+  for (int u = threadIdx.x; u < n_loaded * row_groups; u += blockDim.x) {
+    const int pos = u % n_loaded;
+    const int group_row = (u / n_loaded) * kRows;
+    const T* k_row = t.k_chunk + pos * p.kv_stride;
+    const float* q_col = t.q_tile + group_row;
+    float dot[kRows];
+    scoreDotPart<T, kRows>(q_col, rows_cap, k_row, 0,
+                           head_dim < kReduceChunk ? head_dim : kReduceChunk, dot);
+    if (head_dim > kReduceChunk) {
+      float first[kRows];
+#pragma unroll
+      for (int i = 0; i < kRows; ++i)
+        first[i] = dot[i];
+      scoreDotPart<T, kRows>(q_col, rows_cap, k_row, kReduceChunk, head_dim, dot);
+#pragma unroll
+      for (int i = 0; i < kRows; ++i)
+        dot[i] = first[i] + dot[i];
+    }
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      t.weights[pos * rows_cap + group_row + i] = attn::scaledScore(dot[i], p.scale);
+    }
+  }
+}
+
+// Workspace index of the chunk state (row r of the block, chunk) on the split path.
+__device__ __forceinline__ long long splitState(const WorkItem& item, int r, int chunk) {
+  return item.state_base + static_cast<long long>(item.row_begin + r) * item.n_chunks + chunk;
+}
+
+// Per row (one warp each): the chunk maximum over the valid positions, the weights in place of
+// the scores, and (flash) the merge factors of the running state; the split path stores the
+// maximum to the workspace.
+template <typename T, bool kFlash>
+__device__ __forceinline__ void chunkSoftmaxRows(const KernelParams& p, const WorkItem& item,
+                                                 const ChunkTiles<T>& t, int chunk) {
+  const int rows_cap = p.rows_cap;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
+  for (int r = warp; r < item.row_count; r += n_warps) {
+    const int valid = t.row_valid[r];
+    if (valid <= 0) continue;
+    const float s0 = lane < valid ? t.weights[lane * rows_cap + r] : 0.0f;
+    const float s1 = lane + 32 < valid ? t.weights[(lane + 32) * rows_cap + r] : 0.0f;
+    float m = -__int_as_float(0x7f800000);
+    if (lane < valid) m = attn::maxStep(m, s0);
+    if (lane + 32 < valid) m = attn::maxStep(m, s1);
+#pragma unroll
+    for (int offset = 16; offset >= 1; offset /= 2) {
+      m = attn::maxStep(m, __shfl_xor_sync(0xffffffffu, m, offset));
+    }
+    m = attn::canonicalMax(m);
+    // Positions past `valid` take the maximum itself (weight 1, discarded): a defined input.
+    const float scores[2] = {lane < valid ? s0 : m, lane + 32 < valid ? s1 : m};
+    float w[2];
+    attn::chunkWeights(scores, m, w);
+    if (lane < valid) t.weights[lane * rows_cap + r] = w[0];
+    if (lane + 32 < valid) t.weights[(lane + 32) * rows_cap + r] = w[1];
+    if (lane == 0) {
+      t.chunk_max[r] = m;
+      if (kFlash) {
+        if (chunk == 0) {
+          t.running_max[r] = m;
+        } else {
+          const float old_max = t.running_max[r];
+          const float new_max = attn::maxStep(old_max, m);
+          t.running_max[r] = new_max;
+          t.running_factor[r] = attn::rescaleFactor(old_max, new_max);
+          t.chunk_factor[r] = attn::rescaleFactor(m, new_max);
+        }
+      } else {
+        p.ws_max[splitState(item, r, chunk)] = m;
+      }
+    }
+  }
+}
+
+// Chunk sums: canonicalSum (kChunk <= kReduceChunk, so one chain from +0 over the positions in
+// order). Lane r of the last warp runs row r's chain, so one warp instruction serves up to 32
+// rows (a warp per row would issue the same chain once per row); the other warps go on to P.V.
+template <typename T, bool kFlash>
+__device__ __forceinline__ void sumChunkWeights(const KernelParams& p, const WorkItem& item,
+                                                const ChunkTiles<T>& t, int chunk) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
+  if (warp != n_warps - 1) return;
+  for (int r = lane; r < item.row_count; r += 32) {
+    const int valid = t.row_valid[r];
+    if (valid <= 0) continue;
+    float sum = 0.0f;
+    for (int i = 0; i < valid; ++i)
+      sum = sum + t.weights[i * p.rows_cap + r];
+    if (kFlash) {
+      t.running_sum[r] = chunk == 0 ? sum
+                                    : attn::mergeValue(t.running_sum[r], t.running_factor[r], sum,
+                                                       t.chunk_factor[r]);
+    } else {
+      p.ws_sum[splitState(item, r, chunk)] = sum;
+    }
+  }
+}
+
+// acc[i] = the fma chain over the chunk's positions of weight(row i) * v[d], from +0, stopping
+// at each row's own count of valid positions (valid[i]; positions past it are skipped, not
+// multiplied by 0).
+template <typename T, int kRows>
+__device__ __forceinline__ void valueChains(const KernelParams& p, const ChunkTiles<T>& t, int d,
+                                            const float* w_col, const int (&valid)[kRows],
+                                            int valid_min, int valid_max, float (&acc)[kRows]) {
+  const int rows_cap = p.rows_cap;
+#pragma unroll
+  for (int i = 0; i < kRows; ++i)
+    acc[i] = 0.0f;
+  if (valid_min == valid_max) {
+    // Every participating row has the same positions; the others' lanes are never stored.
+#pragma unroll 4
+    for (int i = 0; i < valid_max; ++i) {
+      const float v_value = loadFloat(t.v_chunk[i * p.kv_stride + d]);
+#pragma unroll
+      for (int j = 0; j < kRows; j += 4) {
+        const float4 w4 = *reinterpret_cast<const float4*>(w_col + i * rows_cap + j);
+        acc[j] = fmaF32(w4.x, v_value, acc[j]);
+        acc[j + 1] = fmaF32(w4.y, v_value, acc[j + 1]);
+        acc[j + 2] = fmaF32(w4.z, v_value, acc[j + 2]);
+        acc[j + 3] = fmaF32(w4.w, v_value, acc[j + 3]);
+      }
+    }
+  } else {
+    // Diagonal chunk: a row's chain stops at its own position.
+    for (int i = 0; i < valid_max; ++i) {
+      const float v_value = loadFloat(t.v_chunk[i * p.kv_stride + d]);
+#pragma unroll
+      for (int j = 0; j < kRows; j += 4) {
+        const float4 w4 = *reinterpret_cast<const float4*>(w_col + i * rows_cap + j);
+        const float w[4] = {w4.x, w4.y, w4.z, w4.w};
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          if (i < valid[j + s]) acc[j + s] = fmaF32(w[s], v_value, acc[j + s]);
+        }
+      }
+    }
+  }
+}
+
+// P.V: unit = (d, group of kRows rows). Flash merges each row's chain into the running
+// accumulator; the split path stores it to the workspace.
+template <typename T, bool kFlash, int kRows>
+__device__ __forceinline__ void accumulateValues(const KernelParams& p, const WorkItem& item,
+                                                 const ChunkTiles<T>& t, int chunk, int head_dim) {
+  const int rows = item.row_count;
+  const int row_groups = (rows + kRows - 1) / kRows;
+  for (int u = threadIdx.x; u < head_dim * row_groups; u += blockDim.x) {
+    const int d = u % head_dim;
+    const int group_row = (u / head_dim) * kRows;
+    int valid[kRows];
+    int valid_min = kChunk, valid_max = 0;
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      valid[i] = group_row + i < rows ? t.row_valid[group_row + i] : 0;
+      if (valid[i] > 0) {
+        valid_min = valid[i] < valid_min ? valid[i] : valid_min;
+        valid_max = valid[i] > valid_max ? valid[i] : valid_max;
+      }
+    }
+    if (valid_max == 0) continue;
+    float acc[kRows];
+    valueChains<T, kRows>(p, t, d, t.weights + group_row, valid, valid_min, valid_max, acc);
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int r = group_row + i;
+      if (valid[i] <= 0) continue;
+      if (kFlash) {
+        float* slot = t.running_acc + r * head_dim + d;
+        *slot = chunk == 0
+                    ? acc[i]
+                    : attn::mergeValue(*slot, t.running_factor[r], acc[i], t.chunk_factor[r]);
+      } else {
+        p.ws_acc[splitState(item, r, chunk) * head_dim + d] = acc[i];
+      }
+    }
+  }
+}
+
+// Flash: out = the running accumulator divided by the running sum, in the output dtype.
+template <typename T>
+__device__ __forceinline__ void storeFlashOutput(const KernelParams& p, const WorkItem& item,
+                                                 const ChunkTiles<T>& t, int head_dim) {
+  for (int u = threadIdx.x; u < item.row_count * head_dim; u += blockDim.x) {
+    const int r = u / head_dim;
+    const int d = u - r * head_dim;
+    const int row = item.row_begin + r;
+    const long long token = item.token_begin + row / p.group;
+    const int head = item.kv_head * p.group + row % p.group;
+    storeStorageElement(p.out, p.out_dtype, (token * p.n_heads + head) * head_dim + d,
+                        attn::finalOutput(t.running_acc[r * head_dim + d], t.running_sum[r]));
+  }
+}
+
+// The work of one block. kFlash: loop over all chunks of the tile and merge in shared memory;
+// otherwise compute chunks [item.chunk, item.chunk + p.split_chunks_per_block) (those that exist)
+// one after another and store each chunk's states to the workspace: the Q tile and the setup are
+// paid once for several chunks. Which block computes a chunk never changes its bits.
+//
+// kRows: decode of a model with G <= 4 query heads per KV head uses 4, so no lane works on
+// padding.
+//
+// The split path reads its work description and the chunk's block-table entries before
+// waitForPredecessor(): they are uploaded by copies, never written by a kernel, so they are
+// complete before this kernel can start, and their latency overlaps the previous kernel's tail.
+template <typename T, bool kFlash, int kRows, int kHeadDim>
+__global__ void attentionChunkKernel(KernelParams p, const WorkItem* __restrict__ items,
+                                     const SplitSeq* __restrict__ split_seqs) {
+  static_assert(kRows % 4 == 0, "rows per thread are read as float4");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int head_dim = kHeadDim > 0 ? kHeadDim : p.head_dim;
+  const ChunkTiles<T> t = chunkTiles<T>(
+      smem_raw, smemLayout(head_dim, p.rows_cap, p.kv_stride, static_cast<int>(sizeof(T)), kFlash),
+      p.rows_cap, p.kv_stride);
+  WorkItem item;
+  if constexpr (kFlash) {
+    waitForPredecessor();
+    allowSuccessorLaunch();
+    item = items[blockIdx.x];
+  } else {
+    if (!splitWorkItem(p, split_seqs, &item)) return;
+  }
+  const int32_t* table_row =
+      p.block_table + static_cast<long long>(item.seq) * p.max_blocks_per_seq;
+  if constexpr (!kFlash) {
+    const int last_position = item.cached + (item.row_count - 1) / p.group;
+    const int pos_begin = item.chunk * kChunk;
+    fillSlots(p, t.slots, table_row, pos_begin, min(kChunk, last_position + 1 - pos_begin));
+    waitForPredecessor();
+    allowSuccessorLaunch();
+  }
+  loadQueryTile(p, item, head_dim, t.q_tile);
+  const int max_position = setRowPositions(p, item, t.row_position);
 
   const int chunk_first = kFlash ? 0 : item.chunk;
   const int chunk_last = kFlash ? max_position / kChunk
                                 : min(item.chunk + p.split_chunks_per_block, item.n_chunks) - 1;
-  const int row_groups = (rows + kRows - 1) / kRows;
-
   for (int chunk = chunk_first; chunk <= chunk_last; ++chunk) {
-    const int pos_begin = chunk * kChunk;
     __syncthreads();  // previous chunk's readers of k/v/weights are done; Q/positions visible
-    int n_loaded = max_position + 1 - pos_begin;
-    n_loaded = n_loaded < kChunk ? n_loaded : kChunk;
-    for (int r = threadIdx.x; r < rows_cap; r += blockDim.x) {
-      int valid = row_position[r] + 1 - pos_begin;  // <= 0: the row does not reach this chunk
-      row_valid[r] = valid < kChunk ? valid : kChunk;
-    }
-    // Slots of chunk c are in buffer (c - chunk_first) % 2; the split path filled the first
-    // chunk's before the wait.
-    const int parity = (chunk - chunk_first) & 1;
-    long long* const cur_slots = slots + parity * kChunk;
-    long long* const next_slots = slots + (parity ^ 1) * kChunk;
-    const bool has_next = chunk < chunk_last;
-    const int n_next = has_next ? min(kChunk, max_position + 1 - (pos_begin + kChunk)) : 0;
-    if (p.vec16) {
-      // Pipelined staging: K of chunk c + 1 is copied while chunk c's weights and P.V are computed
-      // (its copies are issued once the scores of chunk c are done with the K buffer), V of chunk
-      // c while chunk c's scores are computed. Groups complete in issue order: K_c (issued during
-      // chunk c - 1), V_c (here), then K_c+1.
-      if (chunk == chunk_first) {
-        if (kFlash) {
-          fillSlots(p, cur_slots, table_row, pos_begin, n_loaded);
-          __syncthreads();
-        }
-        copyChunkAsync<T, kHeadDim>(p, static_cast<const T*>(p.k), k_chunk, cur_slots, item.kv_head,
-                                    n_loaded);
-      }
-      copyChunkAsync<T, kHeadDim>(p, static_cast<const T*>(p.v), v_chunk, cur_slots, item.kv_head,
-                                  n_loaded);
-      if (has_next) fillSlots(p, next_slots, table_row, pos_begin + kChunk, n_next);
-      cpAsyncWait<1>();  // K of this chunk has landed (V may still be in flight)
-    } else {
-      if (kFlash || chunk != chunk_first) {  // the split path's first chunk: before the wait
-        fillSlots(p, cur_slots, table_row, pos_begin, n_loaded);
-        __syncthreads();
-      }
-      loadKvChunks<T, kHeadDim>(p, k_chunk, v_chunk, cur_slots, item.kv_head, n_loaded);
-    }
+    const ChunkSpan s = chunkSpan(t.slots, chunk, chunk_first, chunk_last, max_position);
+    setRowValid(p.rows_cap, t.row_position, s.pos_begin, t.row_valid);
+    stageKvChunk<T, kFlash, kHeadDim>(p, item, t, table_row, s, chunk == chunk_first);
     __syncthreads();
-
-    // Scores: unit = (position, group of kRows rows); each is the canonical dot product over
-    // head_dim (fma chain per 128-wide part, parts added left to right), times the scale. K rows
-    // are read 16 bytes at a time (rows are 16-byte aligned, kvStrideElements).
-    for (int u = threadIdx.x; u < n_loaded * row_groups; u += blockDim.x) {
-      const int pos = u % n_loaded;
-      const int group_row = (u / n_loaded) * kRows;
-      const T* k_row = k_chunk + pos * p.kv_stride;
-      const float* q_col = q_tile + group_row;
-      float dot[kRows];
-      auto step = [&](int d, float k_value) {
-#pragma unroll
-        for (int i = 0; i < kRows; i += 4) {
-          const float4 q4 = *reinterpret_cast<const float4*>(q_col + d * rows_cap + i);
-          dot[i] = fmaF32(q4.x, k_value, dot[i]);
-          dot[i + 1] = fmaF32(q4.y, k_value, dot[i + 1]);
-          dot[i + 2] = fmaF32(q4.z, k_value, dot[i + 2]);
-          dot[i + 3] = fmaF32(q4.w, k_value, dot[i + 3]);
-        }
-      };
-      auto part = [&](int d_begin, int d_end) {  // dot = fma chain over [d_begin, d_end)
-#pragma unroll
-        for (int i = 0; i < kRows; ++i)
-          dot[i] = 0.0f;
-        constexpr int kPerVec = 16 / sizeof(T);
-        int d = d_begin;  // parts start at multiples of kReduceChunk: 16-byte aligned in the row
-#pragma unroll 1
-        for (; d + kPerVec <= d_end; d += kPerVec) {
-          float k_values[kPerVec];
-          loadVector16(k_row + d, k_values);
-#pragma unroll
-          for (int e = 0; e < kPerVec; ++e)
-            step(d + e, k_values[e]);
-        }
-        for (; d < d_end; ++d)
-          step(d, loadFloat(k_row[d]));
-      };
-      part(0, head_dim < kReduceChunk ? head_dim : kReduceChunk);
-      if (head_dim > kReduceChunk) {
-        float first[kRows];
-#pragma unroll
-        for (int i = 0; i < kRows; ++i)
-          first[i] = dot[i];
-        part(kReduceChunk, head_dim);
-#pragma unroll
-        for (int i = 0; i < kRows; ++i)
-          dot[i] = first[i] + dot[i];
-      }
-#pragma unroll
-      for (int i = 0; i < kRows; ++i) {
-        weights[pos * rows_cap + group_row + i] = attn::scaledScore(dot[i], p.scale);
-      }
-    }
+    computeScores<T, kRows>(p, t, s.n_loaded, item.row_count, head_dim);
     __syncthreads();
-    if (p.vec16 && has_next) {  // the K buffer is free: fetch the next chunk's K
-      copyChunkAsync<T, kHeadDim>(p, static_cast<const T*>(p.k), k_chunk, next_slots, item.kv_head,
-                                  n_next);
+    if (p.vec16 && s.has_next) {  // the K buffer is free: fetch the next chunk's K
+      copyChunkAsync<T, kHeadDim>(p, static_cast<const T*>(p.k), t.k_chunk, s.next_slots,
+                                  item.kv_head, s.n_next);
     }
-
-    // Per row (one warp each): chunk max over the valid positions, the weights, and (flash) the
-    // merge factors of the running state.
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
-    for (int r = warp; r < rows; r += n_warps) {
-      const int valid = row_valid[r];
-      if (valid <= 0) continue;
-      const float s0 = lane < valid ? weights[lane * rows_cap + r] : 0.0f;
-      const float s1 = lane + 32 < valid ? weights[(lane + 32) * rows_cap + r] : 0.0f;
-      float m = -__int_as_float(0x7f800000);
-      if (lane < valid) m = attn::maxStep(m, s0);
-      if (lane + 32 < valid) m = attn::maxStep(m, s1);
-#pragma unroll
-      for (int offset = 16; offset >= 1; offset /= 2) {
-        m = attn::maxStep(m, __shfl_xor_sync(0xffffffffu, m, offset));
-      }
-      m = attn::canonicalMax(m);
-      // Positions past `valid` take the maximum itself (weight 1, discarded): a defined input.
-      const float scores[2] = {lane < valid ? s0 : m, lane + 32 < valid ? s1 : m};
-      float w[2];
-      attn::chunkWeights(scores, m, w);
-      if (lane < valid) weights[lane * rows_cap + r] = w[0];
-      if (lane + 32 < valid) weights[(lane + 32) * rows_cap + r] = w[1];
-      if (lane == 0) {
-        chunk_max[r] = m;
-        if (kFlash) {
-          if (chunk == 0) {
-            running_max[r] = m;
-          } else {
-            const float old_max = running_max[r];
-            const float new_max = attn::maxStep(old_max, m);
-            running_max[r] = new_max;
-            running_factor[r] = attn::rescaleFactor(old_max, new_max);
-            chunk_factor[r] = attn::rescaleFactor(m, new_max);
-          }
-        } else {
-          const long long state =
-              item.state_base + static_cast<long long>(item.row_begin + r) * item.n_chunks + chunk;
-          p.ws_max[state] = m;
-        }
-      }
-    }
-    if (p.vec16 && has_next) {
+    chunkSoftmaxRows<T, kFlash>(p, item, t, chunk);
+    if (p.vec16 && s.has_next) {
       cpAsyncWait<1>();  // V of this chunk has landed (the next chunk's K may be in flight)
     } else {
       cpAsyncWait<0>();
     }
     __syncthreads();
-
-    // Chunk sums: canonicalSum (kChunk <= kReduceChunk, so one chain from +0 over the positions in
-    // order). Lane r of the last warp runs row r's chain, so one warp instruction serves up to 32
-    // rows (a warp per row would issue the same chain once per row); the other warps start P.V.
-    if (warp == n_warps - 1) {
-      for (int r = lane; r < rows; r += 32) {
-        const int valid = row_valid[r];
-        if (valid <= 0) continue;
-        float sum = 0.0f;
-        for (int i = 0; i < valid; ++i)
-          sum = sum + weights[i * rows_cap + r];
-        if (kFlash) {
-          running_sum[r] = chunk == 0 ? sum
-                                      : attn::mergeValue(running_sum[r], running_factor[r], sum,
-                                                         chunk_factor[r]);
-        } else {
-          const long long state =
-              item.state_base + static_cast<long long>(item.row_begin + r) * item.n_chunks + chunk;
-          p.ws_sum[state] = sum;
-        }
-      }
-    }
-
-    // P.V: unit = (d, group of kRows rows); acc[d] = fma chain over the row's valid positions in
-    // order.
-    for (int u = threadIdx.x; u < head_dim * row_groups; u += blockDim.x) {
-      const int d = u % head_dim;
-      const int group_row = (u / head_dim) * kRows;
-      int valid[kRows];
-      int valid_min = kChunk, valid_max = 0;
-#pragma unroll
-      for (int i = 0; i < kRows; ++i) {
-        valid[i] = group_row + i < rows ? row_valid[group_row + i] : 0;
-        if (valid[i] > 0) {
-          valid_min = valid[i] < valid_min ? valid[i] : valid_min;
-          valid_max = valid[i] > valid_max ? valid[i] : valid_max;
-        }
-      }
-      if (valid_max == 0) continue;
-      float acc[kRows];
-#pragma unroll
-      for (int i = 0; i < kRows; ++i)
-        acc[i] = 0.0f;
-      const float* w_col = weights + group_row;
-      if (valid_min == valid_max) {
-        // Every participating row has the same positions; the others' lanes are never stored.
-#pragma unroll 4
-        for (int i = 0; i < valid_max; ++i) {
-          const float v_value = loadFloat(v_chunk[i * p.kv_stride + d]);
-#pragma unroll
-          for (int j = 0; j < kRows; j += 4) {
-            const float4 w4 = *reinterpret_cast<const float4*>(w_col + i * rows_cap + j);
-            acc[j] = fmaF32(w4.x, v_value, acc[j]);
-            acc[j + 1] = fmaF32(w4.y, v_value, acc[j + 1]);
-            acc[j + 2] = fmaF32(w4.z, v_value, acc[j + 2]);
-            acc[j + 3] = fmaF32(w4.w, v_value, acc[j + 3]);
-          }
-        }
-      } else {
-        // Diagonal chunk: a row's chain stops at its own position (skipped, not multiplied by 0).
-        for (int i = 0; i < valid_max; ++i) {
-          const float v_value = loadFloat(v_chunk[i * p.kv_stride + d]);
-#pragma unroll
-          for (int j = 0; j < kRows; j += 4) {
-            const float4 w4 = *reinterpret_cast<const float4*>(w_col + i * rows_cap + j);
-            const float w[4] = {w4.x, w4.y, w4.z, w4.w};
-#pragma unroll
-            for (int t = 0; t < 4; ++t) {
-              if (i < valid[j + t]) acc[j + t] = fmaF32(w[t], v_value, acc[j + t]);
-            }
-          }
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < kRows; ++i) {
-        const int r = group_row + i;
-        if (valid[i] <= 0) continue;
-        if (kFlash) {
-          float* slot = running_acc + r * head_dim + d;
-          *slot = chunk == 0 ? acc[i]
-                             : attn::mergeValue(*slot, running_factor[r], acc[i], chunk_factor[r]);
-        } else {
-          const long long state =
-              item.state_base + static_cast<long long>(item.row_begin + r) * item.n_chunks + chunk;
-          p.ws_acc[state * head_dim + d] = acc[i];
-        }
-      }
-    }
+    sumChunkWeights<T, kFlash>(p, item, t, chunk);
+    accumulateValues<T, kFlash, kRows>(p, item, t, chunk, head_dim);
   }
-
   if (kFlash) {
     __syncthreads();
-    for (int u = threadIdx.x; u < rows * head_dim; u += blockDim.x) {
-      const int r = u / head_dim;
-      const int d = u - r * head_dim;
-      const int row = item.row_begin + r;
-      const long long token = item.token_begin + row / p.group;
-      const int head = item.kv_head * p.group + row % p.group;
-      storeAny(p.out, p.out_dtype, (token * p.n_heads + head) * head_dim + d,
-               attn::finalOutput(running_acc[r * head_dim + d], running_sum[r]));
-    }
+    storeFlashOutput(p, item, t, head_dim);
   }
 }
 
@@ -744,8 +845,8 @@ __global__ void __launch_bounds__(kMergeThreads)
   for (int k = 0; k < kD; ++k) {
     const int d = static_cast<int>(threadIdx.x) + k * kMergeThreads;
     if (d < head_dim) {
-      storeAny(p.out, p.out_dtype, (token * p.n_heads + head) * head_dim + d,
-               attn::finalOutput(acc[k], sum));
+      storeStorageElement(p.out, p.out_dtype, (token * p.n_heads + head) * head_dim + d,
+                          attn::finalOutput(acc[k], sum));
     }
   }
 }
@@ -771,21 +872,11 @@ Status launchAppend(const KvAppendArgs& a, const long long* dst, int tokens, int
   const int threads = row_elems < 256 ? ((row_elems + 31) / 32) * 32 : 256;
   const auto* k_new = static_cast<const TIn*>(a.k_new);
   const auto* v_new = static_cast<const TIn*>(a.v_new);
-  switch (a.cache_dtype) {
-    case DType::kF32:
-      launchChained(appendKvKernel<TIn, float>, tokens, threads, 0, stream, k_new, v_new,
-                    static_cast<float*>(a.k_cache), static_cast<float*>(a.v_cache), dst, row_elems);
-      break;
-    case DType::kBF16:
-      launchChained(appendKvKernel<TIn, bf16_t>, tokens, threads, 0, stream, k_new, v_new,
-                    static_cast<bf16_t*>(a.k_cache), static_cast<bf16_t*>(a.v_cache), dst,
-                    row_elems);
-      break;
-    case DType::kF16:
-      launchChained(appendKvKernel<TIn, f16_t>, tokens, threads, 0, stream, k_new, v_new,
-                    static_cast<f16_t*>(a.k_cache), static_cast<f16_t*>(a.v_cache), dst, row_elems);
-      break;
-  }
+  REE_RETURN_IF_ERROR(dispatchStorageType(a.cache_dtype, "appendKv", [&](auto cache_tag) {
+    using TCache = decltype(cache_tag);
+    launchChained(appendKvKernel<TIn, TCache>, tokens, threads, 0, stream, k_new, v_new,
+                  static_cast<TCache*>(a.k_cache), static_cast<TCache*>(a.v_cache), dst, row_elems);
+  }));
   REE_CUDA_CHECK_LAUNCH();
   return Status::kSuccess;
 }
@@ -1016,6 +1107,190 @@ Status cachedTables(TableKind kind, const void* host, size_t bytes, cudaStream_t
                                                                               device);
 }
 
+// ---- One attention call on the host: plan, upload, launch ---------------------------------------
+
+// Whether a block of `rows_cap` rows fits the device's opt-in shared memory.
+struct SmemFit {
+  int head_dim;
+  int kv_stride;
+  int kv_bytes;
+  int smem_optin;
+  bool operator()(int rows_cap, bool flash) const {
+    return smemLayout(head_dim, rows_cap, kv_stride, kv_bytes, flash).bytes <=
+           static_cast<size_t>(smem_optin);
+  }
+};
+
+// The work of one call: one entry per split-path (decode-like) sequence, one item per flash tile.
+struct AttentionPlan {
+  std::vector<SplitSeq> split_seqs;
+  std::vector<WorkItem> flash_items;
+  long long states = 0;  // split-path chunk states in the workspace
+  SplitWork split_work;
+  int merge_blocks = 0;  // grid x of the merge kernel: the maximum
+  int split_max_rows = 0;
+  int split_rows_cap = 0;
+  int flash_rows_cap = 0;
+};
+
+// The flash path's rows per tile: 64 (32 past head_dim 128), halved until a block fits.
+Status chooseFlashRowsCap(const SmemFit& fits, DType kv_dtype, int* rows_cap) {
+  int cap = fits.head_dim <= 128 ? 64 : 32;
+  while (cap > kRowGroup && !fits(cap, true))
+    cap /= 2;
+  if (!fits(cap, true)) {
+    return REE_FAIL(Status::kUnsupported,
+                    "attention: head_dim %d with %s cache needs more shared memory than the "
+                    "device's %d bytes",
+                    fits.head_dim, dtypeName(kv_dtype), fits.smem_optin);
+  }
+  *rows_cap = cap;
+  return Status::kSuccess;
+}
+
+// Adds sequence s (n_new new tokens, `rows` rows per KV head) to the split path.
+Status addSplitSeq(const AttentionArgs& args, int s, int rows, int n_chunks, AttentionPlan* plan) {
+  plan->split_max_rows = std::max(plan->split_max_rows, rows);
+  SplitSeq ss{};
+  ss.seq = s;
+  ss.token_begin = args.query_offsets[s];
+  ss.cached = args.cached_lens[s];
+  ss.rows = rows;
+  ss.n_chunks = n_chunks;
+  ss.state_base = plan->states;
+  plan->split_seqs.push_back(ss);
+  const long long blocks = static_cast<long long>(args.n_kv_heads) * n_chunks;
+  if (blocks > INT32_MAX || plan->split_seqs.size() > 65535) {
+    return REE_FAIL(Status::kInvalidArgument,
+                    "attention: sequence %d needs %lld split-KV blocks, or the batch has more "
+                    "than 65535 decode-like sequences: beyond one CUDA grid",
+                    s, blocks);
+  }
+  for (int i = 0; i < kSplitRunChoices; ++i) {
+    plan->split_work.blocks[i] +=
+        static_cast<long long>(args.n_kv_heads) * ((n_chunks + (1 << i) - 1) >> i);
+  }
+  plan->split_work.max_chunks = std::max(plan->split_work.max_chunks, n_chunks);
+  plan->merge_blocks = std::max(plan->merge_blocks, args.n_kv_heads * rows);
+  plan->states += static_cast<long long>(args.n_kv_heads) * rows * n_chunks;
+  return Status::kSuccess;
+}
+
+// Sequences with few rows per KV head whose block fits take the split path, the others flash
+// tiles of flash_rows_cap rows.
+Status planAttention(const AttentionArgs& args, const SmemFit& fits, AttentionPlan* plan) {
+  REE_RETURN_IF_ERROR(chooseFlashRowsCap(fits, args.cache.dtype, &plan->flash_rows_cap));
+  const int group = args.n_heads / args.n_kv_heads;
+  for (int s = 0; s < args.batch; ++s) {
+    const int n_new = args.query_offsets[s + 1] - args.query_offsets[s];
+    if (n_new == 0) continue;
+    const int rows = n_new * group;
+    const int cached = args.cached_lens[s];
+    const int n_chunks = static_cast<int>(attn::chunkCount(cached + n_new - 1));
+    if (rows <= kSplitMaxRows && fits(roundUp(rows, kRowGroup), false)) {
+      REE_RETURN_IF_ERROR(addSplitSeq(args, s, rows, n_chunks, plan));
+      continue;
+    }
+    for (int h = 0; h < args.n_kv_heads; ++h) {
+      for (int r0 = 0; r0 < rows; r0 += plan->flash_rows_cap) {
+        const int count = std::min(plan->flash_rows_cap, rows - r0);
+        plan->flash_items.push_back(
+            WorkItem{s, h, r0, count, 0, 0, args.query_offsets[s], cached, 0});
+      }
+    }
+  }
+  // kSmallRowGroup rows per thread when every split sequence has that few (decode with G <= 4).
+  plan->split_rows_cap = roundUp(
+      plan->split_max_rows, plan->split_max_rows <= kSmallRowGroup ? kSmallRowGroup : kRowGroup);
+  // Longest tiles first: better tail balance (the order never changes the bits).
+  std::stable_sort(plan->flash_items.begin(), plan->flash_items.end(),
+                   [&](const WorkItem& x, const WorkItem& y) {
+                     return x.cached + (x.row_begin + x.row_count - 1) / group >
+                            y.cached + (y.row_begin + y.row_count - 1) / group;
+                   });
+  return Status::kSuccess;
+}
+
+size_t align256(size_t x) {
+  return (x + 255) & ~size_t{255};
+}
+
+// The device copies of the block table (always explicit) and the work descriptions, one upload.
+struct DeviceTables {
+  const int32_t* block_table = nullptr;
+  const SplitSeq* split_seqs = nullptr;
+  const WorkItem* flash_items = nullptr;
+};
+
+Status uploadTables(const AttentionArgs& args, const AttentionPlan& plan, cudaStream_t stream,
+                    DeviceTables* out) {
+  const size_t table_count = static_cast<size_t>(args.batch) * args.cache.max_blocks_per_seq;
+  std::vector<int32_t> table(table_count);
+  for (size_t i = 0; i < table_count; ++i) {
+    table[i] = args.cache.block_table ? args.cache.block_table[i] : static_cast<int32_t>(i);
+  }
+  const size_t split_off = align256(table.size() * sizeof(int32_t));
+  const size_t flash_off = align256(split_off + plan.split_seqs.size() * sizeof(SplitSeq));
+  const size_t upload_bytes = align256(flash_off + plan.flash_items.size() * sizeof(WorkItem));
+  std::vector<unsigned char> staging(upload_bytes, 0);
+  std::memcpy(staging.data(), table.data(), table.size() * sizeof(int32_t));
+  if (!plan.split_seqs.empty()) {
+    std::memcpy(staging.data() + split_off, plan.split_seqs.data(),
+                plan.split_seqs.size() * sizeof(SplitSeq));
+  }
+  if (!plan.flash_items.empty()) {
+    std::memcpy(staging.data() + flash_off, plan.flash_items.data(),
+                plan.flash_items.size() * sizeof(WorkItem));
+  }
+  const unsigned char* tables = nullptr;
+  REE_RETURN_IF_ERROR(
+      cachedTables(TableKind::kAttention, staging.data(), upload_bytes, stream, &tables));
+  out->block_table = reinterpret_cast<const int32_t*>(tables);
+  out->split_seqs = reinterpret_cast<const SplitSeq*>(tables + split_off);
+  out->flash_items = reinterpret_cast<const WorkItem*>(tables + flash_off);
+  return Status::kSuccess;
+}
+
+// The split path's workspace, a separate per-call buffer: states maxima, sums, accumulators.
+struct Workspace {
+  size_t sum_off = 0, acc_off = 0, bytes = 0;
+  Workspace(long long states, int head_dim) {
+    sum_off = align256(states * sizeof(float));
+    acc_off = align256(sum_off + states * sizeof(float));
+    bytes = align256(acc_off + states * head_dim * sizeof(float));
+  }
+};
+
+KernelParams chunkKernelParams(const AttentionArgs& args, const SmemFit& fits,
+                               const int32_t* block_table, unsigned char* workspace,
+                               const Workspace& layout) {
+  const PagedKvCache& cache = args.cache;
+  KernelParams p{};
+  p.q = args.q;
+  p.q_dtype = args.q_dtype;
+  p.out = args.out;
+  p.out_dtype = args.out_dtype;
+  p.k = cache.k;
+  p.v = cache.v;
+  p.block_table = block_table;
+  p.max_blocks_per_seq = cache.max_blocks_per_seq;
+  p.block_size = cache.block_size;
+  p.n_heads = args.n_heads;
+  p.n_kv_heads = args.n_kv_heads;
+  p.group = args.n_heads / args.n_kv_heads;
+  p.head_dim = args.head_dim;
+  p.scale = args.scale == 0.0f ? attn::defaultScale(args.head_dim) : args.scale;
+  p.kv_stride = fits.kv_stride;
+  p.split_chunks_per_block = 1;  // chosen by the launcher (launchSplit)
+  p.vec16 = (args.head_dim * fits.kv_bytes) % 16 == 0 &&
+            reinterpret_cast<uintptr_t>(cache.k) % 16 == 0 &&
+            reinterpret_cast<uintptr_t>(cache.v) % 16 == 0;
+  p.ws_max = reinterpret_cast<float*>(workspace);
+  p.ws_sum = reinterpret_cast<float*>(workspace + layout.sum_off);
+  p.ws_acc = reinterpret_cast<float*>(workspace + layout.acc_off);
+  return p;
+}
+
 }  // namespace
 
 Status attention(const AttentionArgs& args, cudaStream_t stream) {
@@ -1024,163 +1299,28 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
   return REE_FAIL(Status::kUnsupported, "attention: built without crmath.h (crExp/crRsqrt)");
 #else
   if (args.batch == 0 || args.query_offsets[args.batch] == 0) return Status::kSuccess;
-  const PagedKvCache& cache = args.cache;
-  const int head_dim = args.head_dim;
-  const int group = args.n_heads / args.n_kv_heads;
-  const int kv_bytes = dtypeSize(cache.dtype);
-  const int kv_stride = kvStrideElements(head_dim, cache.dtype);
-
   int device = 0, smem_optin = 0;
   REE_CUDA_CHECK(cudaGetDevice(&device));
   REE_CUDA_CHECK(
       cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  auto fits = [&](int rows_cap, bool flash) {
-    return smemLayout(head_dim, rows_cap, kv_stride, kv_bytes, flash).bytes <=
-           static_cast<size_t>(smem_optin);
-  };
-  int flash_rows_cap = head_dim <= 128 ? 64 : 32;
-  while (flash_rows_cap > kRowGroup && !fits(flash_rows_cap, true))
-    flash_rows_cap /= 2;
-  if (!fits(flash_rows_cap, true)) {
-    return REE_FAIL(Status::kUnsupported,
-                    "attention: head_dim %d with %s cache needs more shared memory than the "
-                    "device's %d bytes",
-                    head_dim, dtypeName(cache.dtype), smem_optin);
-  }
-
-  // Work descriptions (host): one entry per split-path sequence, one item per flash tile; then
-  // one upload of block table + descriptions.
-  std::vector<SplitSeq> split_seqs;
-  std::vector<WorkItem> flash_items;
-  long long states = 0;
-  SplitWork split_work;
-  int merge_blocks = 0;  // grid x of the merge kernel: the maximum
-  int split_max_rows = 0;
-  for (int s = 0; s < args.batch; ++s) {
-    const int n_new = args.query_offsets[s + 1] - args.query_offsets[s];
-    if (n_new == 0) continue;
-    const int rows = n_new * group;
-    const int cached = args.cached_lens[s];
-    const int n_chunks = static_cast<int>(attn::chunkCount(cached + n_new - 1));
-    const int rows_cap = roundUp(rows, kRowGroup);
-    if (rows <= kSplitMaxRows && fits(rows_cap, false)) {
-      split_max_rows = std::max(split_max_rows, rows);
-      SplitSeq ss{};
-      ss.seq = s;
-      ss.token_begin = args.query_offsets[s];
-      ss.cached = cached;
-      ss.rows = rows;
-      ss.n_chunks = n_chunks;
-      ss.state_base = states;
-      split_seqs.push_back(ss);
-      const long long blocks = static_cast<long long>(args.n_kv_heads) * n_chunks;
-      if (blocks > INT32_MAX || split_seqs.size() > 65535) {
-        return REE_FAIL(Status::kInvalidArgument,
-                        "attention: sequence %d needs %lld split-KV blocks, or the batch has more "
-                        "than 65535 decode-like sequences: beyond one CUDA grid",
-                        s, blocks);
-      }
-      for (int i = 0; i < kSplitRunChoices; ++i) {
-        split_work.blocks[i] +=
-            static_cast<long long>(args.n_kv_heads) * ((n_chunks + (1 << i) - 1) >> i);
-      }
-      split_work.max_chunks = std::max(split_work.max_chunks, n_chunks);
-      merge_blocks = std::max(merge_blocks, args.n_kv_heads * rows);
-      states += static_cast<long long>(args.n_kv_heads) * rows * n_chunks;
-    } else {
-      for (int h = 0; h < args.n_kv_heads; ++h) {
-        for (int r0 = 0; r0 < rows; r0 += flash_rows_cap) {
-          const int count = std::min(flash_rows_cap, rows - r0);
-          flash_items.push_back(WorkItem{s, h, r0, count, 0, 0, args.query_offsets[s], cached, 0});
-        }
-      }
-    }
-  }
-  // kSmallRowGroup rows per thread when every split sequence has that few (decode with G <= 4).
-  const int split_rows_cap =
-      roundUp(split_max_rows, split_max_rows <= kSmallRowGroup ? kSmallRowGroup : kRowGroup);
-  // Longest tiles first: better tail balance (the order never changes the bits).
-  std::stable_sort(flash_items.begin(), flash_items.end(),
-                   [&](const WorkItem& x, const WorkItem& y) {
-                     return x.cached + (x.row_begin + x.row_count - 1) / group >
-                            y.cached + (y.row_begin + y.row_count - 1) / group;
-                   });
-
-  const size_t table_count = static_cast<size_t>(args.batch) * cache.max_blocks_per_seq;
-  std::vector<int32_t> table(table_count);
-  for (size_t i = 0; i < table_count; ++i) {
-    table[i] = cache.block_table ? cache.block_table[i] : static_cast<int32_t>(i);
-  }
-  auto align256 = [](size_t x) { return (x + 255) & ~size_t{255}; };
-  const size_t table_off = 0;
-  const size_t split_off = align256(table_off + table.size() * sizeof(int32_t));
-  const size_t flash_off = align256(split_off + split_seqs.size() * sizeof(SplitSeq));
-  const size_t upload_bytes = align256(flash_off + flash_items.size() * sizeof(WorkItem));
-  const size_t ws_max_off = 0;  // the split path's workspace: a separate, per-call buffer
-  const size_t ws_sum_off = align256(ws_max_off + states * sizeof(float));
-  const size_t ws_acc_off = align256(ws_sum_off + states * sizeof(float));
-  const size_t workspace_bytes = align256(ws_acc_off + states * head_dim * sizeof(float));
-
-  std::vector<unsigned char> staging(upload_bytes, 0);
-  std::memcpy(staging.data() + table_off, table.data(), table.size() * sizeof(int32_t));
-  if (!split_seqs.empty()) {
-    std::memcpy(staging.data() + split_off, split_seqs.data(),
-                split_seqs.size() * sizeof(SplitSeq));
-  }
-  if (!flash_items.empty()) {
-    std::memcpy(staging.data() + flash_off, flash_items.data(),
-                flash_items.size() * sizeof(WorkItem));
-  }
-  const unsigned char* tables = nullptr;
-  REE_RETURN_IF_ERROR(
-      cachedTables(TableKind::kAttention, staging.data(), upload_bytes, stream, &tables));
+  const SmemFit fits{args.head_dim, kvStrideElements(args.head_dim, args.cache.dtype),
+                     dtypeSize(args.cache.dtype), smem_optin};
+  AttentionPlan plan;
+  REE_RETURN_IF_ERROR(planAttention(args, fits, &plan));
+  DeviceTables tables;
+  REE_RETURN_IF_ERROR(uploadTables(args, plan, stream, &tables));
+  const Workspace layout(plan.states, args.head_dim);
   unsigned char* workspace = nullptr;
-  if (states > 0) {
-    REE_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&workspace), workspace_bytes, stream));
+  if (plan.states > 0) {
+    REE_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&workspace), layout.bytes, stream));
   }
-
-  KernelParams p{};
-  p.q = args.q;
-  p.q_dtype = args.q_dtype;
-  p.out = args.out;
-  p.out_dtype = args.out_dtype;
-  p.k = cache.k;
-  p.v = cache.v;
-  p.block_table = reinterpret_cast<const int32_t*>(tables + table_off);
-  p.max_blocks_per_seq = cache.max_blocks_per_seq;
-  p.block_size = cache.block_size;
-  p.n_heads = args.n_heads;
-  p.n_kv_heads = args.n_kv_heads;
-  p.group = group;
-  p.head_dim = head_dim;
-  p.scale = args.scale == 0.0f ? attn::defaultScale(head_dim) : args.scale;
-  p.kv_stride = kv_stride;
-  p.split_chunks_per_block = 1;  // chosen by the launcher (launchSplit)
-  p.vec16 = (head_dim * kv_bytes) % 16 == 0 && reinterpret_cast<uintptr_t>(cache.k) % 16 == 0 &&
-            reinterpret_cast<uintptr_t>(cache.v) % 16 == 0;
-  p.ws_max = reinterpret_cast<float*>(workspace + ws_max_off);
-  p.ws_sum = reinterpret_cast<float*>(workspace + ws_sum_off);
-  p.ws_acc = reinterpret_cast<float*>(workspace + ws_acc_off);
-  const auto* split_dev = reinterpret_cast<const SplitSeq*>(tables + split_off);
-  const auto* flash_dev = reinterpret_cast<const WorkItem*>(tables + flash_off);
-  const int n_split_seqs = static_cast<int>(split_seqs.size());
-  const int n_flash = static_cast<int>(flash_items.size());
-
-  Status status = Status::kSuccess;
-  switch (cache.dtype) {
-    case DType::kF32:
-      status = launchChunkKernels<float>(p, split_dev, n_split_seqs, split_work, split_rows_cap,
-                                         merge_blocks, flash_dev, n_flash, flash_rows_cap, stream);
-      break;
-    case DType::kBF16:
-      status = launchChunkKernels<bf16_t>(p, split_dev, n_split_seqs, split_work, split_rows_cap,
-                                          merge_blocks, flash_dev, n_flash, flash_rows_cap, stream);
-      break;
-    case DType::kF16:
-      status = launchChunkKernels<f16_t>(p, split_dev, n_split_seqs, split_work, split_rows_cap,
-                                         merge_blocks, flash_dev, n_flash, flash_rows_cap, stream);
-      break;
-  }
+  const KernelParams p = chunkKernelParams(args, fits, tables.block_table, workspace, layout);
+  const Status status = dispatchStorageType(args.cache.dtype, "attention", [&](auto kv_tag) {
+    return launchChunkKernels<decltype(kv_tag)>(
+        p, tables.split_seqs, static_cast<int>(plan.split_seqs.size()), plan.split_work,
+        plan.split_rows_cap, plan.merge_blocks, tables.flash_items,
+        static_cast<int>(plan.flash_items.size()), plan.flash_rows_cap, stream);
+  });
   cudaError_t free_status = workspace ? cudaFreeAsync(workspace, stream) : cudaSuccess;
   REE_RETURN_IF_ERROR(status);
   REE_CUDA_CHECK(free_status);
@@ -1207,17 +1347,9 @@ Status appendKv(const KvAppendArgs& args, cudaStream_t stream) {
   const auto* dst_dev = reinterpret_cast<const long long*>(slots);
   if (status == Status::kSuccess) {
     const int row_elems = args.n_kv_heads * args.head_dim;
-    switch (args.new_dtype) {
-      case DType::kF32:
-        status = launchAppend<float>(args, dst_dev, tokens, row_elems, stream);
-        break;
-      case DType::kBF16:
-        status = launchAppend<bf16_t>(args, dst_dev, tokens, row_elems, stream);
-        break;
-      case DType::kF16:
-        status = launchAppend<f16_t>(args, dst_dev, tokens, row_elems, stream);
-        break;
-    }
+    status = dispatchStorageType(args.new_dtype, "appendKv", [&](auto new_tag) {
+      return launchAppend<decltype(new_tag)>(args, dst_dev, tokens, row_elems, stream);
+    });
   }
   return status;
 }

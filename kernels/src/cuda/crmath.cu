@@ -1,4 +1,5 @@
 // CUDA batch API of the correctly rounded math (crmath.h): one thread per element, grid-stride.
+#include "common/crmath_args.h"
 #include "ree/core/cuda_check.h"
 #include "ree/kernels/crmath.h"
 #include "ree/kernels/math_ops.h"
@@ -63,12 +64,8 @@ Status launch(const float* in, float* out, int64_t n, cudaStream_t stream) {
 }  // namespace
 
 Status unaryMath(UnaryMathOp op, const float* in, float* out, int64_t n, cudaStream_t stream) {
-  REE_CHECK_ARG(n >= 0, "unaryMath: n = %lld must be >= 0", static_cast<long long>(n));
+  REE_RETURN_IF_ERROR(validateUnaryMathArgs(op, in, out, n));
   if (n == 0) return Status::kSuccess;
-  REE_CHECK_ARG(in != nullptr, "unaryMath: device input pointer `in` is null (n = %lld)",
-                static_cast<long long>(n));
-  REE_CHECK_ARG(out != nullptr, "unaryMath: device output pointer `out` is null (n = %lld)",
-                static_cast<long long>(n));
   switch (op) {
     case UnaryMathOp::kExp:
       return launch<0>(in, out, n, stream);

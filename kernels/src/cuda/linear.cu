@@ -23,6 +23,7 @@
 #include <mutex>
 
 #include "chained_launch.cuh"
+#include "common/dtype_dispatch.h"
 #include "grid.cuh"
 #include "ree/core/cuda_check.h"
 #include "ree/kernels/linear.h"
@@ -1247,15 +1248,9 @@ Status linearWithKernel(const LinearArgs& args, LinearKernel kernel, cudaStream_
   a.y_is_bf16 = args.y_dtype == DType::kBF16 ? 1 : 0;
   a.w_is_constant = args.w_is_constant ? 1 : 0;
   a.accumulate = args.accumulate ? 1 : 0;
-  switch (args.w_dtype) {
-    case DType::kBF16:
-      return dispatchX<bf16_t>(a, args.x_dtype, kernel, stream);
-    case DType::kF16:
-      return dispatchX<f16_t>(a, args.x_dtype, kernel, stream);
-    case DType::kF32:
-      return dispatchX<float>(a, args.x_dtype, kernel, stream);
-  }
-  return REE_FAIL(Status::kInternal, "linear: unreachable w dtype");
+  return dispatchStorageType(args.w_dtype, "linear", [&](auto w_tag) {
+    return dispatchX<decltype(w_tag)>(a, args.x_dtype, kernel, stream);
+  });
 }
 
 Status linear(const LinearArgs& args, cudaStream_t stream) {

@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "chained_launch.cuh"
+#include "common/dtype_dispatch.h"
+#include "common/pointwise_args.h"
 #include "ree/core/cuda_check.h"
 #include "ree/kernels/pointwise.h"
 #include "shared_memory.cuh"
@@ -15,15 +17,6 @@ namespace ree::repops::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-bool knownDType(DType dtype) {
-  return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16;
-}
-
-bool knownActivation(Activation activation) {
-  return activation == Activation::kSilu || activation == Activation::kGeluErf ||
-         activation == Activation::kGeluTanh;
-}
 
 bool aligned(const void* p, size_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
@@ -287,21 +280,10 @@ void launchBinary(const void* a, const void* b, void* out, int64_t n, cudaStream
 template <BinaryOp kOp>
 Status binary(const char* name, DType dtype, const void* a, const void* b, void* out, int64_t n,
               cudaStream_t stream) {
-  REE_CHECK_ARG(knownDType(dtype), "%s: unknown dtype %d", name, static_cast<int>(dtype));
-  REE_CHECK_ARG(n >= 0, "%s: n must be >= 0, got %lld", name, static_cast<long long>(n));
+  REE_RETURN_IF_ERROR(validateBinaryArgs(name, dtype, a, b, out, n));
   if (n == 0) return Status::kSuccess;
-  REE_CHECK_ARG(a && b && out, "%s: null pointer (a=%p b=%p out=%p)", name, a, b, out);
-  switch (dtype) {
-    case DType::kF32:
-      launchBinary<float, kOp>(a, b, out, n, stream);
-      break;
-    case DType::kBF16:
-      launchBinary<bf16_t, kOp>(a, b, out, n, stream);
-      break;
-    case DType::kF16:
-      launchBinary<f16_t, kOp>(a, b, out, n, stream);
-      break;
-  }
+  REE_RETURN_IF_ERROR(dispatchStorageType(
+      dtype, name, [&](auto tag) { launchBinary<decltype(tag), kOp>(a, b, out, n, stream); }));
   REE_CUDA_CHECK_LAUNCH();
   return Status::kSuccess;
 }
@@ -542,13 +524,8 @@ Status launchGated(Activation activation, const void* gate, int64_t gate_stride,
 
 Status embedding(DType dtype, const void* table, int64_t vocab, int64_t dim, const int32_t* ids,
                  int64_t count, void* out, cudaStream_t stream) {
-  REE_CHECK_ARG(knownDType(dtype), "embedding: unknown dtype %d", static_cast<int>(dtype));
-  REE_CHECK_ARG(
-      vocab > 0 && dim > 0 && count >= 0, "embedding: bad shape vocab=%lld dim=%lld count=%lld",
-      static_cast<long long>(vocab), static_cast<long long>(dim), static_cast<long long>(count));
+  REE_RETURN_IF_ERROR(validateEmbeddingArgs(dtype, table, vocab, dim, ids, count, out));
   if (count == 0) return Status::kSuccess;
-  REE_CHECK_ARG(table && ids && out, "embedding: null pointer (table=%p ids=%p out=%p)", table,
-                static_cast<const void*>(ids), out);
   const int64_t row_bytes = dim * dtypeSize(dtype);
   unsigned long long* first_bad = nullptr;
   REE_CUDA_CHECK(cudaMallocAsync(&first_bad, sizeof(*first_bad), stream));
@@ -581,19 +558,11 @@ Status embedding(DType dtype, const void* table, int64_t vocab, int64_t dim, con
 Status embeddingHostChecked(DType dtype, const void* table, int64_t vocab, int64_t dim,
                             const int32_t* ids, const int32_t* host_ids, int64_t count, void* out,
                             cudaStream_t stream) {
-  REE_CHECK_ARG(knownDType(dtype), "embedding: unknown dtype %d", static_cast<int>(dtype));
-  REE_CHECK_ARG(
-      vocab > 0 && dim > 0 && count >= 0, "embedding: bad shape vocab=%lld dim=%lld count=%lld",
-      static_cast<long long>(vocab), static_cast<long long>(dim), static_cast<long long>(count));
+  REE_RETURN_IF_ERROR(validateEmbeddingArgs(dtype, table, vocab, dim, ids, count, out));
   if (count == 0) return Status::kSuccess;
-  REE_CHECK_ARG(table && ids && host_ids && out,
-                "embedding: null pointer (table=%p ids=%p host_ids=%p out=%p)", table,
-                static_cast<const void*>(ids), static_cast<const void*>(host_ids), out);
-  for (int64_t i = 0; i < count; ++i) {  // the CPU kernel's check and message
-    REE_CHECK_ARG(host_ids[i] >= 0 && host_ids[i] < vocab,
-                  "embedding: ids[%lld] = %d is outside the vocabulary [0, %lld)",
-                  static_cast<long long>(i), host_ids[i], static_cast<long long>(vocab));
-  }
+  REE_CHECK_ARG(host_ids != nullptr, "embedding: host_ids is null (count=%lld)",
+                static_cast<long long>(count));
+  REE_RETURN_IF_ERROR(validateEmbeddingIds(host_ids, count, vocab));  // the CPU kernel's check
   return gatherRows(table, vocab, dim * dtypeSize(dtype), ids, count, out, nullptr, stream);
 }
 
@@ -607,49 +576,23 @@ Status mul(DType dtype, const void* a, const void* b, void* out, int64_t n, cuda
 
 Status activation(Activation activation, DType dtype, const void* x, void* out, int64_t n,
                   cudaStream_t stream) {
-  REE_CHECK_ARG(knownDType(dtype), "activation: unknown dtype %d", static_cast<int>(dtype));
-  REE_CHECK_ARG(knownActivation(activation), "activation: unknown kind %d",
-                static_cast<int>(activation));
-  REE_CHECK_ARG(n >= 0, "activation: n must be >= 0, got %lld", static_cast<long long>(n));
+  REE_RETURN_IF_ERROR(validateActivationArgs(activation, dtype, x, out, n));
   if (n == 0) return Status::kSuccess;
-  REE_CHECK_ARG(x && out, "activation: null pointer (x=%p out=%p)", x, out);
-  switch (dtype) {
-    case DType::kF32:
-      return launchActivation<float>(activation, x, out, n, stream);
-    case DType::kBF16:
-      return launchActivation<bf16_t>(activation, x, out, n, stream);
-    case DType::kF16:
-      return launchActivation<f16_t>(activation, x, out, n, stream);
-  }
-  return Status::kSuccess;
+  return dispatchStorageType(dtype, "activation", [&](auto tag) {
+    return launchActivation<decltype(tag)>(activation, x, out, n, stream);
+  });
 }
 
 Status gated(Activation activation, DType dtype, const void* gate, int64_t gate_stride,
              const void* up, int64_t up_stride, void* out, int64_t out_stride, int64_t rows,
              int64_t cols, cudaStream_t stream) {
-  REE_CHECK_ARG(knownDType(dtype), "gated: unknown dtype %d", static_cast<int>(dtype));
-  REE_CHECK_ARG(knownActivation(activation), "gated: unknown activation %d",
-                static_cast<int>(activation));
-  REE_CHECK_ARG(rows >= 0 && cols >= 0, "gated: bad shape rows=%lld cols=%lld",
-                static_cast<long long>(rows), static_cast<long long>(cols));
-  REE_CHECK_ARG(gate_stride >= cols && up_stride >= cols && out_stride >= cols,
-                "gated: strides (gate %lld, up %lld, out %lld) must be >= cols %lld",
-                static_cast<long long>(gate_stride), static_cast<long long>(up_stride),
-                static_cast<long long>(out_stride), static_cast<long long>(cols));
+  REE_RETURN_IF_ERROR(validateGatedArgs(activation, dtype, gate, gate_stride, up, up_stride, out,
+                                        out_stride, rows, cols));
   if (rows == 0 || cols == 0) return Status::kSuccess;
-  REE_CHECK_ARG(gate && up && out, "gated: null pointer (gate=%p up=%p out=%p)", gate, up, out);
-  switch (dtype) {
-    case DType::kF32:
-      return launchGated<float>(activation, gate, gate_stride, up, up_stride, out, out_stride, rows,
-                                cols, stream);
-    case DType::kBF16:
-      return launchGated<bf16_t>(activation, gate, gate_stride, up, up_stride, out, out_stride,
-                                 rows, cols, stream);
-    case DType::kF16:
-      return launchGated<f16_t>(activation, gate, gate_stride, up, up_stride, out, out_stride, rows,
-                                cols, stream);
-  }
-  return Status::kSuccess;
+  return dispatchStorageType(dtype, "gated", [&](auto tag) {
+    return launchGated<decltype(tag)>(activation, gate, gate_stride, up, up_stride, out, out_stride,
+                                      rows, cols, stream);
+  });
 }
 
 }  // namespace ree::repops::cuda

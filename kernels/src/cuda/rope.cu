@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include "chained_launch.cuh"
+#include "common/dtype_dispatch.h"
+#include "common/rope_args.h"
 #include "grid.cuh"
 #include "ree/core/cuda_check.h"
 #include "ree/kernels/rope.h"
@@ -344,24 +346,7 @@ Status launchRope(void* x, int64_t tokens, int heads, int head_dim, int64_t toke
 
 Status ropeInvFreq(float base, int rotary_dim, const RopeLlama3Scaling* llama3, float* inv_freq,
                    cudaStream_t stream) {
-  REE_CHECK_ARG(rotary_dim > 0 && rotary_dim % 2 == 0,
-                "rope: rotary_dim must be even and > 0, got %d", rotary_dim);
-  REE_CHECK_ARG(std::isfinite(base) && base > 1.0f,
-                "rope: base (rope_theta) must be finite and > 1, got %g",
-                static_cast<double>(base));
-  if (llama3 != nullptr) {
-    REE_CHECK_ARG(llama3->factor > 0.0 && std::isfinite(llama3->factor),
-                  "rope llama3: factor must be finite and > 0, got %g", llama3->factor);
-    REE_CHECK_ARG(llama3->low_freq_factor > 0.0 &&
-                      llama3->high_freq_factor > llama3->low_freq_factor &&
-                      std::isfinite(llama3->high_freq_factor),
-                  "rope llama3: need 0 < low_freq_factor (%g) < high_freq_factor (%g)",
-                  llama3->low_freq_factor, llama3->high_freq_factor);
-    REE_CHECK_ARG(llama3->original_max_position_embeddings > 0,
-                  "rope llama3: original_max_position_embeddings must be > 0, got %lld",
-                  static_cast<long long>(llama3->original_max_position_embeddings));
-  }
-  REE_CHECK_ARG(inv_freq != nullptr, "ropeInvFreq: inv_freq is null");
+  REE_RETURN_IF_ERROR(validateRopeInvFreqArgs(base, rotary_dim, llama3, inv_freq));
   RopeLlama3Scaling scaling = llama3 ? *llama3 : RopeLlama3Scaling{};
   ropeInvFreqKernel<<<divUp(rotary_dim / 2, 128), 128, 0, stream>>>(
       base, rotary_dim, llama3 != nullptr, scaling, inv_freq);
@@ -372,32 +357,16 @@ Status ropeInvFreq(float base, int rotary_dim, const RopeLlama3Scaling* llama3, 
 Status rope(DType dtype, void* x, int64_t tokens, int heads, int head_dim, int64_t token_stride,
             const int32_t* positions, const float* inv_freq, int rotary_dim, RopeLayout layout,
             cudaStream_t stream) {
-  REE_CHECK_ARG(tokens >= 0 && tokens <= INT32_MAX && heads > 0 && head_dim > 0,
-                "rope: bad shape tokens=%lld heads=%d head_dim=%d", static_cast<long long>(tokens),
-                heads, head_dim);
-  REE_CHECK_ARG(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= head_dim,
-                "rope: rotary_dim must be even, > 0 and <= head_dim (%d), got %d", head_dim,
-                rotary_dim);
-  REE_CHECK_ARG(token_stride >= static_cast<int64_t>(heads) * head_dim,
-                "rope: token_stride %lld < heads * head_dim %lld",
-                static_cast<long long>(token_stride), static_cast<long long>(heads) * head_dim);
-  REE_CHECK_ARG(layout == RopeLayout::kHalfSplit || layout == RopeLayout::kInterleaved,
-                "rope: unknown layout %d", static_cast<int>(layout));
+  REE_RETURN_IF_ERROR(validateRopeArgs(x, tokens, heads, head_dim, token_stride, positions,
+                                       inv_freq, rotary_dim, layout));
+  REE_CHECK_ARG(tokens <= INT32_MAX, "rope: tokens=%lld exceeds 2^31 - 1 (CUDA grid)",
+                static_cast<long long>(tokens));
   if (tokens == 0) return Status::kSuccess;
-  REE_CHECK_ARG(x && positions && inv_freq, "rope: null pointer (x=%p positions=%p inv_freq=%p)", x,
-                static_cast<const void*>(positions), static_cast<const void*>(inv_freq));
-  switch (dtype) {
-    case DType::kF32:
-      return launchRope<float>(x, tokens, heads, head_dim, token_stride, positions, inv_freq,
-                               rotary_dim, layout, stream);
-    case DType::kBF16:
-      return launchRope<bf16_t>(x, tokens, heads, head_dim, token_stride, positions, inv_freq,
-                                rotary_dim, layout, stream);
-    case DType::kF16:
-      return launchRope<f16_t>(x, tokens, heads, head_dim, token_stride, positions, inv_freq,
-                               rotary_dim, layout, stream);
-  }
-  return REE_FAIL(Status::kInvalidArgument, "rope: unknown dtype %d", static_cast<int>(dtype));
+  return dispatchStorageType(dtype, "rope", [&](auto tag) {
+    using T = decltype(tag);
+    return launchRope<T>(x, tokens, heads, head_dim, token_stride, positions, inv_freq, rotary_dim,
+                         layout, stream);
+  });
 }
 
 }  // namespace ree::repops::cuda

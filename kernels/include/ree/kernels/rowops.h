@@ -17,10 +17,10 @@
 
 #include <cstdint>
 
+#include "ree/core/status.h"
 #include "ree/kernels/crmath.h"
 #include "ree/kernels/numeric.h"
 #include "ree/kernels/reduce.h"
-#include "ree/core/status.h"
 
 namespace ree {
 namespace repops {
@@ -185,15 +185,6 @@ REE_HD void storeAt(void* data, DType dtype, int64_t i, float value) {
 }
 
 }  // namespace rowmath
-
-// Argument checks shared by the CPU and CUDA entry points (internal).
-namespace detail {
-Status checkShape(const char* op, int64_t rows, int64_t cols);
-Status checkRowsIn(const char* op, const char* name, RowsIn x, int64_t rows, int64_t cols);
-Status checkRowsOut(const char* op, const char* name, RowsOut y, int64_t rows, int64_t cols);
-Status checkDType(const char* op, const char* name, DType dtype);
-Status checkEps(const char* op, float eps);
-}  // namespace detail
 
 // ---- CPU
 // ------------------------------------------------------------------------------------------
