@@ -1,0 +1,285 @@
+// CPU repops-2 linear (docs/repops-spec/linear-int.md), the reference of the integer path.
+//
+// x and w are quantised once per call (per row and 128-block: exponent, then the integers). A
+// block's integer dot product P = sum X * W is computed exactly in two int32 halves: X = xh * 2^11
+// + xl with xl in [-1024, 1023], so sum xh * W and sum xl * W fit in int32 over a block (|W| <=
+// 2^13), and both are int16 x int16 products (pmaddwd when vectorised). Integer sums are exact,
+// so the vectorised and scalar loops give the same P. Blocks are then added in increasing order
+// in binary64 (int_linear.h), one output at a time. Work is split over outputs only.
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "ree/core/parallel.h"
+#include "ree/kernels/int_linear.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define REE_INT_LINEAR_X86 1
+#endif
+
+namespace ree::repops {
+
+Status validateIntLinearArgs(const LinearArgs& args) {
+  return validateLinearArgs(args);
+}
+
+namespace cpu {
+namespace {
+
+using int_linear::kBlock;
+
+constexpr int kPanel = 16;     // output features per task
+constexpr int kTaskRows = 64;  // rows of x per task
+constexpr int kLowBits = 11;   // X = xh * 2^11 + xl
+
+std::atomic<bool> g_simd_enabled{true};
+
+float loadElement(const void* base, DType dtype, int64_t index) {
+  switch (dtype) {
+    case DType::kF32:
+      return static_cast<const float*>(base)[index];
+    case DType::kBF16:
+      return toFloat(static_cast<const bf16_t*>(base)[index]);
+    default:
+      return toFloat(static_cast<const f16_t*>(base)[index]);
+  }
+}
+
+// Rows quantised per 128-block: the exponent of every (row, block) and the integers, zero-padded
+// to whole blocks. x keeps each integer as two int16 halves (hi * 2^11 + lo); w as one int16.
+struct QuantizedRows {
+  int64_t blocks = 0;
+  int64_t padded_k = 0;
+  std::vector<int32_t> exponents;  // [rows][blocks]
+  std::vector<int16_t> hi;         // [rows][padded_k]: x's high half, or w
+  std::vector<int16_t> lo;         // [rows][padded_k]: x's low half (x only)
+
+  void resize(int64_t rows, int64_t k_total, bool split) {
+    blocks = (k_total + kBlock - 1) / kBlock;
+    padded_k = blocks * kBlock;
+    exponents.resize(static_cast<size_t>(rows * blocks));
+    hi.resize(static_cast<size_t>(rows * padded_k));
+    if (split) lo.resize(hi.size());
+  }
+};
+
+// Row `row` of `q` from `src` (k_total elements of type T): per block the exponent
+// (int_linear::blockExponentOfMaxBits) and RNE(v * 2^(shift - e)) (int_linear::quantize).
+template <typename T>
+void quantizeRow(const T* src, int64_t k_total, int shift, int64_t row, QuantizedRows* q) {
+  const bool split = !q->lo.empty();
+  for (int64_t b = 0; b < q->blocks; ++b) {
+    const int64_t begin = b * kBlock;
+    const int count = static_cast<int>(std::min<int64_t>(kBlock, k_total - begin));
+    float values[kBlock];
+    uint32_t max_bits = 0;
+    for (int i = 0; i < count; ++i) {
+      values[i] = loadFloat(src[begin + i]);
+      uint32_t abs_bits = floatBits(values[i]) & 0x7fffffffu;
+      max_bits = max_bits > abs_bits ? max_bits : abs_bits;
+    }
+    for (int i = count; i < kBlock; ++i)
+      values[i] = 0.0f;
+    int exponent = int_linear::blockExponentOfMaxBits(max_bits);
+    q->exponents[row * q->blocks + b] = exponent;
+    if (exponent == int_linear::kNonFiniteExponent) {
+      for (int i = 0; i < kBlock; ++i)
+        values[i] = 0.0f;  // the block's term is NaN through its scale; its integers are 0
+    }
+    int16_t* hi = q->hi.data() + row * q->padded_k + begin;
+    int16_t* lo = split ? q->lo.data() + row * q->padded_k + begin : nullptr;
+    for (int i = 0; i < kBlock; ++i) {
+      int32_t v = int_linear::quantize(values[i], exponent, shift);
+      if (split) {
+        int32_t low = ((v + 1024) & 2047) - 1024;
+        lo[i] = static_cast<int16_t>(low);
+        hi[i] = static_cast<int16_t>((v - low) >> kLowBits);
+      } else {
+        hi[i] = static_cast<int16_t>(v);
+      }
+    }
+  }
+}
+
+// Rows [row_begin, row_end) of a [rows, K] matrix with row stride `stride` into q's rows
+// out_first, out_first + 1, ...
+void quantizeRows(const void* base, DType dtype, int64_t stride, int64_t k_total, int shift,
+                  int64_t row_begin, int64_t row_end, int64_t out_first, QuantizedRows* q) {
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    const int64_t at = row * stride;
+    const int64_t out = out_first + (row - row_begin);
+    switch (dtype) {
+      case DType::kF32:
+        quantizeRow(static_cast<const float*>(base) + at, k_total, shift, out, q);
+        break;
+      case DType::kBF16:
+        quantizeRow(static_cast<const bf16_t*>(base) + at, k_total, shift, out, q);
+        break;
+      default:
+        quantizeRow(static_cast<const f16_t*>(base) + at, k_total, shift, out, q);
+        break;
+    }
+  }
+}
+
+// The block products of one x row with kCols w rows over one block of 128: P = sum xh * w * 2^11
+// + sum xl * w, each half an exact int32 sum (|sum xh w| <= 2^29, |sum xl w| <= 2^30).
+void blockDotsPortable(const int16_t* xh, const int16_t* xl, const int16_t* const* w, int cols,
+                       int64_t* products) {
+  for (int c = 0; c < cols; ++c) {
+    int32_t high = 0, low = 0;
+    for (int k = 0; k < kBlock; ++k) {
+      high += static_cast<int32_t>(xh[k]) * w[c][k];
+      low += static_cast<int32_t>(xl[k]) * w[c][k];
+    }
+    products[c] = static_cast<int64_t>(high) * (int64_t{1} << kLowBits) + low;
+  }
+}
+
+#if defined(REE_INT_LINEAR_X86)
+// The four int32 lane sums of a, b, c, d (each 8 lanes) as one 128-bit vector {sum a, .., sum d}.
+__attribute__((target("avx2"))) inline __m128i laneSums4(__m256i a, __m256i b, __m256i c,
+                                                         __m256i d) {
+  __m256i ab = _mm256_hadd_epi32(a, b), cd = _mm256_hadd_epi32(c, d);
+  __m256i abcd = _mm256_hadd_epi32(ab, cd);
+  return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
+}
+
+// blockDotsPortable for 4 w rows: pmaddwd sums pairs of int16 products exactly in int32 (|pair|
+// <= 2^24), and every later sum stays within int32 (see above), so the integers are the same.
+__attribute__((target("avx2"))) void blockDots4Avx2(const int16_t* xh, const int16_t* xl,
+                                                    const int16_t* const* w, int64_t* products) {
+  __m256i high[4], low[4];
+  for (int c = 0; c < 4; ++c)
+    high[c] = low[c] = _mm256_setzero_si256();
+  for (int k = 0; k < kBlock; k += 16) {
+    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + k));
+    __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xl + k));
+    for (int c = 0; c < 4; ++c) {
+      __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[c] + k));
+      high[c] = _mm256_add_epi32(high[c], _mm256_madd_epi16(h, wv));
+      low[c] = _mm256_add_epi32(low[c], _mm256_madd_epi16(l, wv));
+    }
+  }
+  alignas(16) int32_t high_sums[4], low_sums[4];
+  _mm_store_si128(reinterpret_cast<__m128i*>(high_sums),
+                  laneSums4(high[0], high[1], high[2], high[3]));
+  _mm_store_si128(reinterpret_cast<__m128i*>(low_sums), laneSums4(low[0], low[1], low[2], low[3]));
+  for (int c = 0; c < 4; ++c)
+    products[c] = static_cast<int64_t>(high_sums[c]) * (int64_t{1} << kLowBits) + low_sums[c];
+}
+
+bool cpuHasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+#endif
+
+// The block products of one x row with `cols` (<= 4) w rows.
+void blockDots(bool simd, const int16_t* xh, const int16_t* xl, const int16_t* const* w, int cols,
+               int64_t* products) {
+#if defined(REE_INT_LINEAR_X86)
+  if (simd && cols == 4) return blockDots4Avx2(xh, xl, w, products);
+#endif
+  (void)simd;
+  blockDotsPortable(xh, xl, w, cols, products);
+}
+
+// Dots of x row m (of xq) with the panel's w rows [c0, c0 + cols) (of wq), cols <= 4: blocks in
+// increasing order, each added to a binary64 accumulator (int_linear.h), then rounded to float.
+void panelDots(bool simd, const QuantizedRows& xq, int64_t m, const QuantizedRows& wq, int c0,
+               int cols, float* dots) {
+  const int16_t* xh = xq.hi.data() + m * xq.padded_k;
+  const int16_t* xl = xq.lo.data() + m * xq.padded_k;
+  const int32_t* x_exp = xq.exponents.data() + m * xq.blocks;
+  double acc[4] = {0.0, 0.0, 0.0, 0.0};
+  for (int64_t b = 0; b < xq.blocks; ++b) {
+    const int64_t at = b * kBlock;
+    const int16_t* w[4];
+    for (int c = 0; c < cols; ++c)
+      w[c] = wq.hi.data() + (c0 + c) * wq.padded_k + at;
+    int64_t products[4];
+    blockDots(simd, xh + at, xl + at, w, cols, products);
+    for (int c = 0; c < cols; ++c) {
+      double scale = int_linear::blockScale(x_exp[b], wq.exponents[(c0 + c) * wq.blocks + b]);
+      acc[c] = int_linear::addBlock(acc[c], products[c], scale);
+    }
+  }
+  for (int c = 0; c < cols; ++c)
+    dots[c] = int_linear::roundDot(acc[c]);
+}
+
+void storeOutput(const LinearArgs& a, int64_t index, float value) {
+  if (a.y_dtype == DType::kF32) {
+    float* y = static_cast<float*>(a.y) + index;
+    *y = a.accumulate ? detail::linearAccumulate(*y, value) : value;
+  } else {
+    bf16_t* y = static_cast<bf16_t*>(a.y) + index;
+    *y = a.accumulate ? toBF16(detail::linearAccumulate(toFloat(*y), toFloat(toBF16(value))))
+                      : toBF16(value);
+  }
+}
+
+}  // namespace
+
+void setIntLinearSimdEnabled(bool enabled) {
+  g_simd_enabled.store(enabled);
+}
+
+Status intLinear(const LinearArgs& a) {
+  REE_RETURN_IF_ERROR(validateIntLinearArgs(a));
+  if (a.m == 0) return Status::kSuccess;
+  const int64_t x_stride = a.x_row_stride ? a.x_row_stride : a.k;
+  const int64_t w_stride = a.w_row_stride ? a.w_row_stride : a.k;
+  const int64_t y_stride = a.y_row_stride ? a.y_row_stride : a.n;
+  bool simd = g_simd_enabled.load();
+#if defined(REE_INT_LINEAR_X86)
+  simd = simd && cpuHasAvx2();
+#else
+  simd = false;
+#endif
+
+  QuantizedRows xq;
+  xq.resize(a.m, a.k, /*split=*/true);
+  parallelFor(a.m, 4, [&](int64_t begin, int64_t end) {
+    quantizeRows(a.x, a.x_dtype, x_stride, a.k, int_linear::kXShift, begin, end, begin, &xq);
+  });
+
+  const int64_t panels = (a.n + kPanel - 1) / kPanel;
+  const int64_t row_tasks = (a.m + kTaskRows - 1) / kTaskRows;
+  parallelFor(panels * row_tasks, 1, [&](int64_t task_begin, int64_t task_end) {
+    QuantizedRows wq;  // this thread's panel of w, quantised once per panel
+    wq.resize(kPanel, a.k, /*split=*/false);
+    int64_t quantized_panel = -1;
+    for (int64_t task = task_begin; task < task_end; ++task) {
+      const int64_t panel = task / row_tasks;
+      const int64_t n0 = panel * kPanel;
+      const int count = static_cast<int>(std::min<int64_t>(kPanel, a.n - n0));
+      if (panel != quantized_panel) {
+        quantizeRows(a.w, a.w_dtype, w_stride, a.k, int_linear::kWShift, n0, n0 + count, 0, &wq);
+        quantized_panel = panel;
+      }
+      const int64_t m0 = (task % row_tasks) * kTaskRows;
+      const int64_t m1 = std::min(a.m, m0 + kTaskRows);
+      for (int64_t m = m0; m < m1; ++m) {
+        for (int c0 = 0; c0 < count; c0 += 4) {
+          const int cols = std::min(4, count - c0);
+          float dots[4];
+          panelDots(simd, xq, m, wq, c0, cols, dots);
+          for (int c = 0; c < cols; ++c) {
+            const int64_t n = n0 + c0 + c;
+            float bias = a.bias ? loadElement(a.bias, a.bias_dtype, n) : 0.0f;
+            storeOutput(a, m * y_stride + n,
+                        detail::linearFinish(dots[c], a.bias != nullptr, bias));
+          }
+        }
+      }
+    }
+  });
+  return Status::kSuccess;
+}
+
+}  // namespace cpu
+}  // namespace ree::repops
