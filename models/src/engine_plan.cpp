@@ -130,6 +130,21 @@ Status EngineState::chooseContext() {
   return Status::kSuccess;
 }
 
+// The per-stage budget when --memory-budget-gib is not given: the smallest device the stages run
+// on bounds every stage, and stages sharing one device share its memory.
+Status EngineState::defaultStageBudget(int64_t* budget) const {
+  std::vector<Device> devices = options.stage_devices;
+  if (devices.empty()) devices.assign(1, transport ? transport->device() : options.device);
+  *budget = 0;
+  for (const Device& device : devices) {
+    int64_t total = 0;
+    REE_RETURN_IF_ERROR(deviceMemoryBytes(device, &total));
+    if (*budget == 0 || total < *budget) *budget = total;
+  }
+  if (options.stage_devices.empty() && transport == nullptr) *budget /= options.n_partitions;
+  return Status::kSuccess;
+}
+
 Status EngineState::computePlan() {
   const EngineOptions& o = options;
   int n = o.n_partitions;
@@ -161,32 +176,28 @@ Status EngineState::computePlan() {
   partition.explicit_layers = o.partition_layers;
   partition.memory_budget_bytes = o.memory_budget_bytes;
   if (partition.memory_budget_bytes == 0) {
-    // The smallest device the stages run on bounds every stage.
-    std::vector<Device> devices = o.stage_devices;
-    if (devices.empty()) devices.assign(1, transport ? transport->device() : o.device);
-    for (const Device& device : devices) {
-      int64_t total = 0;
-      REE_RETURN_IF_ERROR(deviceMemoryBytes(device, &total));
-      if (partition.memory_budget_bytes == 0 || total < partition.memory_budget_bytes)
-        partition.memory_budget_bytes = total;
-    }
-    // Several stages sharing one device share its memory.
-    if (o.stage_devices.empty() && transport == nullptr) partition.memory_budget_bytes /= n;
+    REE_RETURN_IF_ERROR(defaultStageBudget(&partition.memory_budget_bytes));
   }
   Status status = partitioner::partition(graph, partition, &plan);
   if (status != Status::kOutOfMemory) return status;
-  // Name the options that sized the KV cache and the budget it was held to.
+  return explainNoFit(status, partition.memory_budget_bytes);
+}
+
+// The partitioner found no split within the budget: name the options that sized the KV cache and
+// the budget it was held to.
+Status EngineState::explainNoFit(Status status, int64_t stage_budget) const {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   char budget[96];
-  if (o.memory_budget_bytes > 0) {
+  if (options.memory_budget_bytes > 0) {
     std::snprintf(budget, sizeof(budget), "--memory-budget-gib %.6g",
-                  static_cast<double>(o.memory_budget_bytes) / (1024.0 * 1024.0 * 1024.0));
+                  static_cast<double>(options.memory_budget_bytes) / kGiB);
   } else {
     std::snprintf(budget, sizeof(budget), "the device memory (%.2f GiB per stage)",
-                  static_cast<double>(partition.memory_budget_bytes) / (1024.0 * 1024.0 * 1024.0));
+                  static_cast<double>(stage_budget) / kGiB);
   }
-  return setError(status, nullptr, 0, "%s %d x %s %d within %s: %s", o.names.max_batch.c_str(),
-                  o.max_batch, o.names.max_context.c_str(), max_context, budget,
-                  lastErrorMessage());
+  return setError(status, nullptr, 0, "%s %d x %s %d within %s: %s",
+                  options.names.max_batch.c_str(), options.max_batch,
+                  options.names.max_context.c_str(), max_context, budget, lastErrorMessage());
 }
 
 Status EngineState::runFingerprint(RunFingerprint* out) const {

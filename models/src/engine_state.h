@@ -86,6 +86,8 @@ struct EngineState {
   Status openModel();
   Status chooseContext();
   Status computePlan();
+  Status defaultStageBudget(int64_t* budget) const;
+  Status explainNoFit(Status status, int64_t stage_budget) const;
   Status runFingerprint(RunFingerprint* out) const;
   Status checkSameRun() const;
 
