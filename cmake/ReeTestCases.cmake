@@ -45,6 +45,9 @@ function(_ree_write_case_tests)
              "add_test([==[${test}]==]${launcher} [==[${REE_CASES_EXECUTABLE}]==] "
              "[==[--gtest_filter=${case}]==] --gtest_also_run_disabled_tests)\n"
              "set_tests_properties([==[${test}]==] PROPERTIES ${properties})\n")
+      if(case MATCHES "(^|[./])DISABLED_")  # as GoogleTest: listed, not run
+        string(APPEND content "set_tests_properties([==[${test}]==] PROPERTIES DISABLED TRUE)\n")
+      endif()
       math(EXPR count "${count} + 1")
     endif()
   endforeach()

@@ -8,6 +8,7 @@ set(expected
     "mixed_cases:Selfcheck.Skips=Skipped"
     "mixed_cases:Selfcheck.Fails=Failed"
     "mixed_cases:Selfcheck.FailsThenSkips=Failed"
+    "mixed_cases:Selfcheck.DISABLED_NeverRuns=Disabled"
     "all_skip=Skipped"
     "pass_and_skip=Passed"
     "no_case=Failed")
@@ -53,7 +54,12 @@ string(REGEX MATCHALL "Test +#[0-9]+: [^\n]+" lines "${out}")
 set(seen "")
 foreach(line IN LISTS lines)
   if(line MATCHES "^Test +#[0-9]+: ([^ ]+) [ .]*(\\*\\*\\*)?([A-Za-z]+)")
-    list(APPEND seen "${CMAKE_MATCH_1}=${CMAKE_MATCH_3}")
+    set(test_name "${CMAKE_MATCH_1}")
+    set(test_verdict "${CMAKE_MATCH_3}")
+    if(line MATCHES "Not Run \\(Disabled\\)")
+      set(test_verdict Disabled)
+    endif()
+    list(APPEND seen "${test_name}=${test_verdict}")
   endif()
 endforeach()
 foreach(verdict IN LISTS expected)

@@ -18,3 +18,8 @@ TEST(Selfcheck, FailsThenSkips) {
   ADD_FAILURE() << "deliberately failing before a skip";
   GTEST_SKIP() << "skipped after a failure";
 }
+
+// Disabled: listed but never run, whole or per case (where ctest shows it as disabled).
+TEST(Selfcheck, DISABLED_NeverRuns) {
+  ADD_FAILURE() << "a disabled case ran";
+}
