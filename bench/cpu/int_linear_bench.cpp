@@ -48,7 +48,7 @@ void BM_Linear(benchmark::State& state) {
 
 void shapes(benchmark::internal::Benchmark* b) {
   b->Args({1, 4096, 4096})->Args({16, 4096, 4096})->Args({128, 4096, 4096});
-  b->Unit(benchmark::kMillisecond)->UseRealTime();
+  b->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
 }
 
 BENCHMARK_TEMPLATE(BM_Linear, false)->Name("repops1_linear")->Apply(shapes);

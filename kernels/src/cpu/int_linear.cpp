@@ -68,7 +68,8 @@ struct QuantizedRows {
 // Row `row` of `q` from `src` (k_total elements of type T): per block the exponent
 // (int_linear::blockExponentOfMaxBits) and RNE(v * 2^(shift - e)) (int_linear::quantize).
 template <typename T>
-void quantizeRow(const T* src, int64_t k_total, int shift, int64_t row, QuantizedRows* q) {
+__attribute__((always_inline)) inline void quantizeRowBody(const T* src, int64_t k_total, int shift,
+                                                           int64_t row, QuantizedRows* q) {
   const bool split = !q->lo.empty();
   for (int64_t b = 0; b < q->blocks; ++b) {
     const int64_t begin = b * kBlock;
@@ -84,10 +85,6 @@ void quantizeRow(const T* src, int64_t k_total, int shift, int64_t row, Quantize
       values[i] = 0.0f;
     int exponent = int_linear::blockExponentOfMaxBits(max_bits);
     q->exponents[row * q->blocks + b] = exponent;
-    if (exponent == int_linear::kNonFiniteExponent) {
-      for (int i = 0; i < kBlock; ++i)
-        values[i] = 0.0f;  // the block's term is NaN through its scale; its integers are 0
-    }
     int16_t* hi = q->hi.data() + row * q->padded_k + begin;
     int16_t* lo = split ? q->lo.data() + row * q->padded_k + begin : nullptr;
     for (int i = 0; i < kBlock; ++i) {
@@ -103,22 +100,48 @@ void quantizeRow(const T* src, int64_t k_total, int shift, int64_t row, Quantize
   }
 }
 
+template <typename T>
+void quantizeRowPortable(const T* src, int64_t k_total, int shift, int64_t row, QuantizedRows* q) {
+  quantizeRowBody(src, k_total, shift, row, q);
+}
+
+#if defined(REE_INT_LINEAR_X86)
+// The same source compiled for AVX2 (the compiler vectorises the conversions 4 doubles wide);
+// the same integers, since every step is exact or correctly rounded.
+template <typename T>
+__attribute__((target("avx2"))) void quantizeRowAvx2(const T* src, int64_t k_total, int shift,
+                                                     int64_t row, QuantizedRows* q) {
+  quantizeRowBody(src, k_total, shift, row, q);
+}
+#endif
+
+template <typename T>
+void quantizeRow(bool simd, const T* src, int64_t k_total, int shift, int64_t row,
+                 QuantizedRows* q) {
+#if defined(REE_INT_LINEAR_X86)
+  if (simd) return quantizeRowAvx2(src, k_total, shift, row, q);
+#endif
+  (void)simd;
+  quantizeRowPortable(src, k_total, shift, row, q);
+}
+
 // Rows [row_begin, row_end) of a [rows, K] matrix with row stride `stride` into q's rows
 // out_first, out_first + 1, ...
-void quantizeRows(const void* base, DType dtype, int64_t stride, int64_t k_total, int shift,
-                  int64_t row_begin, int64_t row_end, int64_t out_first, QuantizedRows* q) {
+void quantizeRows(bool simd, const void* base, DType dtype, int64_t stride, int64_t k_total,
+                  int shift, int64_t row_begin, int64_t row_end, int64_t out_first,
+                  QuantizedRows* q) {
   for (int64_t row = row_begin; row < row_end; ++row) {
     const int64_t at = row * stride;
     const int64_t out = out_first + (row - row_begin);
     switch (dtype) {
       case DType::kF32:
-        quantizeRow(static_cast<const float*>(base) + at, k_total, shift, out, q);
+        quantizeRow(simd, static_cast<const float*>(base) + at, k_total, shift, out, q);
         break;
       case DType::kBF16:
-        quantizeRow(static_cast<const bf16_t*>(base) + at, k_total, shift, out, q);
+        quantizeRow(simd, static_cast<const bf16_t*>(base) + at, k_total, shift, out, q);
         break;
       default:
-        quantizeRow(static_cast<const f16_t*>(base) + at, k_total, shift, out, q);
+        quantizeRow(simd, static_cast<const f16_t*>(base) + at, k_total, shift, out, q);
         break;
     }
   }
@@ -154,6 +177,7 @@ __attribute__((target("avx2"))) void blockDots4Avx2(const int16_t* xh, const int
   __m256i high[4], low[4];
   for (int c = 0; c < 4; ++c)
     high[c] = low[c] = _mm256_setzero_si256();
+#pragma GCC unroll 1
   for (int k = 0; k < kBlock; k += 16) {
     __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + k));
     __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xl + k));
@@ -187,28 +211,35 @@ void blockDots(bool simd, const int16_t* xh, const int16_t* xl, const int16_t* c
   blockDotsPortable(xh, xl, w, cols, products);
 }
 
-// Dots of x row m (of xq) with the panel's w rows [c0, c0 + cols) (of wq), cols <= 4: blocks in
-// increasing order, each added to a binary64 accumulator (int_linear.h), then rounded to float.
-void panelDots(bool simd, const QuantizedRows& xq, int64_t m, const QuantizedRows& wq, int c0,
-               int cols, float* dots) {
-  const int16_t* xh = xq.hi.data() + m * xq.padded_k;
-  const int16_t* xl = xq.lo.data() + m * xq.padded_k;
-  const int32_t* x_exp = xq.exponents.data() + m * xq.blocks;
-  double acc[4] = {0.0, 0.0, 0.0, 0.0};
-  for (int64_t b = 0; b < xq.blocks; ++b) {
-    const int64_t at = b * kBlock;
-    const int16_t* w[4];
-    for (int c = 0; c < cols; ++c)
-      w[c] = wq.hi.data() + (c0 + c) * wq.padded_k + at;
-    int64_t products[4];
-    blockDots(simd, xh + at, xl + at, w, cols, products);
-    for (int c = 0; c < cols; ++c) {
-      double scale = int_linear::blockScale(x_exp[b], wq.exponents[(c0 + c) * wq.blocks + b]);
-      acc[c] = int_linear::addBlock(acc[c], products[c], scale);
+// The dots of x rows [m0, m1) (of xq) with the panel's `count` w rows (of wq) into
+// dots[(m - m0) * kPanel + c]: for each row and group of 4 outputs, the blocks in increasing
+// order, each added to the output's binary64 accumulator (the x row stays in L1, the panel in L2).
+void taskDots(bool simd, const QuantizedRows& xq, int64_t m0, int64_t m1, const QuantizedRows& wq,
+              int count, float* dots) {
+  for (int64_t m = m0; m < m1; ++m) {
+    const int16_t* xh = xq.hi.data() + m * xq.padded_k;
+    const int16_t* xl = xq.lo.data() + m * xq.padded_k;
+    const int32_t* x_exp = xq.exponents.data() + m * xq.blocks;
+    for (int c0 = 0; c0 < count; c0 += 4) {
+      const int cols = std::min(4, count - c0);
+      double acc[4] = {0.0, 0.0, 0.0, 0.0};
+      for (int64_t b = 0; b < xq.blocks; ++b) {
+        const int64_t at = b * kBlock;
+        const int16_t* w[4];
+        for (int c = 0; c < cols; ++c)
+          w[c] = wq.hi.data() + (c0 + c) * wq.padded_k + at;
+        int64_t products[4];
+        blockDots(simd, xh + at, xl + at, w, cols, products);
+        for (int c = 0; c < cols; ++c) {
+          const double scale =
+              int_linear::blockScale(x_exp[b], wq.exponents[(c0 + c) * wq.blocks + b]);
+          acc[c] = int_linear::addBlock(acc[c], products[c], scale);
+        }
+      }
+      for (int c = 0; c < cols; ++c)
+        dots[(m - m0) * kPanel + c0 + c] = int_linear::roundDot(acc[c]);
     }
   }
-  for (int c = 0; c < cols; ++c)
-    dots[c] = int_linear::roundDot(acc[c]);
 }
 
 void storeOutput(const LinearArgs& a, int64_t index, float value) {
@@ -244,7 +275,7 @@ Status intLinear(const LinearArgs& a) {
   QuantizedRows xq;
   xq.resize(a.m, a.k, /*split=*/true);
   parallelFor(a.m, 4, [&](int64_t begin, int64_t end) {
-    quantizeRows(a.x, a.x_dtype, x_stride, a.k, int_linear::kXShift, begin, end, begin, &xq);
+    quantizeRows(simd, a.x, a.x_dtype, x_stride, a.k, int_linear::kXShift, begin, end, begin, &xq);
   });
 
   const int64_t panels = (a.n + kPanel - 1) / kPanel;
@@ -258,22 +289,20 @@ Status intLinear(const LinearArgs& a) {
       const int64_t n0 = panel * kPanel;
       const int count = static_cast<int>(std::min<int64_t>(kPanel, a.n - n0));
       if (panel != quantized_panel) {
-        quantizeRows(a.w, a.w_dtype, w_stride, a.k, int_linear::kWShift, n0, n0 + count, 0, &wq);
+        quantizeRows(simd, a.w, a.w_dtype, w_stride, a.k, int_linear::kWShift, n0, n0 + count, 0,
+                     &wq);
         quantized_panel = panel;
       }
       const int64_t m0 = (task % row_tasks) * kTaskRows;
       const int64_t m1 = std::min(a.m, m0 + kTaskRows);
+      float dots[kTaskRows * kPanel];
+      taskDots(simd, xq, m0, m1, wq, count, dots);
       for (int64_t m = m0; m < m1; ++m) {
-        for (int c0 = 0; c0 < count; c0 += 4) {
-          const int cols = std::min(4, count - c0);
-          float dots[4];
-          panelDots(simd, xq, m, wq, c0, cols, dots);
-          for (int c = 0; c < cols; ++c) {
-            const int64_t n = n0 + c0 + c;
-            float bias = a.bias ? loadElement(a.bias, a.bias_dtype, n) : 0.0f;
-            storeOutput(a, m * y_stride + n,
-                        detail::linearFinish(dots[c], a.bias != nullptr, bias));
-          }
+        for (int c = 0; c < count; ++c) {
+          const int64_t n = n0 + c;
+          float bias = a.bias ? loadElement(a.bias, a.bias_dtype, n) : 0.0f;
+          storeOutput(a, m * y_stride + n,
+                      detail::linearFinish(dots[(m - m0) * kPanel + c], a.bias != nullptr, bias));
         }
       }
     }

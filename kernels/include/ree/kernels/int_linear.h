@@ -60,7 +60,9 @@ REE_HD double powerOfTwo(int power) {
 // adding and subtracting 1.5 * 2^52 then rounds it to an integer, to nearest with ties to even
 // (binary64 addition in the default rounding mode; exact for |t| < 2^51). An fma could not change
 // it either (the product is exact), so contraction is harmless.
+// A block with exponent kNonFiniteExponent quantises to 0 (its term is NaN through blockScale).
 REE_HD int32_t quantize(float v, int exponent, int shift) {
+  if (exponent == kNonFiniteExponent) return 0;
   const double kRoundingConstant = 6755399441055744.0;  // 1.5 * 2^52
   double t = static_cast<double>(v) * powerOfTwo(shift - exponent);
   double rounded = (t + kRoundingConstant) - kRoundingConstant;
@@ -149,6 +151,11 @@ namespace cuda {
 // returns once launched. Takes stream-ordered scratch memory (cudaMallocAsync) for the int8
 // slice planes, freed on the stream after the GEMM.
 Status intLinear(const LinearArgs& args, cudaStream_t stream);
+
+// For benchmarks: only the two quantisation kernels of intLinear (x and w into slice planes and
+// exponents, on scratch memory freed on the stream), so that their share of the time can be
+// measured. Writes nothing to args.y.
+Status intLinearQuantizeOnly(const LinearArgs& args, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace ree::repops

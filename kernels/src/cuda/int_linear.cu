@@ -1,0 +1,438 @@
+// CUDA repops-2 linear (docs/repops-spec/linear-int.md) on int8 tensor cores.
+//
+// 1. Quantisation (one kernel per operand, a warp per (row, 128-block)): the block's exponent
+//    from the warp's max of |bits|, the integers RNE(v * 2^(S - e)) (int_linear.h), split into
+//    int8 slice planes: x into 3 (d0 * 2^14 + d1 * 2^7 + d2), w into 2 (e0 * 2^7 + e1). Planes
+//    are [slice][rows padded to the tile][K padded to 128], zero outside the matrix, so the GEMM
+//    needs no bounds checks on loads and padding adds exact zeros.
+// 2. GEMM: a 64 x 64 output tile per block of 8 warps (2 x 4, each 32 x 16), one 128-wide K-block
+//    per step, double-buffered in shared memory through cp.async. Each warp multiplies the six
+//    slice pairs with mma.sync m16n8k32 s8 x s8 -> s32 into four int32 accumulators per output,
+//    one per shift class (2^21, 2^14, 2^7, 2^0); the sums are exact (|class sum| < 2^22), so the
+//    order of the mma instructions does not matter. At the end of each K-block the classes are
+//    combined exactly in int64 and added to the output's binary64 accumulator (int_linear.h), in
+//    increasing block order, by the thread that owns the output. Then the fp32 rounding, bias,
+//    NaN canonicalisation, accumulate and output rounding of repops-1 (linear.h).
+// The bits are the CPU reference's: same integers, same binary64 sequence, same finishing steps.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "ree/core/cuda_check.h"
+#include "ree/kernels/int_linear.h"
+#include "shared_memory.cuh"
+
+namespace ree::repops::cuda {
+namespace {
+
+using int_linear::kBlock;
+
+constexpr int kTileM = 64;
+constexpr int kTileN = 64;
+constexpr int kThreads = 256;           // 8 warps: 2 along M x 4 along N
+constexpr int kWarpM = 32;              // per warp: 2 m16 tiles
+constexpr int kWarpN = 16;              // per warp: 2 n8 tiles
+constexpr int kRowBytes = kBlock + 16;  // shared row pitch: 144 bytes, no bank conflicts below
+constexpr int kPlanes = int_linear::kXSlices + int_linear::kWSlices;
+constexpr int kStageBytes = kPlanes * kTileM * kRowBytes;  // kTileM == kTileN
+constexpr int kStages = 2;
+constexpr int kSharedBytes = kStages * kStageBytes;  // 92160
+static_assert(kTileM == kTileN, "one row count per staged plane");
+
+struct GemmArgs {
+  const int8_t* x_planes;      // [3][m_padded][k_padded]
+  const int8_t* w_planes;      // [2][n_padded][k_padded]
+  const int32_t* x_exponents;  // [m_padded][blocks]
+  const int32_t* w_exponents;  // [n_padded][blocks]
+  int64_t m_padded, n_padded, k_padded;
+  int blocks;
+  int m, n;
+  const void* bias;
+  DType bias_dtype;
+  void* y;
+  int64_t y_stride;
+  int y_is_bf16;
+  int accumulate;
+};
+
+// ---- quantisation
+
+// Planes of `rows` rows (the matrix's; rows_padded with zeros beyond), one warp per (row, block):
+// lane l owns positions 4l .. 4l + 3 of the block.
+template <typename T, int kSlices>
+__global__ void quantizeKernel(const T* __restrict__ src, int64_t stride, int64_t rows,
+                               int64_t rows_padded, int64_t k, int blocks, int shift,
+                               int8_t* __restrict__ planes, int64_t k_padded,
+                               int32_t* __restrict__ exponents) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
+  const int64_t plane_elements = rows_padded * k_padded;
+  for (int64_t item = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+       item < rows_padded * blocks; item += warps) {
+    const int64_t row = item / blocks;
+    const int b = static_cast<int>(item - row * blocks);
+    const int64_t k0 = static_cast<int64_t>(b) * kBlock + lane * 4;
+    float values[4];
+    uint32_t max_bits = 0;
+    for (int j = 0; j < 4; ++j) {
+      values[j] = (row < rows && k0 + j < k) ? loadFloat(src[row * stride + k0 + j]) : 0.0f;
+      max_bits = max(max_bits, floatBits(values[j]) & 0x7fffffffu);
+    }
+    max_bits = __reduce_max_sync(0xffffffffu, max_bits);
+    const int exponent = int_linear::blockExponentOfMaxBits(max_bits);
+    if (lane == 0) exponents[row * blocks + b] = exponent;
+    uint32_t packed[kSlices] = {};
+    for (int j = 0; j < 4; ++j) {
+      int32_t q = int_linear::quantize(values[j], exponent, shift);
+      int8_t digits[kSlices];
+      if constexpr (kSlices == int_linear::kXSlices) {
+        int_linear::splitX(q, digits);
+      } else {
+        int_linear::splitW(q, digits);
+      }
+      for (int s = 0; s < kSlices; ++s)
+        packed[s] |= static_cast<uint32_t>(static_cast<uint8_t>(digits[s])) << (8 * j);
+    }
+    for (int s = 0; s < kSlices; ++s) {
+      *reinterpret_cast<uint32_t*>(planes + s * plane_elements + row * k_padded + k0) = packed[s];
+    }
+  }
+}
+
+// ---- GEMM
+
+__device__ __forceinline__ void mmaS8(int32_t (&c)[4], const uint32_t (&a)[4],
+                                      const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Copies K-block b of the tile's 3 x planes (rows m0..) and 2 w planes (rows n0..) into `stage`:
+// 5 x 64 rows x 128 bytes in 16-byte cp.async pieces.
+__device__ __forceinline__ void loadStage(const GemmArgs& a, int64_t m0, int64_t n0, int b,
+                                          int8_t* stage) {
+  constexpr int kPiecesPerRow = kBlock / 16;
+  constexpr int kPiecesPerPlane = kTileM * kPiecesPerRow;
+  for (int piece = threadIdx.x; piece < kPlanes * kPiecesPerPlane; piece += kThreads) {
+    const int plane = piece / kPiecesPerPlane;
+    const int row = (piece % kPiecesPerPlane) / kPiecesPerRow;
+    const int col = (piece % kPiecesPerRow) * 16;
+    const int8_t* src;
+    if (plane < int_linear::kXSlices) {
+      src = a.x_planes + plane * a.m_padded * a.k_padded + (m0 + row) * a.k_padded;
+    } else {
+      src = a.w_planes + (plane - int_linear::kXSlices) * a.n_padded * a.k_padded +
+            (n0 + row) * a.k_padded;
+    }
+    cpAsync16(stage + (plane * kTileM + row) * kRowBytes + col,
+              src + static_cast<int64_t>(b) * kBlock + col, 16);
+  }
+  cpAsyncCommit();
+}
+
+// The four int32 registers of an m16 x k32 A fragment (row-major) or two of a k32 x n8 B fragment
+// (B[k][n] = W[n][k]: row n of the plane) at row `row`, k offset `k`: 4 consecutive int8 each.
+__device__ __forceinline__ uint32_t sharedWord(const int8_t* plane, int row, int k) {
+  return *reinterpret_cast<const uint32_t*>(plane + row * kRowBytes + k);
+}
+
+struct Accumulators {
+  int32_t cls[4][2][2][4];  // [shift class 21, 14, 7, 0][m16 tile][n8 tile][c register]
+  double acc[2][2][4];
+};
+
+// The six slice-pair products of one K-block for this warp's 32 x 16 outputs.
+__device__ __forceinline__ void multiplyStage(const int8_t* stage, int warp_m, int warp_n,
+                                              Accumulators& r) {
+  const int lane = threadIdx.x & 31, group = lane >> 2, quad = lane & 3;
+  const int8_t* x_plane[3];
+  const int8_t* w_plane[2];
+  for (int s = 0; s < 3; ++s)
+    x_plane[s] = stage + s * kTileM * kRowBytes;
+  for (int s = 0; s < 2; ++s)
+    w_plane[s] = stage + (3 + s) * kTileM * kRowBytes;
+#pragma unroll
+  for (int k = 0; k < kBlock; k += 32) {
+    uint32_t a[3][2][4], b[2][2][2];
+#pragma unroll
+    for (int s = 0; s < 3; ++s) {
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        const int row = warp_m * kWarpM + mt * 16 + group;
+        a[s][mt][0] = sharedWord(x_plane[s], row, k + quad * 4);
+        a[s][mt][1] = sharedWord(x_plane[s], row + 8, k + quad * 4);
+        a[s][mt][2] = sharedWord(x_plane[s], row, k + 16 + quad * 4);
+        a[s][mt][3] = sharedWord(x_plane[s], row + 8, k + 16 + quad * 4);
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int row = warp_n * kWarpN + nt * 8 + group;
+        b[s][nt][0] = sharedWord(w_plane[s], row, k + quad * 4);
+        b[s][nt][1] = sharedWord(w_plane[s], row, k + 16 + quad * 4);
+      }
+    }
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        mmaS8(r.cls[0][mt][nt], a[0][mt], b[0][nt]);  // d0 e0: 2^21
+        mmaS8(r.cls[1][mt][nt], a[0][mt], b[1][nt]);  // d0 e1: 2^14
+        mmaS8(r.cls[1][mt][nt], a[1][mt], b[0][nt]);  // d1 e0: 2^14
+        mmaS8(r.cls[2][mt][nt], a[1][mt], b[1][nt]);  // d1 e1: 2^7
+        mmaS8(r.cls[2][mt][nt], a[2][mt], b[0][nt]);  // d2 e0: 2^7
+        mmaS8(r.cls[3][mt][nt], a[2][mt], b[1][nt]);  // d2 e1: 2^0
+      }
+    }
+  }
+}
+
+// End of K-block b: each output's exact block product joins its binary64 sum (block order).
+__device__ __forceinline__ void addBlockProducts(const GemmArgs& a, int64_t m0, int64_t n0,
+                                                 int warp_m, int warp_n, int b, Accumulators& r) {
+  const int lane = threadIdx.x & 31, group = lane >> 2, quad = lane & 3;
+  int x_exp[2][2], w_exp[2][2];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t row = m0 + warp_m * kWarpM + mt * 16 + group + half * 8;
+      x_exp[mt][half] = __ldg(a.x_exponents + row * a.blocks + b);
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int64_t col = n0 + warp_n * kWarpN + nt * 8 + quad * 2 + j;
+      w_exp[nt][j] = __ldg(a.w_exponents + col * a.blocks + b);
+    }
+  }
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t product = int_linear::combineShiftClasses(
+            r.cls[0][mt][nt][i], r.cls[1][mt][nt][i], r.cls[2][mt][nt][i], r.cls[3][mt][nt][i]);
+        const double scale = int_linear::blockScale(x_exp[mt][i >> 1], w_exp[nt][i & 1]);
+        r.acc[mt][nt][i] = int_linear::addBlock(r.acc[mt][nt][i], product, scale);
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+          r.cls[c][mt][nt][i] = 0;
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ float loadBias(const GemmArgs& a, int col) {
+  switch (a.bias_dtype) {
+    case DType::kF32:
+      return static_cast<const float*>(a.bias)[col];
+    case DType::kBF16:
+      return toFloat(static_cast<const bf16_t*>(a.bias)[col]);
+    default:
+      return toFloat(static_cast<const f16_t*>(a.bias)[col]);
+  }
+}
+
+// The finishing steps of linear.md (3-5) for one output.
+__device__ __forceinline__ void storeOutput(const GemmArgs& a, int row, int col, double acc) {
+  const bool has_bias = a.bias != nullptr;
+  const float value =
+      detail::linearFinish(int_linear::roundDot(acc), has_bias, has_bias ? loadBias(a, col) : 0.0f);
+  const int64_t index = static_cast<int64_t>(row) * a.y_stride + col;
+  if (a.y_is_bf16) {
+    bf16_t* y = static_cast<bf16_t*>(a.y) + index;
+    *y = a.accumulate ? toBF16(detail::linearAccumulate(toFloat(*y), toFloat(toBF16(value))))
+                      : toBF16(value);
+  } else {
+    float* y = static_cast<float*>(a.y) + index;
+    *y = a.accumulate ? detail::linearAccumulate(*y, value) : value;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) intGemmKernel(GemmArgs a) {
+  extern __shared__ __align__(16) int8_t shared[];
+  const int warp = threadIdx.x >> 5, warp_m = warp >> 2, warp_n = warp & 3;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTileM;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileN;
+  Accumulators r;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        r.acc[mt][nt][i] = 0.0;
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+          r.cls[c][mt][nt][i] = 0;
+      }
+    }
+  }
+  loadStage(a, m0, n0, 0, shared);
+  for (int b = 0; b < a.blocks; ++b) {
+    if (b + 1 < a.blocks) {
+      loadStage(a, m0, n0, b + 1, shared + ((b + 1) % kStages) * kStageBytes);
+      cpAsyncWait<1>();
+    } else {
+      cpAsyncWait<0>();
+    }
+    __syncthreads();
+    multiplyStage(shared + (b % kStages) * kStageBytes, warp_m, warp_n, r);
+    addBlockProducts(a, m0, n0, warp_m, warp_n, b, r);
+    __syncthreads();  // the next iteration's copies overwrite this stage
+  }
+  const int lane = threadIdx.x & 31, group = lane >> 2, quad = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t row = m0 + warp_m * kWarpM + mt * 16 + group + (i >> 1) * 8;
+        const int64_t col = n0 + warp_n * kWarpN + nt * 8 + quad * 2 + (i & 1);
+        if (row < a.m && col < a.n) {
+          storeOutput(a, static_cast<int>(row), static_cast<int>(col), r.acc[mt][nt][i]);
+        }
+      }
+    }
+  }
+}
+
+// ---- host side
+
+int64_t roundUp(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+template <int kSlices>
+Status launchQuantize(const void* src, DType dtype, int64_t stride, int64_t rows,
+                      int64_t rows_padded, int64_t k, int blocks, int shift, int8_t* planes,
+                      int64_t k_padded, int32_t* exponents, cudaStream_t stream) {
+  constexpr int kWarpsPerBlock = 4;
+  const int64_t items = rows_padded * blocks;
+  const int grid = static_cast<int>(
+      std::min<int64_t>((items + kWarpsPerBlock - 1) / kWarpsPerBlock, int64_t{1} << 20));
+  auto launch = [&](auto tag) {
+    using T = decltype(tag);
+    quantizeKernel<T, kSlices><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
+        static_cast<const T*>(src), stride, rows, rows_padded, k, blocks, shift, planes, k_padded,
+        exponents);
+  };
+  switch (dtype) {
+    case DType::kF32:
+      launch(float{});
+      break;
+    case DType::kBF16:
+      launch(bf16_t{});
+      break;
+    default:
+      launch(f16_t{});
+      break;
+  }
+  REE_CUDA_CHECK_LAUNCH();
+  return Status::kSuccess;
+}
+
+// Shapes of the padded planes and the scratch layout of one call.
+struct Layout {
+  int64_t m_padded, n_padded, k_padded;
+  int blocks;
+  int64_t x_planes, w_planes, x_exponents, w_exponents, bytes;  // byte offsets, total
+};
+
+Layout layoutOf(const LinearArgs& args) {
+  Layout l;
+  l.m_padded = roundUp(args.m, kTileM);
+  l.n_padded = roundUp(args.n, kTileN);
+  l.blocks = static_cast<int>((args.k + kBlock - 1) / kBlock);
+  l.k_padded = static_cast<int64_t>(l.blocks) * kBlock;
+  l.x_planes = 0;
+  l.w_planes = l.x_planes + roundUp(int_linear::kXSlices * l.m_padded * l.k_padded, 256);
+  l.x_exponents = l.w_planes + roundUp(int_linear::kWSlices * l.n_padded * l.k_padded, 256);
+  l.w_exponents = l.x_exponents + roundUp(4 * l.m_padded * l.blocks, 256);
+  l.bytes = l.w_exponents + roundUp(4 * l.n_padded * l.blocks, 256);
+  return l;
+}
+
+// Enqueues the quantisation kernels and (unless quantize_only) the GEMM on `scratch`.
+Status enqueue(const LinearArgs& args, const Layout& l, int8_t* scratch, bool quantize_only,
+               cudaStream_t stream) {
+  const int64_t x_stride = args.x_row_stride ? args.x_row_stride : args.k;
+  const int64_t w_stride = args.w_row_stride ? args.w_row_stride : args.k;
+  int8_t* x_planes = scratch + l.x_planes;
+  int8_t* w_planes = scratch + l.w_planes;
+  int32_t* x_exponents = reinterpret_cast<int32_t*>(scratch + l.x_exponents);
+  int32_t* w_exponents = reinterpret_cast<int32_t*>(scratch + l.w_exponents);
+  REE_RETURN_IF_ERROR(launchQuantize<int_linear::kXSlices>(
+      args.x, args.x_dtype, x_stride, args.m, l.m_padded, args.k, l.blocks, int_linear::kXShift,
+      x_planes, l.k_padded, x_exponents, stream));
+  REE_RETURN_IF_ERROR(launchQuantize<int_linear::kWSlices>(
+      args.w, args.w_dtype, w_stride, args.n, l.n_padded, args.k, l.blocks, int_linear::kWShift,
+      w_planes, l.k_padded, w_exponents, stream));
+  if (quantize_only) return Status::kSuccess;
+  GemmArgs g{};
+  g.x_planes = x_planes;
+  g.w_planes = w_planes;
+  g.x_exponents = x_exponents;
+  g.w_exponents = w_exponents;
+  g.m_padded = l.m_padded;
+  g.n_padded = l.n_padded;
+  g.k_padded = l.k_padded;
+  g.blocks = l.blocks;
+  g.m = static_cast<int>(args.m);
+  g.n = static_cast<int>(args.n);
+  g.bias = args.bias;
+  g.bias_dtype = args.bias_dtype;
+  g.y = args.y;
+  g.y_stride = args.y_row_stride ? args.y_row_stride : args.n;
+  g.y_is_bf16 = args.y_dtype == DType::kBF16;
+  g.accumulate = args.accumulate;
+  REE_RETURN_IF_ERROR(allowFullSharedMemory(intGemmKernel));
+  dim3 grid(static_cast<unsigned>(l.n_padded / kTileN), static_cast<unsigned>(l.m_padded / kTileM));
+  intGemmKernel<<<grid, kThreads, kSharedBytes, stream>>>(g);
+  REE_CUDA_CHECK_LAUNCH();
+  return Status::kSuccess;
+}
+
+Status run(const LinearArgs& args, bool quantize_only, cudaStream_t stream) {
+  REE_RETURN_IF_ERROR(validateIntLinearArgs(args));
+  if (args.m == 0) return Status::kSuccess;
+  const Layout l = layoutOf(args);
+  if (l.m_padded / kTileM > 65535) {
+    return REE_FAIL(Status::kUnsupported,
+                    "int linear (cuda): m=%lld exceeds the %d rows one launch covers",
+                    static_cast<long long>(args.m), 65535 * kTileM);
+  }
+  void* scratch = nullptr;
+  REE_CUDA_CHECK_MSG(cudaMallocAsync(&scratch, static_cast<size_t>(l.bytes), stream),
+                     "int linear (cuda): scratch of %lld bytes for m=%lld n=%lld k=%lld",
+                     static_cast<long long>(l.bytes), static_cast<long long>(args.m),
+                     static_cast<long long>(args.n), static_cast<long long>(args.k));
+  Status status = enqueue(args, l, static_cast<int8_t*>(scratch), quantize_only, stream);
+  cudaError_t freed = cudaFreeAsync(scratch, stream);
+  REE_RETURN_IF_ERROR(status);
+  REE_CUDA_CHECK(freed);
+  return Status::kSuccess;
+}
+
+}  // namespace
+
+Status intLinear(const LinearArgs& args, cudaStream_t stream) {
+  return run(args, /*quantize_only=*/false, stream);
+}
+
+Status intLinearQuantizeOnly(const LinearArgs& args, cudaStream_t stream) {
+  return run(args, /*quantize_only=*/true, stream);
+}
+
+}  // namespace ree::repops::cuda
