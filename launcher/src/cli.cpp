@@ -44,14 +44,18 @@ std::string plainQuotes(std::string message) {
   return printableText(message, 300);
 }
 
-// Switches take no value: cxxopts would read "--json=false" as a given --json.
+// Switches take no value: cxxopts would read "--json=false" as a given --json. (The argument after
+// a flag that takes a value is that value, e.g. --prompt-text "--json=x", and is not looked at.)
 Status refuseSwitchValues(const std::vector<const char*>& args) {
   for (size_t i = 1; i < args.size(); ++i) {
     std::string arg = args[i];
+    if (arg == "--") break;
+    if (arg.rfind("--", 0) != 0) continue;
     size_t equals = arg.find('=');
-    if (arg.rfind("--", 0) != 0 || equals == std::string::npos) continue;
-    std::string name = arg.substr(2, equals - 2);
-    if (isSwitchFlag(name)) {
+    std::string name = arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
+    if (equals == std::string::npos) {
+      if (!isSwitchFlag(name)) ++i;  // skip the value
+    } else if (isSwitchFlag(name)) {
       return REE_FAIL(Status::kInvalidArgument, "--%s takes no value (got '%s')",
                       printableText(name, 40).c_str(), printableText(arg, 80).c_str());
     }

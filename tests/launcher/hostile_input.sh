@@ -333,6 +333,8 @@ flag stage-devices "--stage-devices" --n-partitions 2 --stage-devices cpu,tpu
 flag switch-with-value "--json takes no value" --json=false
 flag plan-with-value "--plan takes no value" --plan=1
 flag repeated "--temperature is given more than once" --temperature 0.5 --temperature 1
+# A value that looks like a switch with a value is still a value.
+run ok flag-value-like-a-switch "" "$launch" "${b[@]}" --max-new-tokens 2 --prompt-text "--json=x"
 flag unknown "no-such-flag" --no-such-flag
 flag stray-argument "unexpected argument 'stray'" stray
 flag receipt-path-empty "--receipt-path is empty" --receipt-path ""
