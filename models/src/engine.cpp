@@ -95,7 +95,17 @@ Status EngineState::loadStagesOnDevices() {
   REE_RETURN_IF_ERROR(checkKvCachesFit());
   for (LocalStage& stage : stages) {
     REE_RETURN_IF_ERROR(setCurrentDevice(stage.ops->device()));
-    REE_RETURN_IF_ERROR(stage.model->allocateCache(options.max_batch, max_context));
+    // The check above can be beaten by what it cannot see (an address-space limit, other
+    // processes allocating meanwhile): a failed allocation still names the flags behind it.
+    const Status allocated = stage.model->allocateCache(options.max_batch, max_context);
+    if (allocated != Status::kSuccess && allocated != Status::kOutOfMemory) return allocated;
+    if (allocated == Status::kOutOfMemory) {
+      const std::string cause = lastErrorMessage();
+      return REE_FAIL(Status::kOutOfMemory, "%s %d x %s %d: the KV cache on %s: %s; lower them",
+                      options.names.max_batch.c_str(), options.max_batch,
+                      options.names.max_context.c_str(), max_context,
+                      stage.ops->device().str().c_str(), cause.c_str());
+    }
   }
   return Status::kSuccess;
 }

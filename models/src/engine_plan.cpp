@@ -301,7 +301,7 @@ Status EngineState::checkKvCachesFit() const {
                     options.names.max_context.c_str(), max_context, name.c_str(),
                     static_cast<double>(bytes) / kGiB, static_cast<long long>(bytes),
                     static_cast<double>(limit) / kGiB,
-                    device.isCuda() ? "free after the weights" : "of the host's physical memory");
+                    device.isCuda() ? "free after the weights" : "of host memory available");
   }
   return Status::kSuccess;
 }

@@ -316,7 +316,10 @@ Status setCurrentDevice(Device device) {
 
 Status deviceFreeMemoryBytes(Device device, int64_t* free) {
   REE_CHECK_ARG(free != nullptr, "deviceFreeMemoryBytes: free is null");
-  if (!device.isCuda()) return deviceMemoryBytes(device, free);
+  if (!device.isCuda()) {
+    *free = hostAvailableMemoryBytes();
+    return Status::kSuccess;
+  }
 #if defined(REE_WITH_CUDA)
   REE_RETURN_IF_ERROR(setCurrentDevice(device));
   size_t available = 0, total = 0;

@@ -40,7 +40,8 @@ Status setCurrentDevice(Device device);
 // Total memory of a device: the GPU's global memory, or the host's physical memory for the CPU.
 Status deviceMemoryBytes(Device device, int64_t* total);
 // Memory an allocation can still get: a GPU's free memory now (cudaMemGetInfo); for the CPU, the
-// host's physical memory (its free-page count leaves out caches the kernel would give back).
+// host's available memory (core/device.h hostAvailableMemoryBytes: MemAvailable and the cgroup
+// limit).
 Status deviceFreeMemoryBytes(Device device, int64_t* free);
 
 class Tensor {
