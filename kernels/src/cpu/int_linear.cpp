@@ -147,18 +147,15 @@ void quantizeRows(bool simd, const void* base, DType dtype, int64_t stride, int6
   }
 }
 
-// The block products of one x row with kCols w rows over one block of 128: P = sum xh * w * 2^11
-// + sum xl * w, each half an exact int32 sum (|sum xh w| <= 2^29, |sum xl w| <= 2^30).
-void blockDotsPortable(const int16_t* xh, const int16_t* xl, const int16_t* const* w, int cols,
-                       int64_t* products) {
-  for (int c = 0; c < cols; ++c) {
-    int32_t high = 0, low = 0;
-    for (int k = 0; k < kBlock; ++k) {
-      high += static_cast<int32_t>(xh[k]) * w[c][k];
-      low += static_cast<int32_t>(xl[k]) * w[c][k];
-    }
-    products[c] = static_cast<int64_t>(high) * (int64_t{1} << kLowBits) + low;
+// The block product of one x row and one w row over one block of 128: P = sum xh * w * 2^11 +
+// sum xl * w, each half an exact int32 sum (|sum xh w| <= 2^29, |sum xl w| <= 2^30).
+int64_t blockDotPortable(const int16_t* xh, const int16_t* xl, const int16_t* w) {
+  int32_t high = 0, low = 0;
+  for (int k = 0; k < kBlock; ++k) {
+    high += static_cast<int32_t>(xh[k]) * w[k];
+    low += static_cast<int32_t>(xl[k]) * w[k];
   }
+  return static_cast<int64_t>(high) * (int64_t{1} << kLowBits) + low;
 }
 
 #if defined(REE_INT_LINEAR_X86)
@@ -170,29 +167,51 @@ __attribute__((target("avx2"))) inline __m128i laneSums4(__m256i a, __m256i b, _
   return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
 }
 
-// blockDotsPortable for 4 w rows: pmaddwd sums pairs of int16 products exactly in int32 (|pair|
-// <= 2^24), and every later sum stays within int32 (see above), so the integers are the same.
-__attribute__((target("avx2"))) void blockDots4Avx2(const int16_t* xh, const int16_t* xl,
-                                                    const int16_t* const* w, int64_t* products) {
-  __m256i high[4], low[4];
-  for (int c = 0; c < 4; ++c)
-    high[c] = low[c] = _mm256_setzero_si256();
+// The whole dots of one x row with 4 w rows (row starts w[c]); w_exp4[b * 4 + c] is w row c's
+// exponent of block b. The block combination runs 4 outputs wide: P in int64 lanes, converted
+// to binary64 exactly (|P| < 2^51: add the bits of 1.5 * 2^52, subtract 1.5 * 2^52), times the
+// power-of-two scale built from its bits (a non-finite block's scale is all-ones bits: NaN), then
+// one binary64 addition per output and block in increasing block order: int_linear.h's steps.
+__attribute__((target("avx2"))) void rowDots4Avx2(const int16_t* xh, const int16_t* xl,
+                                                  const int16_t* const* w, const int32_t* x_exp,
+                                                  const int32_t* w_exp4, int64_t blocks,
+                                                  double* out) {
+  const __m256d magic = _mm256_set1_pd(6755399441055744.0);  // 1.5 * 2^52
+  const __m128i sentinel = _mm_set1_epi32(int_linear::kNonFiniteExponent);
+  __m256d acc = _mm256_setzero_pd();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t at = b * kBlock;
+    __m256i high[4], low[4];
+    for (int c = 0; c < 4; ++c)
+      high[c] = low[c] = _mm256_setzero_si256();
 #pragma GCC unroll 1
-  for (int k = 0; k < kBlock; k += 16) {
-    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + k));
-    __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xl + k));
-    for (int c = 0; c < 4; ++c) {
-      __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[c] + k));
-      high[c] = _mm256_add_epi32(high[c], _mm256_madd_epi16(h, wv));
-      low[c] = _mm256_add_epi32(low[c], _mm256_madd_epi16(l, wv));
+    for (int k = 0; k < kBlock; k += 16) {
+      __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + at + k));
+      __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xl + at + k));
+      for (int c = 0; c < 4; ++c) {
+        __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[c] + at + k));
+        high[c] = _mm256_add_epi32(high[c], _mm256_madd_epi16(h, wv));
+        low[c] = _mm256_add_epi32(low[c], _mm256_madd_epi16(l, wv));
+      }
     }
+    const __m256i product = _mm256_add_epi64(
+        _mm256_slli_epi64(_mm256_cvtepi32_epi64(laneSums4(high[0], high[1], high[2], high[3])),
+                          kLowBits),
+        _mm256_cvtepi32_epi64(laneSums4(low[0], low[1], low[2], low[3])));
+    const __m256d product_f64 = _mm256_sub_pd(
+        _mm256_castsi256_pd(_mm256_add_epi64(product, _mm256_castpd_si256(magic))), magic);
+    const __m128i w_e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w_exp4 + b * 4));
+    const __m128i x_e = _mm_set1_epi32(x_exp[b]);
+    const __m128i power = _mm_add_epi32(
+        _mm_add_epi32(x_e, w_e), _mm_set1_epi32(1023 - int_linear::kXShift - int_linear::kWShift));
+    const __m128i bad =
+        _mm_or_si128(_mm_cmpeq_epi32(w_e, sentinel), _mm_cmpeq_epi32(x_e, sentinel));
+    const __m256i scale_bits = _mm256_or_si256(_mm256_slli_epi64(_mm256_cvtepi32_epi64(power), 52),
+                                               _mm256_cvtepi32_epi64(bad));
+    const __m256d term = _mm256_mul_pd(product_f64, _mm256_castsi256_pd(scale_bits));
+    acc = _mm256_add_pd(acc, term);
   }
-  alignas(16) int32_t high_sums[4], low_sums[4];
-  _mm_store_si128(reinterpret_cast<__m128i*>(high_sums),
-                  laneSums4(high[0], high[1], high[2], high[3]));
-  _mm_store_si128(reinterpret_cast<__m128i*>(low_sums), laneSums4(low[0], low[1], low[2], low[3]));
-  for (int c = 0; c < 4; ++c)
-    products[c] = static_cast<int64_t>(high_sums[c]) * (int64_t{1} << kLowBits) + low_sums[c];
+  _mm256_storeu_pd(out, acc);
 }
 
 bool cpuHasAvx2() {
@@ -201,39 +220,41 @@ bool cpuHasAvx2() {
 }
 #endif
 
-// The block products of one x row with `cols` (<= 4) w rows.
-void blockDots(bool simd, const int16_t* xh, const int16_t* xl, const int16_t* const* w, int cols,
-               int64_t* products) {
-#if defined(REE_INT_LINEAR_X86)
-  if (simd && cols == 4) return blockDots4Avx2(xh, xl, w, products);
-#endif
-  (void)simd;
-  blockDotsPortable(xh, xl, w, cols, products);
-}
-
 // The dots of x rows [m0, m1) (of xq) with the panel's `count` w rows (of wq) into
 // dots[(m - m0) * kPanel + c]: for each row and group of 4 outputs, the blocks in increasing
 // order, each added to the output's binary64 accumulator (the x row stays in L1, the panel in L2).
 void taskDots(bool simd, const QuantizedRows& xq, int64_t m0, int64_t m1, const QuantizedRows& wq,
               int count, float* dots) {
+  // The panel's exponents by block, 4 outputs side by side: w_exp4[(c0 / 4)][b * 4 + c].
+  std::vector<int32_t> w_exp4(static_cast<size_t>(kPanel * wq.blocks));
+  for (int c = 0; c < count; ++c) {
+    for (int64_t b = 0; b < wq.blocks; ++b)
+      w_exp4[(c / 4) * 4 * wq.blocks + b * 4 + c % 4] = wq.exponents[c * wq.blocks + b];
+  }
   for (int64_t m = m0; m < m1; ++m) {
     const int16_t* xh = xq.hi.data() + m * xq.padded_k;
     const int16_t* xl = xq.lo.data() + m * xq.padded_k;
     const int32_t* x_exp = xq.exponents.data() + m * xq.blocks;
     for (int c0 = 0; c0 < count; c0 += 4) {
       const int cols = std::min(4, count - c0);
+      const int16_t* w[4];
+      for (int c = 0; c < cols; ++c)
+        w[c] = wq.hi.data() + (c0 + c) * wq.padded_k;
       double acc[4] = {0.0, 0.0, 0.0, 0.0};
-      for (int64_t b = 0; b < xq.blocks; ++b) {
-        const int64_t at = b * kBlock;
-        const int16_t* w[4];
-        for (int c = 0; c < cols; ++c)
-          w[c] = wq.hi.data() + (c0 + c) * wq.padded_k + at;
-        int64_t products[4];
-        blockDots(simd, xh + at, xl + at, w, cols, products);
-        for (int c = 0; c < cols; ++c) {
-          const double scale =
-              int_linear::blockScale(x_exp[b], wq.exponents[(c0 + c) * wq.blocks + b]);
-          acc[c] = int_linear::addBlock(acc[c], products[c], scale);
+#if defined(REE_INT_LINEAR_X86)
+      if (simd && cols == 4) {
+        rowDots4Avx2(xh, xl, w, x_exp, w_exp4.data() + c0 * wq.blocks, xq.blocks, acc);
+      } else
+#endif
+      {
+        for (int64_t b = 0; b < xq.blocks; ++b) {
+          const int64_t at = b * kBlock;
+          for (int c = 0; c < cols; ++c) {
+            const int64_t product = blockDotPortable(xh + at, xl + at, w[c] + at);
+            const double scale =
+                int_linear::blockScale(x_exp[b], wq.exponents[(c0 + c) * wq.blocks + b]);
+            acc[c] = int_linear::addBlock(acc[c], product, scale);
+          }
         }
       }
       for (int c = 0; c < cols; ++c)
