@@ -8,6 +8,7 @@
 
 #include "engine_state.h"
 #include "ree/core/file.h"
+#include "ree/core/text.h"
 #include "ree/models/builtin.h"
 
 namespace ree::models {
@@ -109,9 +110,20 @@ Status EngineState::openModel() {
   std::string tokenizer_path = directory + "/tokenizer.json";
   if (std::filesystem::exists(tokenizer_path)) {
     REE_RETURN_IF_ERROR(Tokenizer::load(tokenizer_path, &tokenizer));
+    // An id beyond the embedding table would index past it: the tokenizer is not this model's.
+    if (tokenizer->vocabSize() > config.vocab_size) {
+      return REE_FAIL(Status::kInvalidArgument,
+                      "tokenizer.json '%s': its ids reach %d, beyond config.json's vocab_size "
+                      "%lld (the tokenizer does not belong to this model)",
+                      printableText(tokenizer_path, 400).c_str(), tokenizer->vocabSize() - 1,
+                      static_cast<long long>(config.vocab_size));
+    }
   }
   if (synthetic) return Checkpoint::synthetic(config, /*seed=*/0, &checkpoint);
-  return Checkpoint::open(directory, &checkpoint);
+  CheckpointOptions load_rules;
+  load_rules.allow_extra_tensors = options.allow_extra_tensors;
+  load_rules.allow_non_finite_weights = options.allow_non_finite_weights;
+  return Checkpoint::open(directory, &checkpoint, load_rules);
 }
 
 // Tokens per sequence: --max-context, else min(max_position_embeddings, 4096).

@@ -116,6 +116,8 @@ Json receiptBodyJson(const Receipt& r) {
               {"weight_dtype", r.weight_dtype},
               {"max_context", r.max_context},
               {"trace_layer_hashes", r.trace_layer_hashes}};
+  if (r.allow_extra_tensors) j["run"]["allow_extra_tensors"] = true;
+  if (r.allow_non_finite_weights) j["run"]["allow_non_finite_weights"] = true;
   Json plan = Json::array();
   for (const partitioner::Stage& stage : r.plan) {
     plan.push_back({{"first_layer", stage.first_layer},
@@ -176,6 +178,8 @@ Status makeReceipt(const ReceiptRunInfo& run, const std::vector<GenerationReques
   r.weight_dtype = weight_dtype;
   r.max_context = run.max_context;
   r.trace_layer_hashes = run.options.trace_layer_hashes;
+  r.allow_extra_tensors = run.options.allow_extra_tensors;
+  r.allow_non_finite_weights = run.options.allow_non_finite_weights;
   r.n_partitions = static_cast<int64_t>(run.plan.size());
   r.plan = run.plan;
   r.stage_devices = run.stage_devices;

@@ -263,7 +263,8 @@ Status parseRuntimeAndModel(const Reader& in, const Json& j, Receipt* r) {
 
 Status parseRun(const Reader& in, const Json& run, Receipt* r) {
   REE_RETURN_IF_ERROR(
-      in.keys(run, "run", {"operation_set", "weight_dtype", "max_context", "trace_layer_hashes"}));
+      in.keys(run, "run", {"operation_set", "weight_dtype", "max_context", "trace_layer_hashes"},
+              {"allow_extra_tensors", "allow_non_finite_weights"}));
   REE_RETURN_IF_ERROR(in.string(run["operation_set"], "run.operation_set", &r->operation_set));
   OperationSetKind kind;
   if (parseOperationSet(r->operation_set, &kind) != Status::kSuccess) {
@@ -273,7 +274,17 @@ Status parseRun(const Reader& in, const Json& run, Receipt* r) {
                                {"auto", "f32", "bf16", "f16"}, &r->weight_dtype));
   REE_RETURN_IF_ERROR(
       in.integer(run["max_context"], "run.max_context", 1, INT32_MAX, &r->max_context));
-  return in.boolean(run["trace_layer_hashes"], "run.trace_layer_hashes", &r->trace_layer_hashes);
+  REE_RETURN_IF_ERROR(
+      in.boolean(run["trace_layer_hashes"], "run.trace_layer_hashes", &r->trace_layer_hashes));
+  // Optional, and present only when true (receipt_format.cpp), so that one run has one form.
+  for (auto [key, flag] :
+       {std::make_pair("allow_extra_tensors", &r->allow_extra_tensors),
+        std::make_pair("allow_non_finite_weights", &r->allow_non_finite_weights)}) {
+    if (!run.contains(key)) continue;
+    REE_RETURN_IF_ERROR(in.boolean(run[key], std::string("run.") + key, flag));
+    if (!*flag) return in.fail(std::string("run.") + key, "is written only when true");
+  }
+  return Status::kSuccess;
 }
 
 // Informational (the result does not depend on it, so no verdict may): checked for form only,

@@ -124,6 +124,8 @@ Status receiptEngineOptions(const Receipt& receipt, EngineOptions* options) {
   if (receipt.weight_dtype == "bf16") options->weight_dtype = DType::kBF16;
   if (receipt.weight_dtype == "f16") options->weight_dtype = DType::kF16;
   options->trace_layer_hashes = receipt.trace_layer_hashes;
+  options->allow_extra_tensors = receipt.allow_extra_tensors;
+  options->allow_non_finite_weights = receipt.allow_non_finite_weights;
   options->max_batch = 1;
   int64_t needed = 1;
   size_t longest = 0;

@@ -4,9 +4,15 @@
 // EngineOptions::names (verify takes the values from a receipt and says so).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
+#include "ree/models/builtin.h"
 #include "ree/models/engine.h"
 
 namespace ree {
@@ -29,7 +35,7 @@ TEST(EngineLimits, KvCacheBeyondTheHostsMemoryIsRefusedBeforeAllocating) {
   EXPECT_NE(message.find("--max-batch 1048576 x --max-context 2048: the KV cache on cpu needs"),
             std::string::npos)
       << message;
-  EXPECT_NE(message.find("of the host's physical memory"), std::string::npos) << message;
+  EXPECT_NE(message.find("of host memory available"), std::string::npos) << message;
   EXPECT_EQ(engine, nullptr);
 
   // Split over stages on one device, the stages' caches add up.
@@ -77,6 +83,42 @@ TEST(EngineLimits, AnEngineThatFitsStillRuns) {
   std::vector<GenerationResult> results;
   ASSERT_EQ(engine->generate({request}, &results), Status::kSuccess) << lastErrorMessage();
   EXPECT_EQ(results[0].output_ids.size(), 4u);
+}
+
+// A tokenizer whose ids run past the model's embedding table belongs to another model: refused at
+// load, naming both files' numbers, instead of indexing past the table on the first such token.
+TEST(EngineLimits, TokenizerIdsBeyondTheVocabularyAreRefused) {
+  std::string builtin;
+  ASSERT_EQ(models::materializeBuiltinModel("builtin:tiny-llama", &builtin), Status::kSuccess)
+      << lastErrorMessage();
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("ree_vocab_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(builtin, dir, std::filesystem::copy_options::recursive);
+  std::ifstream in(dir / "tokenizer.json");
+  nlohmann::json tokenizer = nlohmann::json::parse(in);
+  in.close();
+  std::ifstream config_in(dir / "config.json");
+  const int64_t vocab = nlohmann::json::parse(config_in)["vocab_size"].get<int64_t>();
+  // One more added token: numbered after the last one, it lands on id vocab_size.
+  nlohmann::json extra = tokenizer["added_tokens"].back();
+  extra["id"] = vocab;
+  extra["content"] = "<|beyond the embedding|>";
+  tokenizer["added_tokens"].push_back(extra);
+  std::ofstream(dir / "tokenizer.json") << tokenizer.dump();
+
+  EngineOptions options;
+  options.model = dir.string();
+  options.device = Device::cpu();
+  std::unique_ptr<Engine> engine;
+  EXPECT_EQ(Engine::create(options, &engine), Status::kInvalidArgument);
+  const std::string message = lastErrorMessage();
+  EXPECT_NE(message.find("tokenizer.json"), std::string::npos) << message;
+  EXPECT_NE(message.find("reach " + std::to_string(vocab) + ", beyond config.json's vocab_size " +
+                         std::to_string(vocab)),
+            std::string::npos)
+      << message;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

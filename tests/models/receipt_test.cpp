@@ -619,6 +619,38 @@ TEST(ReceiptHostile, ValidateRefusesSamplingNoRunAccepts) {
   }
 }
 
+// A run that relaxed the checkpoint's load rules says so in its receipt, and the verifier loads the
+// weights under the same rules; a run under the default rules keeps the receipt form it always had.
+TEST(ReceiptHostile, RelaxedLoadRulesAreRecordedAndReplayed) {
+  const Receipt plain = generateReceipt(/*trace=*/false);
+  const std::string plain_text = fileText(plain);
+  EXPECT_EQ(plain_text.find("allow_"), std::string::npos) << "default rules add no field";
+
+  Receipt relaxed = plain;
+  relaxed.allow_extra_tensors = true;
+  relaxed.allow_non_finite_weights = true;
+  rehash(&relaxed);
+  const std::string text = fileText(relaxed);
+  EXPECT_NE(text.find("\"allow_extra_tensors\": true"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"allow_non_finite_weights\": true"), std::string::npos) << text;
+  Receipt back;
+  ASSERT_EQ(parseReceipt(text, "r.json", &back), Status::kSuccess) << lastErrorMessage();
+  EXPECT_TRUE(back.allow_extra_tensors);
+  EXPECT_TRUE(back.allow_non_finite_weights);
+  EngineOptions options;
+  ASSERT_EQ(receiptEngineOptions(back, &options), Status::kSuccess) << lastErrorMessage();
+  EXPECT_TRUE(options.allow_extra_tensors);
+  EXPECT_TRUE(options.allow_non_finite_weights);
+  EXPECT_EQ(verify(back).verdict, Verdict::kVerified);
+
+  // One run has one form: an explicit false is refused, naming the field.
+  nlohmann::json j = nlohmann::json::parse(plain_text);
+  j["run"]["allow_non_finite_weights"] = false;
+  std::string message;
+  EXPECT_EQ(parseText(j.dump(), &message), Status::kIoError);
+  EXPECT_NE(message.find("run.allow_non_finite_weights"), std::string::npos) << message;
+}
+
 TEST(ReceiptHostile, ReadingRefusesNonRegularFilesWithTheCause) {
   const std::string dir = tempDir("non_regular");
   const std::string fifo = dir + "/fifo.json";

@@ -73,6 +73,12 @@ struct EngineOptions {
   int micro_batches = 0;
   // Also hash every layer's output activations of every step (GenerationResult::step_layer_sha256).
   bool trace_layer_hashes = false;
+  // Relaxations of the checkpoint's load rules (models/checkpoint.h CheckpointOptions), for
+  // research only; receipts record them. allow_extra_tensors: tensors the config does not expect
+  // are ignored instead of refused. allow_non_finite_weights: NaN/Inf weights are loaded as they
+  // are instead of refused.
+  bool allow_extra_tensors = false;
+  bool allow_non_finite_weights = false;
   EngineOptionNames names;
 };
 

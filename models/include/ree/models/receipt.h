@@ -67,6 +67,11 @@ struct Receipt {
   std::string weight_dtype;         // "auto", "f32", "bf16", "f16"
   int64_t max_context = 0;          // of the run (finish_reason "length" follows from it)
   bool trace_layer_hashes = false;  // every request has step_layer_sha256
+  // The checkpoint load rules the run relaxed (EngineOptions); written only when true, so that a
+  // receipt of a run under the default rules has the form it always had. A verifier loads the
+  // weights under the same rules.
+  bool allow_extra_tensors = false;
+  bool allow_non_finite_weights = false;
   // Informational: the result does not depend on them, so no verdict does either (they are
   // checked for form only, and covered by receipt_sha256 like every field).
   int64_t n_partitions = 1;
