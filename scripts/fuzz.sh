@@ -34,17 +34,18 @@ fi
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-rm -rf "$out"
 mkdir -p "$out"
 
 # One target: the corpus once, then FUZZ_SECONDS of fuzzing. Writes <out>/<target>/{regression,
 # fuzz}.log and the libFuzzer artifacts (crash-*, leak-*, timeout-*, oom-*) beside them; new
-# inputs go to <out>/<target>/corpus (the seed corpus in the tree is only read).
+# inputs go to <out>/<target>/corpus and are kept for the next run (the seed corpus in the tree is
+# only read).
 run_target() {
   local target="$1"
   local binary="$build/tests/fuzz/fuzz_$target" seeds="$fuzz_dir/corpus/$target"
   local work="$out/$target"
   mkdir -p "$work/corpus"
+  rm -f "$work"/{failed,regression.log,fuzz.log} "$work"/{crash,leak,timeout,oom,slow-unit}-*
   local dict=()
   if [ -f "$fuzz_dir/dict/$target.dict" ]; then
     cat "$fuzz_dir/dict/json.dict" "$fuzz_dir/dict/$target.dict" >"$work/$target.dict"
@@ -81,7 +82,8 @@ wait
 # Summary from libFuzzer's final stats.
 stat() { sed -n "s/^stat::$1: *//p" "$2" 2>/dev/null | tail -1; }
 failures=0
-printf '%-18s %10s %12s %10s %8s  %s\n' target execs/s executions new_units rss_mb result
+printf '%-18s %9s %11s %9s %9s %7s  %s\n' target execs/s executions new_units slowest_s rss_mb \
+  result
 for target in "${targets[@]}"; do
   work="$out/$target"
   log="$work/fuzz.log"
@@ -90,9 +92,9 @@ for target in "${targets[@]}"; do
     result="FAILED: $work/$(cat "$work/failed").log"
     failures=$((failures + 1))
   fi
-  printf '%-18s %10s %12s %10s %8s  %s\n' "$target" "$(stat average_exec_per_sec "$log")" \
+  printf '%-18s %9s %11s %9s %9s %7s  %s\n' "$target" "$(stat average_exec_per_sec "$log")" \
     "$(stat number_of_executed_units "$log")" "$(stat new_units_added "$log")" \
-    "$(stat peak_rss_mb "$log")" "$result"
+    "$(stat slowest_unit_time_sec "$log")" "$(stat peak_rss_mb "$log")" "$result"
 done
 if ((failures > 0)); then
   for target in "${targets[@]}"; do

@@ -1,7 +1,8 @@
 // Fuzz target: config.json and generation_config.json text (the same bytes go to both parsers;
 // a generation config is checked against the vocabulary of the model config when that parsed).
-// An accepted config must be one a model can be built from: positive dimensions that fit the
-// sizes computed from them, token ids inside the vocabulary, finite numbers.
+// An accepted config must be one a model can be built from: dimensions within the documented
+// limits (ree/models/model_limits.h), token ids inside the vocabulary, finite numbers, and tensor
+// shapes whose element counts fit 64 bits.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -10,19 +11,20 @@
 #include "fuzz_util.h"
 #include "ree/models/checkpoint.h"
 #include "ree/models/model_config.h"
+#include "ree/models/model_limits.h"
 
 using namespace ree;
 using namespace ree::models;
 
 namespace {
 
-// expectedTensors() lists ~10 tensors per layer; past this many layers the harness skips it (a
-// bound of the harness, not a claim about the parser).
+// expectedTensors() lists ~10 tensors per layer; past this many layers the harness skips it to
+// keep each run fast (a bound of the harness, not a claim about the parser).
 constexpr int64_t kMaxLayersToList = 1024;
 
-void checkDimension(int64_t value, const char* field) {
-  fuzz::require(value >= 1 && value <= std::numeric_limits<int32_t>::max(),
-                "an accepted config.json has a dimension outside [1, 2^31)",
+void checkDimension(int64_t value, int64_t limit, const char* field) {
+  fuzz::require(value >= 1 && value <= limit,
+                "an accepted config.json has a dimension outside [1, its limit]",
                 std::string(field) + " = " + std::to_string(value));
 }
 
@@ -38,19 +40,20 @@ void checkTokenIds(const std::optional<int64_t>& bos, const std::vector<int64_t>
 }
 
 void checkModelConfig(const ModelConfig& config) {
-  checkDimension(config.hidden_size, "hidden_size");
-  checkDimension(config.intermediate_size, "intermediate_size");
-  checkDimension(config.num_layers, "num_layers");
-  checkDimension(config.num_heads, "num_heads");
-  checkDimension(config.num_kv_heads, "num_kv_heads");
-  checkDimension(config.head_dim, "head_dim");
-  checkDimension(config.vocab_size, "vocab_size");
-  checkDimension(config.max_position_embeddings, "max_position_embeddings");
+  checkDimension(config.hidden_size, limits::kMaxHiddenSize, "hidden_size");
+  checkDimension(config.intermediate_size, limits::kMaxIntermediateSize, "intermediate_size");
+  checkDimension(config.num_layers, limits::kMaxLayers, "num_layers");
+  checkDimension(config.num_heads, limits::kMaxHeads, "num_heads");
+  checkDimension(config.num_kv_heads, limits::kMaxHeads, "num_kv_heads");
+  checkDimension(config.head_dim, limits::kMaxHeadDim, "head_dim");
+  checkDimension(config.vocab_size, limits::kMaxVocabSize, "vocab_size");
+  checkDimension(config.max_position_embeddings, limits::kMaxPositions, "max_position_embeddings");
   fuzz::require(config.num_heads % config.num_kv_heads == 0,
                 "accepted num_heads not divisible by num_kv_heads");
-  fuzz::require(std::isfinite(config.norm_eps) && config.norm_eps >= 0.0,
-                "an accepted norm epsilon that is not finite and >= 0");
-  fuzz::require(std::isfinite(config.rope_theta), "an accepted rope_theta that is not finite");
+  fuzz::require(config.norm_eps >= limits::kMinNormEps && config.norm_eps <= limits::kMaxNormEps,
+                "an accepted norm epsilon outside its limits", std::to_string(config.norm_eps));
+  fuzz::require(config.rope_theta >= 0.0 && config.rope_theta <= limits::kMaxRopeTheta,
+                "an accepted rope_theta outside its limits", std::to_string(config.rope_theta));
   checkTokenIds(config.bos_token_id, config.eos_token_ids, config.vocab_size, "config.json");
   if (config.num_layers <= kMaxLayersToList) {
     for (const ExpectedTensor& tensor : expectedTensors(config, "model.")) {

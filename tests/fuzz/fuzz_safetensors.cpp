@@ -1,10 +1,12 @@
 // Fuzz target: a whole safetensors file (8-byte header length, JSON header, data section) opened by
 // SafetensorsFile::open, then every tensor it lists viewed. An accepted file must describe only
 // bytes inside it: each view's bytes are compared with the input at the offset the header gives.
+// The same file is then opened as a single-file Checkpoint, whose views scan for non-finite values.
 #include <cstring>
 #include <memory>
 
 #include "fuzz_util.h"
+#include "ree/models/checkpoint.h"
 #include "ree/models/safetensors.h"
 
 using namespace ree;
@@ -25,8 +27,18 @@ void checkTensor(const SafetensorsFile& file, const TensorInfo& info, const uint
                 "an accepted tensor lies outside the data section", info.name);
   fuzz::require(static_cast<uint64_t>(info.numel()) * dtypeSize(info.dtype) == info.bytes(),
                 "an accepted tensor's size disagrees with its shape", info.name);
+  TensorView stored;
+  Status status = file.bytes(info.name, &stored);
+  fuzz::checkStatus(status, "SafetensorsFile::bytes");
+  fuzz::require(status == Status::kSuccess && stored.bytes == info.bytes(),
+                "bytes() refused a listed tensor or gave another size", info.name);
+  const uint8_t* expected = data + 8 + file.headerBytes() + info.data_begin;
+  if (stored.bytes > 0) {
+    fuzz::require(std::memcmp(stored.data, expected, stored.bytes) == 0,
+                  "a tensor's bytes are not the file's bytes at its offsets", info.name);
+  }
   TensorView view;
-  Status status = file.view(info.name, &view);
+  status = file.view(info.name, &view);
   fuzz::checkStatus(status, "SafetensorsFile::view");
   if (status != Status::kSuccess) {
     fuzz::require(!isComputeDType(info.dtype), "view() refused a tensor of a compute dtype",
@@ -34,10 +46,22 @@ void checkTensor(const SafetensorsFile& file, const TensorInfo& info, const uint
     return;
   }
   fuzz::require(view.bytes == info.bytes(), "view bytes differ from the header's", info.name);
-  if (view.bytes == 0) return;
-  const uint8_t* expected = data + 8 + file.headerBytes() + info.data_begin;
-  fuzz::require(std::memcmp(view.data, expected, view.bytes) == 0,
-                "a view's bytes are not the file's bytes at its offsets", info.name);
+  fuzz::require(view.data == stored.data, "view() and bytes() point at different bytes", info.name);
+}
+
+// The file as a checkpoint: view() also checks that the values are finite.
+void checkAsCheckpoint(const std::string& path) {
+  fuzz::beginInput();
+  std::unique_ptr<Checkpoint> checkpoint;
+  Status status = Checkpoint::open(path, &checkpoint);
+  fuzz::checkStatus(status, "Checkpoint::open (single file)");
+  if (status != Status::kSuccess) return;
+  for (const std::string& name : checkpoint->tensorNames()) {
+    TensorInfo info;
+    fuzz::checkStatus(checkpoint->info(name, &info), "Checkpoint::info");
+    TensorView view;
+    fuzz::checkStatus(checkpoint->view(name, &view), "Checkpoint::view");
+  }
 }
 
 }  // namespace
@@ -58,5 +82,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     checkTensor(*file, info, data, size);
   TensorView view;
   fuzz::checkStatus(file->view("no such tensor", &view), "SafetensorsFile::view (absent)");
+  file.reset();
+  checkAsCheckpoint(path);
   return 0;
 }

@@ -62,6 +62,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   std::vector<int32_t> ids;
   const bool encoded = fuzz::encodeChecked(tokenizer, text, add_special, &ids);
+  if (fuzz::dumpRequested()) {
+    std::printf("{\"input\":\"%s\",\"tokenizer\":\"%s\",\"add_special\":%s,\"ok\":%s,\"ids\":%s}\n",
+                fuzz::inputKey(data, size).c_str(), fixed.file, add_special ? "true" : "false",
+                encoded ? "true" : "false", fuzz::idsJson(ids).c_str());
+  }
   const std::string decoded = fuzz::decodeChecked(tokenizer, ids, skip_special);
   if (encoded && fixed.round_trips && !add_special && !skip_special) {
     fuzz::require(decoded == text, "decode(encode(text)) differs from the text",

@@ -19,6 +19,22 @@ constexpr const char* kSampleText =
     "\xf0\x9f\x98\x80 <|endoftext|> <s>x</s>";
 constexpr int32_t kMaxIdsDecoded = 300;
 
+// REE_FUZZ_DUMP: whether the tokenizer loaded and the ids of the sample text (without and with
+// special tokens; null when encode failed).
+void dump(const uint8_t* data, size_t size, const Tokenizer* tokenizer) {
+  std::string line = "{\"input\":\"" + fuzz::inputKey(data, size) + "\",\"ok\":";
+  line += tokenizer ? "true" : "false";
+  if (tokenizer != nullptr) {
+    for (bool add_special : {false, true}) {
+      std::vector<int32_t> ids;
+      const bool encoded = tokenizer->encode(kSampleText, add_special, &ids) == Status::kSuccess;
+      line += add_special ? ",\"ids_special\":" : ",\"ids\":";
+      line += encoded ? fuzz::idsJson(ids) : "null";
+    }
+  }
+  std::printf("%s}\n", line.c_str());
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -32,6 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Status status = Tokenizer::loadFromString(std::string(fuzz::asText(data, size)), "tokenizer.json",
                                             &tokenizer);
   fuzz::checkStatus(status, "Tokenizer::loadFromString");
+  if (fuzz::dumpRequested()) dump(data, size, tokenizer.get());
   if (status != Status::kSuccess) {
     fuzz::require(tokenizer == nullptr, "a failed load handed out a tokenizer");
     return 0;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ree/core/log.h"
 #include "ree/core/status.h"
@@ -69,6 +70,30 @@ inline void writeFile(const std::string& path, const uint8_t* data, size_t size)
   if (file == nullptr) std::abort();
   if (size > 0 && std::fwrite(data, 1, size, file) != size) std::abort();
   if (std::fclose(file) != 0) std::abort();
+}
+
+// REE_FUZZ_DUMP=1: the targets that support it print one JSON line per input on stdout (what they
+// computed), for tests/fuzz/tokenizer_differential.py to compare with the reference library.
+inline bool dumpRequested() {
+  static const bool requested = std::getenv("REE_FUZZ_DUMP") != nullptr;
+  return requested;
+}
+
+// FNV-1a 64 of the input, in hex: how a dump line names its input.
+inline std::string inputKey(const uint8_t* data, size_t size) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < size; ++i)
+    hash = (hash ^ data[i]) * 0x100000001b3ull;
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
+inline std::string idsJson(const std::vector<int32_t>& ids) {
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i)
+    out += (i ? "," : "") + std::to_string(ids[i]);
+  return out + "]";
 }
 
 inline std::string_view asText(const uint8_t* data, size_t size) {
