@@ -6,13 +6,14 @@
 //    are [slice][rows padded to the tile][K padded to 128], zero outside the matrix, so the GEMM
 //    needs no bounds checks on loads and padding adds exact zeros.
 // 2. GEMM: a 64 x 64 output tile per block of 8 warps (2 x 4, each 32 x 16), one 128-wide K-block
-//    per step, double-buffered in shared memory through cp.async. Each warp multiplies the six
-//    slice pairs with mma.sync m16n8k32 s8 x s8 -> s32 into four int32 accumulators per output,
-//    one per shift class (2^21, 2^14, 2^7, 2^0); the sums are exact (|class sum| < 2^22), so the
-//    order of the mma instructions does not matter. At the end of each K-block the classes are
-//    combined exactly in int64 and added to the output's binary64 accumulator (int_linear.h), in
-//    increasing block order, by the thread that owns the output. Then the fp32 rounding, bias,
-//    NaN canonicalisation, accumulate and output rounding of repops-1 (linear.h).
+//    per step, double-buffered in shared memory through cp.async (fragments read with ldmatrix).
+//    Each warp multiplies the six slice pairs with mma.sync m16n8k32 s8 x s8 -> s32 into four
+//    int32 accumulators per output, one per shift class (2^21, 2^14, 2^7, 2^0); the sums are exact
+//    (|class sum| < 2^22), so the order of the mma instructions does not matter. At the end of each
+//    K-block the classes are combined exactly in int64 and added to the output's binary64
+//    accumulator (int_linear.h), in increasing block order, by the thread that owns the output.
+//    Then the fp32 rounding, bias, NaN canonicalisation, accumulate and output rounding of repops-1
+//    (linear.h).
 // The bits are the CPU reference's: same integers, same binary64 sequence, same finishing steps.
 #include <cuda_runtime.h>
 
@@ -134,10 +135,15 @@ __device__ __forceinline__ void loadStage(const GemmArgs& a, int64_t m0, int64_t
   cpAsyncCommit();
 }
 
-// The four int32 registers of an m16 x k32 A fragment (row-major) or two of a k32 x n8 B fragment
-// (B[k][n] = W[n][k]: row n of the plane) at row `row`, k offset `k`: 4 consecutive int8 each.
-__device__ __forceinline__ uint32_t sharedWord(const int8_t* plane, int row, int k) {
-  return *reinterpret_cast<const uint32_t*>(plane + row * kRowBytes + k);
+// Four 8 x 16-byte matrices from shared memory (ldmatrix .x4 of b16 pairs): lane l gives the
+// row address of matrix l / 8; register q of lane l receives bytes 4 (l % 4) .. 4 (l % 4) + 3 of
+// row l / 4 of matrix q, which is the int8 fragment layout of mma m16n8k32 (A: a0..a3 = rows
+// 0-7 / 8-15 x bytes 0-15 / 16-31; B: b0, b1 = bytes 0-15 / 16-31 of rows n).
+__device__ __forceinline__ void loadMatrices(const int8_t* row_address, uint32_t (&r)[4]) {
+  unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(row_address));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
 }
 
 struct Accumulators {
@@ -148,46 +154,39 @@ struct Accumulators {
 // The six slice-pair products of one K-block for this warp's 32 x 16 outputs.
 __device__ __forceinline__ void multiplyStage(const int8_t* stage, int warp_m, int warp_n,
                                               Accumulators& r) {
-  const int lane = threadIdx.x & 31, group = lane >> 2, quad = lane & 3;
-  const int8_t* x_plane[3];
-  const int8_t* w_plane[2];
-  for (int s = 0; s < 3; ++s)
-    x_plane[s] = stage + s * kTileM * kRowBytes;
-  for (int s = 0; s < 2; ++s)
-    w_plane[s] = stage + (3 + s) * kTileM * kRowBytes;
+  const int lane = threadIdx.x & 31, matrix = lane >> 3, matrix_row = lane & 7;
+  // This lane's row address inside each fragment load (see loadMatrices).
+  const int a_row = warp_m * kWarpM + (matrix & 1) * 8 + matrix_row;
+  const int a_col = (matrix >> 1) * 16;
+  const int b_row = warp_n * kWarpN + (matrix >> 1) * 8 + matrix_row;
+  const int b_col = (matrix & 1) * 16;
 #pragma unroll
   for (int k = 0; k < kBlock; k += 32) {
-    uint32_t a[3][2][4], b[2][2][2];
+    uint32_t a[3][2][4], b[2][4];  // b[s] = {nt0 b0, nt0 b1, nt1 b0, nt1 b1}
 #pragma unroll
     for (int s = 0; s < 3; ++s) {
+      const int8_t* plane = stage + s * kTileM * kRowBytes;
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        const int row = warp_m * kWarpM + mt * 16 + group;
-        a[s][mt][0] = sharedWord(x_plane[s], row, k + quad * 4);
-        a[s][mt][1] = sharedWord(x_plane[s], row + 8, k + quad * 4);
-        a[s][mt][2] = sharedWord(x_plane[s], row, k + 16 + quad * 4);
-        a[s][mt][3] = sharedWord(x_plane[s], row + 8, k + 16 + quad * 4);
-      }
+      for (int mt = 0; mt < 2; ++mt)
+        loadMatrices(plane + (a_row + mt * 16) * kRowBytes + k + a_col, a[s][mt]);
     }
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const int row = warp_n * kWarpN + nt * 8 + group;
-        b[s][nt][0] = sharedWord(w_plane[s], row, k + quad * 4);
-        b[s][nt][1] = sharedWord(w_plane[s], row, k + 16 + quad * 4);
-      }
+      const int8_t* plane = stage + (3 + s) * kTileM * kRowBytes;
+      loadMatrices(plane + b_row * kRowBytes + k + b_col, b[s]);
     }
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
-        mmaS8(r.cls[0][mt][nt], a[0][mt], b[0][nt]);  // d0 e0: 2^21
-        mmaS8(r.cls[1][mt][nt], a[0][mt], b[1][nt]);  // d0 e1: 2^14
-        mmaS8(r.cls[1][mt][nt], a[1][mt], b[0][nt]);  // d1 e0: 2^14
-        mmaS8(r.cls[2][mt][nt], a[1][mt], b[1][nt]);  // d1 e1: 2^7
-        mmaS8(r.cls[2][mt][nt], a[2][mt], b[0][nt]);  // d2 e0: 2^7
-        mmaS8(r.cls[3][mt][nt], a[2][mt], b[1][nt]);  // d2 e1: 2^0
+        const uint32_t e0[2] = {b[0][nt * 2], b[0][nt * 2 + 1]};
+        const uint32_t e1[2] = {b[1][nt * 2], b[1][nt * 2 + 1]};
+        mmaS8(r.cls[0][mt][nt], a[0][mt], e0);  // d0 e0: 2^21
+        mmaS8(r.cls[1][mt][nt], a[0][mt], e1);  // d0 e1: 2^14
+        mmaS8(r.cls[1][mt][nt], a[1][mt], e0);  // d1 e0: 2^14
+        mmaS8(r.cls[2][mt][nt], a[1][mt], e1);  // d1 e1: 2^7
+        mmaS8(r.cls[2][mt][nt], a[2][mt], e0);  // d2 e0: 2^7
+        mmaS8(r.cls[3][mt][nt], a[2][mt], e1);  // d2 e1: 2^0
       }
     }
   }
