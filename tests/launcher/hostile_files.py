@@ -26,8 +26,12 @@ def read_safetensors(path):
     return header, data[8 + n :]
 
 
-def write_safetensors(path, header, payload, header_text=None):
+def write_safetensors(path, header, payload, header_text=None, align=8):
+    """As the safetensors library writes it: the header padded with spaces so that the data
+    starts at a multiple of `align` (align=1: no padding, the data may start at an odd offset)."""
     text = header_text if header_text is not None else json.dumps(header).encode()
+    if header_text is None:
+        text += b" " * (-(8 + len(text)) % align)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)))
         f.write(text)
@@ -80,7 +84,7 @@ class Models:
         elif kind == "empty":
             open(target, "wb").close()
 
-    def weights_case(self, name, change=None, header_text=None, raw=None):
+    def weights_case(self, name, change=None, header_text=None, raw=None, align=8):
         path = self.copy(name, skip=("model.safetensors",))
         header = json.loads(json.dumps(self.header))
         payload = bytearray(self.payload)
@@ -91,7 +95,7 @@ class Models:
             with open(target, "wb") as f:
                 f.write(raw)
         else:
-            write_safetensors(target, header, bytes(payload), header_text)
+            write_safetensors(target, header, bytes(payload), header_text, align)
 
     def tokenizer_case(self, name, change=None, text=None):
         tokenizer = json.loads(json.dumps(self.tokenizer))
@@ -252,6 +256,12 @@ def build_models(base, out):
     m.weights_case("st-extra-99", add_tensor("model.layers.99.extra.weight"))
     m.weights_case("st-extra-ctrl", add_tensor("bad\x01name\x1b[31m"))
     m.weights_case("st-missing-norm", drop_tensor("model.norm.weight"))
+    # Legal (the padding is optional) but every tensor starts at an odd address once mapped.
+    def odd_header(header, payload):
+        header["__metadata__"]["pad"] = ""
+        header["__metadata__"]["pad"] = "x" * (1 - len(json.dumps(header)) % 2)
+
+    m.weights_case("st-unaligned-data", odd_header, align=1)
     m.weights_case("st-metadata-array", lambda h, p: h.__setitem__("__metadata__", [1, 2]))
 
     def many_tensors(header, payload):

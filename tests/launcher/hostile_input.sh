@@ -6,7 +6,8 @@
 #  - exit non-zero and below 128 (no signal, no sanitizer abort),
 #  - print exactly one stderr line, starting "ree-launch: error: " and containing the case's
 #    culprit (a flag, file, field, tensor or rank name),
-#  - leave no process behind (ree-launch, mpirun, orted).
+#  - leave no process behind (ree-launch, mpirun, orted),
+#  - and, in a sanitizer build, make no sanitizer report.
 # MPI cases: every "ree-launch: error:" line names the culprit (mpirun adds its own banner).
 # A few hostile inputs have a correct answer other than an error (an informational receipt field,
 # an empty-matching regex): those cases must succeed. Hostile files come from hostile_files.py.
@@ -85,6 +86,11 @@ run() {
   fi
   if [ "$rc" -ge 128 ]; then
     report_failure "$id" "killed by signal $((rc - 128))" "$@"
+    return
+  fi
+  # A sanitizer report fails every kind of case (UBSan may report and carry on, exit 0).
+  if grep -qE "runtime error:|AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer" "$work/err"; then
+    report_failure "$id" "sanitizer report (rc=$rc)" "$@"
     return
   fi
   local lines errors
@@ -229,6 +235,7 @@ model err st-inf-lm-head st-inf-lmhead lm_head.weight
 model err st-extra-tensor st-extra-99 model.layers.99.extra.weight
 model err st-extra-control-chars st-extra-ctrl 'bad\x01name'
 model err st-missing-tensor st-missing-norm model.norm.weight
+model bounded st-unaligned-data st-unaligned-data model.safetensors
 model err st-metadata-array st-metadata-array __metadata__
 model err st-100k-zero-byte-tensors st-100k-tensors extra.
 model err st-fifo st-fifo model.safetensors
