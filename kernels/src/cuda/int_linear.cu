@@ -6,7 +6,8 @@
 //    are [slice][rows padded to the tile][K padded to 128], zero outside the matrix, so the GEMM
 //    needs no bounds checks on loads and padding adds exact zeros.
 // 2. GEMM: a 64 x 64 output tile per block of 8 warps (2 x 4, each 32 x 16), one 128-wide K-block
-//    per step, double-buffered in shared memory through cp.async (fragments read with ldmatrix).
+//    per step (its int8 planes and its 128 exponents), double-buffered in shared memory through
+//    cp.async (fragments read with ldmatrix); 128 registers so that two blocks share an SM.
 //    Each warp multiplies the six slice pairs with mma.sync m16n8k32 s8 x s8 -> s32 into four
 //    int32 accumulators per output, one per shift class (2^21, 2^14, 2^7, 2^0); the sums are exact
 //    (|class sum| < 2^22), so the order of the mma instructions does not matter. At the end of each
@@ -36,9 +37,11 @@ constexpr int kWarpM = 32;              // per warp: 2 m16 tiles
 constexpr int kWarpN = 16;              // per warp: 2 n8 tiles
 constexpr int kRowBytes = kBlock + 16;  // shared row pitch: 144 bytes, no bank conflicts below
 constexpr int kPlanes = int_linear::kXSlices + int_linear::kWSlices;
-constexpr int kStageBytes = kPlanes * kTileM * kRowBytes;  // kTileM == kTileN
+constexpr int kPlaneBytes = kPlanes * kTileM * kRowBytes;  // kTileM == kTileN
+// Each stage also holds the K-block's exponents: 64 of x's rows, then 64 of w's.
+constexpr int kStageBytes = kPlaneBytes + (kTileM + kTileN) * 4;
 constexpr int kStages = 2;
-constexpr int kSharedBytes = kStages * kStageBytes;  // 92160
+constexpr int kSharedBytes = kStages * kStageBytes;  // 93184
 static_assert(kTileM == kTileN, "one row count per staged plane");
 
 struct GemmArgs {
@@ -132,6 +135,14 @@ __device__ __forceinline__ void loadStage(const GemmArgs& a, int64_t m0, int64_t
     cpAsync16(stage + (plane * kTileM + row) * kRowBytes + col,
               src + static_cast<int64_t>(b) * kBlock + col, 16);
   }
+  int32_t* exponents = reinterpret_cast<int32_t*>(stage + kPlaneBytes);
+  if (threadIdx.x < kTileM + kTileN) {
+    const int t = threadIdx.x;
+    const int32_t* src = t < kTileM ? a.x_exponents + (m0 + t) * a.blocks + b
+                                    : a.w_exponents + (n0 + t - kTileM) * a.blocks + b;
+    unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(exponents + t));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(address), "l"(src));
+  }
   cpAsyncCommit();
 }
 
@@ -193,25 +204,22 @@ __device__ __forceinline__ void multiplyStage(const int8_t* stage, int warp_m, i
 }
 
 // End of K-block b: each output's exact block product joins its binary64 sum (block order).
-__device__ __forceinline__ void addBlockProducts(const GemmArgs& a, int64_t m0, int64_t n0,
-                                                 int warp_m, int warp_n, int b, Accumulators& r) {
+__device__ __forceinline__ void addBlockProducts(const int8_t* stage, int warp_m, int warp_n,
+                                                 Accumulators& r) {
   const int lane = threadIdx.x & 31, group = lane >> 2, quad = lane & 3;
+  const int32_t* exponents = reinterpret_cast<const int32_t*>(stage + kPlaneBytes);
   int x_exp[2][2], w_exp[2][2];
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int64_t row = m0 + warp_m * kWarpM + mt * 16 + group + half * 8;
-      x_exp[mt][half] = __ldg(a.x_exponents + row * a.blocks + b);
-    }
+    for (int half = 0; half < 2; ++half)
+      x_exp[mt][half] = exponents[warp_m * kWarpM + mt * 16 + group + half * 8];
   }
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int64_t col = n0 + warp_n * kWarpN + nt * 8 + quad * 2 + j;
-      w_exp[nt][j] = __ldg(a.w_exponents + col * a.blocks + b);
-    }
+    for (int j = 0; j < 2; ++j)
+      w_exp[nt][j] = exponents[kTileM + warp_n * kWarpN + nt * 8 + quad * 2 + j];
   }
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt) {
@@ -258,7 +266,7 @@ __device__ __forceinline__ void storeOutput(const GemmArgs& a, int row, int col,
   }
 }
 
-__global__ void __launch_bounds__(kThreads) intGemmKernel(GemmArgs a) {
+__global__ void __launch_bounds__(kThreads, 2) intGemmKernel(GemmArgs a) {
   extern __shared__ __align__(16) int8_t shared[];
   const int warp = threadIdx.x >> 5, warp_m = warp >> 2, warp_n = warp & 3;
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTileM;
@@ -287,7 +295,7 @@ __global__ void __launch_bounds__(kThreads) intGemmKernel(GemmArgs a) {
     }
     __syncthreads();
     multiplyStage(shared + (b % kStages) * kStageBytes, warp_m, warp_n, r);
-    addBlockProducts(a, m0, n0, warp_m, warp_n, b, r);
+    addBlockProducts(shared + (b % kStages) * kStageBytes, warp_m, warp_n, r);
     __syncthreads();  // the next iteration's copies overwrite this stage
   }
   const int lane = threadIdx.x & 31, group = lane >> 2, quad = lane & 3;
