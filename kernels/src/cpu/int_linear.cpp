@@ -21,10 +21,6 @@
 
 namespace ree::repops {
 
-Status validateIntLinearArgs(const LinearArgs& args) {
-  return validateLinearArgs(args);
-}
-
 namespace cpu {
 namespace {
 
