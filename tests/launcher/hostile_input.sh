@@ -13,7 +13,7 @@
 # an empty-matching regex): those cases must succeed. Hostile files come from hostile_files.py.
 #   hostile_input.sh PATH/TO/ree-launch WORK_DIR [PYTHON [MPIEXEC]]
 # REE_HOSTILE_TIMEOUT (default 20 s) is the per-case limit; REE_HOSTILE_ONLY=REGEX runs the
-# cases whose id matches.
+# cases whose id matches; REE_HOSTILE_VERBOSE=1 also lists the passing cases.
 set -u
 launch="$1"
 work="$2"
@@ -23,6 +23,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 source_dir="$(cd "$here/../.." && pwd)"
 limit="${REE_HOSTILE_TIMEOUT:-20}"
 only="${REE_HOSTILE_ONLY:-}"
+verbose="${REE_HOSTILE_VERBOSE:-}"
 rm -rf "$work"
 mkdir -p "$work"
 export REE_CACHE_DIR="$work/cache"
@@ -128,6 +129,7 @@ run() {
       ;;
   esac
   passed=$((passed + 1))
+  [ -z "$verbose" ] || echo "pass [$id] ($elapsed s)"
 }
 
 # --- Set-up: the built-in model as the base of every hostile model directory, a receipt. ------
