@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/linear_problem.h"
 #include "ree/core/parallel.h"
 #include "ree/kernels/int_linear.h"
 #include "ree/kernels/linear.h"
@@ -19,131 +20,26 @@
 namespace ree::repops {
 namespace {
 
-// Host bytes of any storage dtype.
-struct Buffer {
-  DType dtype = DType::kF32;
-  std::vector<uint8_t> bytes;
+using Buffer = test::HostBuffer;
 
-  Buffer() = default;
-  Buffer(DType type, size_t count) : dtype(type), bytes(count * dtypeSize(type)) {}
-  float at(size_t i) const {
-    switch (dtype) {
-      case DType::kF32:
-        return reinterpret_cast<const float*>(bytes.data())[i];
-      case DType::kBF16:
-        return toFloat(reinterpret_cast<const bf16_t*>(bytes.data())[i]);
-      default:
-        return toFloat(reinterpret_cast<const f16_t*>(bytes.data())[i]);
-    }
-  }
-  void set(size_t i, float v) {
-    switch (dtype) {
-      case DType::kF32:
-        reinterpret_cast<float*>(bytes.data())[i] = v;
-        break;
-      case DType::kBF16:
-        reinterpret_cast<bf16_t*>(bytes.data())[i] = toBF16(v);
-        break;
-      default:
-        reinterpret_cast<f16_t*>(bytes.data())[i] = toF16(v);
-        break;
-    }
-  }
-  uint32_t bitsAt(size_t i) const {
-    if (dtype == DType::kF32) return floatBits(at(i));
-    return reinterpret_cast<const uint16_t*>(bytes.data())[i];
-  }
-};
-
-// A value for position i of a row: mostly Normal(0, scale), with the hard cases mixed in when
-// `hostile`: zeros, subnormals, huge and tiny values in the same block, exact powers of two.
-float hostileValue(std::mt19937_64& rng, float scale, bool hostile) {
-  std::normal_distribution<float> normal(0.0f, scale);
-  if (!hostile) return normal(rng);
-  switch (rng() % 16) {
-    case 0:
-      return 0.0f;
-    case 1:
-      return -0.0f;
-    case 2:
-      return bitsFloat(static_cast<uint32_t>(rng() % 0x800000u) |
-                       ((rng() & 1) << 31));  // subnormal
-    case 3:
-      return normal(rng) * 1e30f;
-    case 4:
-      return normal(rng) * 1e-30f;
-    case 5:
-      return std::ldexp(1.0f, static_cast<int>(rng() % 40) - 20);
-    case 6:
-      return normal(rng) * 3e38f / 4.0f;
-    default:
-      return normal(rng);
-  }
-}
-
-struct Problem {
-  int64_t m = 1, n = 1, k = 1;
-  int64_t x_stride = 0, w_stride = 0, y_stride = 0;
-  DType x_dtype = DType::kF32, w_dtype = DType::kBF16, y_dtype = DType::kF32;
-  bool has_bias = false, accumulate = false;
-  DType bias_dtype = DType::kF32;
+struct Problem : test::LinearShape {
   Buffer x, w, bias, y_init;
-
-  int64_t xs() const { return x_stride ? x_stride : k; }
-  int64_t ws() const { return w_stride ? w_stride : k; }
-  int64_t ys() const { return y_stride ? y_stride : n; }
 
   // hostile: special values in some rows; non_finite: NaN/inf in a few rows of x and w.
   void fill(uint64_t seed, bool hostile, bool non_finite) {
     std::mt19937_64 rng(seed);
-    x = Buffer(x_dtype, static_cast<size_t>(m * xs()));
-    w = Buffer(w_dtype, static_cast<size_t>(n * ws()));
-    for (int64_t r = 0; r < m; ++r) {
-      bool row_hostile = hostile && rng() % 3 == 0;
-      for (int64_t i = 0; i < k; ++i)
-        x.set(static_cast<size_t>(r * xs() + i), hostileValue(rng, 1.0f, row_hostile));
-    }
-    for (int64_t r = 0; r < n; ++r) {
-      bool row_hostile = hostile && rng() % 3 == 0;
-      for (int64_t i = 0; i < k; ++i)
-        w.set(static_cast<size_t>(r * ws() + i), hostileValue(rng, 0.05f, row_hostile));
-    }
-    if (non_finite) {
-      const float specials[] = {NAN, -NAN, INFINITY, -INFINITY};
-      for (int t = 0; t < 3; ++t) {
-        x.set(static_cast<size_t>((rng() % m) * xs() + rng() % k), specials[rng() % 4]);
-        w.set(static_cast<size_t>((rng() % n) * ws() + rng() % k), specials[rng() % 4]);
-      }
-    }
+    test::fillHostileInputs(rng, *this, hostile, non_finite, x, w);
     if (has_bias) {
       bias = Buffer(bias_dtype, static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i)
-        bias.set(static_cast<size_t>(i), hostileValue(rng, 0.5f, false));
+        bias.set(static_cast<size_t>(i), test::hostileValue(rng, 0.5f, false));
     }
     y_init = Buffer(y_dtype, static_cast<size_t>(m * ys()));
     for (size_t i = 0; i < static_cast<size_t>(m * ys()); ++i)
-      y_init.set(i, accumulate ? hostileValue(rng, 1.0f, false) : 0.0f);
+      y_init.set(i, accumulate ? test::hostileValue(rng, 1.0f, false) : 0.0f);
   }
 
-  LinearArgs args(void* y) const {
-    LinearArgs a;
-    a.x = x.bytes.data();
-    a.x_dtype = x_dtype;
-    a.x_row_stride = x_stride;
-    a.w = w.bytes.data();
-    a.w_dtype = w_dtype;
-    a.w_row_stride = w_stride;
-    a.bias = has_bias ? bias.bytes.data() : nullptr;
-    a.bias_dtype = bias_dtype;
-    a.y = y;
-    a.y_dtype = y_dtype;
-    a.y_row_stride = y_stride;
-    a.m = m;
-    a.n = n;
-    a.k = k;
-    a.accumulate = accumulate;
-    return a;
-  }
+  LinearArgs args(void* y) const { return LinearShape::args(x.data(), w.data(), bias.data(), y); }
 
   Buffer run() const {
     Buffer y = y_init;
@@ -152,16 +48,6 @@ struct Problem {
     return y;
   }
 };
-
-std::string describe(const Problem& p) {
-  char buf[240];
-  std::snprintf(buf, sizeof(buf), "m=%lld n=%lld k=%lld x=%s w=%s y=%s bias=%s acc=%d",
-                static_cast<long long>(p.m), static_cast<long long>(p.n),
-                static_cast<long long>(p.k), dtypeName(p.x_dtype), dtypeName(p.w_dtype),
-                dtypeName(p.y_dtype), p.has_bias ? dtypeName(p.bias_dtype) : "none",
-                p.accumulate ? 1 : 0);
-  return buf;
-}
 
 // ---- The brute-force reference, written from the spec text with libm and __int128 only.
 
@@ -230,7 +116,7 @@ void checkSpecBits(const Problem& p, const Buffer& y) {
     for (int64_t col = 0; col < p.n; ++col) {
       size_t i = static_cast<size_t>(row * p.ys() + col);
       ASSERT_EQ(y.bitsAt(i), specBits(p, row, col))
-          << describe(p) << " at (" << row << "," << col << ") got " << y.at(i);
+          << p.describe() << " at (" << row << "," << col << ") got " << y.at(i);
     }
   }
 }
@@ -243,17 +129,13 @@ class Restore {
   }
 };
 
-const DType kXTypes[] = {DType::kF32, DType::kBF16};
-const DType kWTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
-const DType kYTypes[] = {DType::kF32, DType::kBF16};
-
 // (a) Random odd shapes, every dtype combination, special values: bitwise equal to the spec.
 TEST(IntLinearCpu, RandomShapesMatchBruteForceSpec) {
   std::mt19937_64 rng(23);
   int cases = 0;
-  for (DType x_dtype : kXTypes) {
-    for (DType w_dtype : kWTypes) {
-      for (DType y_dtype : kYTypes) {
+  for (DType x_dtype : test::kLinearXTypes) {
+    for (DType w_dtype : test::kLinearWTypes) {
+      for (DType y_dtype : test::kLinearYTypes) {
         for (int rep = 0; rep < 3; ++rep) {
           Problem p;
           p.x_dtype = x_dtype;
@@ -263,13 +145,7 @@ TEST(IntLinearCpu, RandomShapesMatchBruteForceSpec) {
                          : 1 + static_cast<int64_t>(rng() % 9);
           p.n = 1 + 2 * static_cast<int64_t>(rng() % (rep == 0 ? 6 : 20));
           p.k = 1 + static_cast<int64_t>(rng() % 700);
-          if (p.k % 128 == 0) ++p.k;
-          if (rng() % 3 == 0) p.x_stride = p.k + static_cast<int64_t>(rng() % 5);
-          if (rng() % 3 == 0) p.w_stride = p.k + static_cast<int64_t>(rng() % 5);
-          if (rng() % 3 == 0) p.y_stride = p.n + static_cast<int64_t>(rng() % 5);
-          p.has_bias = rng() % 2 == 0;
-          p.bias_dtype = rng() % 2 == 0 ? DType::kF32 : w_dtype;
-          p.accumulate = rng() % 4 == 0;
+          test::randomizeIntLinearLayout(rng, p);
           p.fill(rng(), /*hostile=*/rep != 2, /*non_finite=*/rep == 1);
           Buffer y = p.run();
           checkSpecBits(p, y);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/linear_problem.h"
 #include "ree/core/parallel.h"
 #include "ree/kernels/linear.h"
 #include "ree/kernels/pointwise.h"
@@ -16,94 +17,18 @@
 namespace ree::repops {
 namespace {
 
-// A host tensor of any storage dtype, filled with Normal(0, scale) values rounded to the dtype.
-struct HostTensor {
-  DType dtype = DType::kF32;
-  std::vector<uint8_t> bytes;
+using HostTensor = test::HostBuffer;
 
-  HostTensor() = default;
-  HostTensor(DType type, size_t count, uint64_t seed, float scale = 1.0f) : dtype(type) {
-    bytes.resize(count * dtypeSize(type));
-    switch (type) {
-      case DType::kF32:
-        copyFrom(test::randomValues<float>(count, seed, scale));
-        break;
-      case DType::kBF16:
-        copyFrom(test::randomValues<bf16_t>(count, seed, scale));
-        break;
-      case DType::kF16:
-        copyFrom(test::randomValues<f16_t>(count, seed, scale));
-        break;
-    }
-  }
-  template <typename T>
-  void copyFrom(const std::vector<T>& values) {
-    std::memcpy(bytes.data(), values.data(), values.size() * sizeof(T));
-  }
-  float at(size_t i) const {
-    switch (dtype) {
-      case DType::kF32:
-        return reinterpret_cast<const float*>(bytes.data())[i];
-      case DType::kBF16:
-        return toFloat(reinterpret_cast<const bf16_t*>(bytes.data())[i]);
-      case DType::kF16:
-        return toFloat(reinterpret_cast<const f16_t*>(bytes.data())[i]);
-    }
-    return 0.0f;
-  }
-  void set(size_t i, float value) {
-    switch (dtype) {
-      case DType::kF32:
-        reinterpret_cast<float*>(bytes.data())[i] = value;
-        break;
-      case DType::kBF16:
-        reinterpret_cast<bf16_t*>(bytes.data())[i] = toBF16(value);
-        break;
-      case DType::kF16:
-        reinterpret_cast<f16_t*>(bytes.data())[i] = toF16(value);
-        break;
-    }
-  }
-  const void* data() const { return bytes.data(); }
-  void* data() { return bytes.data(); }
-};
-
-struct Problem {
-  int64_t m = 1, n = 1, k = 1;
-  int64_t x_stride = 0, w_stride = 0, y_stride = 0;  // 0: dense
-  DType x_dtype = DType::kF32, w_dtype = DType::kBF16, y_dtype = DType::kF32;
-  bool has_bias = false;
-  DType bias_dtype = DType::kF32;
+struct Problem : test::LinearShape {
   HostTensor x, w, bias;
 
-  int64_t xs() const { return x_stride ? x_stride : k; }
-  int64_t ws() const { return w_stride ? w_stride : k; }
-  int64_t ys() const { return y_stride ? y_stride : n; }
-
   void fill(uint64_t seed) {
-    x = HostTensor(x_dtype, static_cast<size_t>(m * xs()), seed * 3 + 1);
+    x = HostTensor(x_dtype, static_cast<size_t>(m * xs()), seed * 3 + 1, 1.0f);
     w = HostTensor(w_dtype, static_cast<size_t>(n * ws()), seed * 3 + 2, 0.05f);
     if (has_bias) bias = HostTensor(bias_dtype, static_cast<size_t>(n), seed * 3 + 3, 0.5f);
   }
 
-  LinearArgs args(void* y) const {
-    LinearArgs a;
-    a.x = x.data();
-    a.x_dtype = x_dtype;
-    a.x_row_stride = x_stride;
-    a.w = w.data();
-    a.w_dtype = w_dtype;
-    a.w_row_stride = w_stride;
-    a.bias = has_bias ? bias.data() : nullptr;
-    a.bias_dtype = bias_dtype;
-    a.y = y;
-    a.y_dtype = y_dtype;
-    a.y_row_stride = y_stride;
-    a.m = m;
-    a.n = n;
-    a.k = k;
-    return a;
-  }
+  LinearArgs args(void* y) const { return LinearShape::args(x.data(), w.data(), bias.data(), y); }
 
   // Runs cpu::linear; output bytes (strided rows, padding left at 0xAB to catch stray writes).
   std::vector<uint8_t> run() const {
@@ -136,15 +61,6 @@ struct Problem {
   }
 };
 
-std::string describe(const Problem& p) {
-  char buf[200];
-  std::snprintf(buf, sizeof(buf), "m=%lld n=%lld k=%lld x=%s w=%s y=%s bias=%s",
-                static_cast<long long>(p.m), static_cast<long long>(p.n),
-                static_cast<long long>(p.k), dtypeName(p.x_dtype), dtypeName(p.w_dtype),
-                dtypeName(p.y_dtype), p.has_bias ? dtypeName(p.bias_dtype) : "none");
-  return buf;
-}
-
 // Accuracy: |y - exact| <= (128 + ceil(K/128) + 2) * 2^-24 * (sum |x w| + |bias|), plus half a
 // bf16 ulp of |exact| for bf16 output and 2^-140 of absolute slack for subnormal results. The
 // first term bounds the fma chain (<= 128 roundings), the chunk merge and the bias add.
@@ -169,7 +85,7 @@ void checkAccuracy(const Problem& p, const std::vector<uint8_t>& y) {
       if (p.y_dtype == DType::kBF16) tolerance += std::ldexp(std::fabs(exact), -8);
       double got = p.yAt(y, row, col);
       ASSERT_LE(std::fabs(got - exact), tolerance)
-          << describe(p) << " at (" << row << "," << col << ") got " << got << " exact " << exact;
+          << p.describe() << " at (" << row << "," << col << ") got " << got << " exact " << exact;
     }
   }
 }
@@ -178,7 +94,7 @@ void checkSpecBits(const Problem& p, const std::vector<uint8_t>& y) {
   for (int64_t row = 0; row < p.m; ++row) {
     for (int64_t col = 0; col < p.n; ++col) {
       ASSERT_EQ(p.yBits(y, row, col), p.specBits(row, col))
-          << describe(p) << " at (" << row << "," << col << ")";
+          << p.describe() << " at (" << row << "," << col << ")";
     }
   }
 }
@@ -191,15 +107,11 @@ class ThreadGuard {
   }
 };
 
-const DType kXTypes[] = {DType::kF32, DType::kBF16};
-const DType kWTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
-const DType kYTypes[] = {DType::kF32, DType::kBF16};
-
 TEST(LinearCpu, AllDtypesMatchSpecAndFp64Reference) {
   uint64_t seed = 1;
-  for (DType x_dtype : kXTypes) {
-    for (DType w_dtype : kWTypes) {
-      for (DType y_dtype : kYTypes) {
+  for (DType x_dtype : test::kLinearXTypes) {
+    for (DType w_dtype : test::kLinearWTypes) {
+      for (DType y_dtype : test::kLinearYTypes) {
         for (int bias_mode = 0; bias_mode < 3; ++bias_mode) {  // none, f32, same as w
           for (int64_t k : {1, 127, 128, 129, 1000}) {
             Problem p;
@@ -288,7 +200,7 @@ TEST(LinearCpu, RowsAreInvariantToBatchThreadsAndSimd) {
 TEST(LinearCpu, SimdPanelPackingKeepsEveryWeightBit) {
   ThreadGuard guard;
   setCpuThreads(1);
-  for (DType w_dtype : kWTypes) {
+  for (DType w_dtype : test::kLinearWTypes) {
     for (int64_t n : {16, 33}) {
       for (int64_t k : {1, 7, 8, 9, 130}) {
         for (bool with_nan : {false, true}) {
@@ -329,7 +241,7 @@ TEST(LinearCpu, SimdPanelPackingKeepsEveryWeightBit) {
           cpu::setLinearSimdEnabled(true);
           const auto simd = p.run();
           ASSERT_EQ(0, std::memcmp(scalar.data(), simd.data(), scalar.size()))
-              << describe(p) << " nan=" << with_nan;
+              << p.describe() << " nan=" << with_nan;
           if (!with_nan) checkSpecBits(p, simd);
         }
       }
@@ -523,9 +435,9 @@ TEST(LinearCpu, RandomShapes) {
     p.m = 1 + rng() % 70;
     p.n = 1 + rng() % 70;
     p.k = 1 + rng() % 700;
-    p.x_dtype = kXTypes[rng() % 2];
-    p.w_dtype = kWTypes[rng() % 3];
-    p.y_dtype = kYTypes[rng() % 2];
+    p.x_dtype = test::kLinearXTypes[rng() % 2];
+    p.w_dtype = test::kLinearWTypes[rng() % 3];
+    p.y_dtype = test::kLinearYTypes[rng() % 2];
     p.has_bias = rng() % 2;
     p.bias_dtype = rng() % 2 ? DType::kF32 : p.w_dtype;
     p.x_stride = rng() % 2 ? p.k + rng() % 5 : 0;

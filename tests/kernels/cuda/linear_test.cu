@@ -9,93 +9,29 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "kernels/linear_problem.h"
 #include "ree/kernels/linear.h"
 
 namespace ree::repops {
 namespace {
 
-struct Tensor {
-  DType dtype = DType::kF32;
-  std::vector<uint8_t> host;
-  void* device = nullptr;
+using Tensor = test::MirroredBuffer;
 
-  Tensor() = default;
-  Tensor(const Tensor&) = delete;
-  Tensor& operator=(const Tensor&) = delete;
-  ~Tensor() {
-    if (allocation_) cudaFree(allocation_);
-  }
-  void init(DType type, size_t count, uint64_t seed, float scale) {
-    dtype = type;
-    host.resize(count * dtypeSize(type));
-    auto copy = [&](const auto& values) { std::memcpy(host.data(), values.data(), host.size()); };
-    switch (type) {
-      case DType::kF32:
-        copy(test::randomValues<float>(count, seed, scale));
-        break;
-      case DType::kBF16:
-        copy(test::randomValues<bf16_t>(count, seed, scale));
-        break;
-      case DType::kF16:
-        copy(test::randomValues<f16_t>(count, seed, scale));
-        break;
-    }
-  }
-  void set(size_t i, float value) {
-    switch (dtype) {
-      case DType::kF32:
-        reinterpret_cast<float*>(host.data())[i] = value;
-        break;
-      case DType::kBF16:
-        reinterpret_cast<bf16_t*>(host.data())[i] = toBF16(value);
-        break;
-      case DType::kF16:
-        reinterpret_cast<f16_t*>(host.data())[i] = toF16(value);
-        break;
-    }
-  }
-  // Device copy; `offset_bytes` shifts the data inside the allocation (misalignment tests).
-  void upload(size_t offset_bytes = 0) {
-    if (allocation_) cudaFree(allocation_);
-    char* base = nullptr;
-    ASSERT_EQ(cudaMalloc(&base, host.size() + offset_bytes + 16), cudaSuccess);
-    allocation_ = base;
-    device = base + offset_bytes;
-    ASSERT_EQ(cudaMemcpy(device, host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-
- private:
-  void* allocation_ = nullptr;
-};
-
-struct Case {
-  int64_t m = 1, n = 1, k = 1, x_stride = 0, w_stride = 0, y_stride = 0;
-  DType x_dtype = DType::kBF16, w_dtype = DType::kBF16, y_dtype = DType::kF32;
-  bool has_bias = false;
-  DType bias_dtype = DType::kF32;
+struct Case : test::LinearShape {
   size_t x_offset = 0, w_offset = 0;  // bytes; non-multiples of 16 misalign the rows
 
-  int64_t xs() const { return x_stride ? x_stride : k; }
-  int64_t ws() const { return w_stride ? w_stride : k; }
-  int64_t ys() const { return y_stride ? y_stride : n; }
+  Case() { x_dtype = DType::kBF16; }
   std::string str() const {
-    char buf[256];
-    std::snprintf(buf, sizeof(buf),
-                  "m=%lld n=%lld k=%lld xs=%lld ws=%lld ys=%lld x=%s w=%s y=%s bias=%s xo=%zu "
-                  "wo=%zu",
-                  (long long)m, (long long)n, (long long)k, (long long)xs(), (long long)ws(),
-                  (long long)ys(), dtypeName(x_dtype), dtypeName(w_dtype), dtypeName(y_dtype),
-                  has_bias ? dtypeName(bias_dtype) : "none", x_offset, w_offset);
-    return buf;
+    return describe() + " xo=" + std::to_string(x_offset) + " wo=" + std::to_string(w_offset);
   }
 };
 
 struct Inputs {
   Tensor x, w, bias;
   void make(const Case& c, uint64_t seed) {
-    x.init(c.x_dtype, static_cast<size_t>(c.m * c.xs()), seed * 7 + 1, 1.0f);
-    w.init(c.w_dtype, static_cast<size_t>(c.n * c.ws()), seed * 7 + 2, 0.05f);
-    if (c.has_bias) bias.init(c.bias_dtype, static_cast<size_t>(c.n), seed * 7 + 3, 0.5f);
+    x.fillRandom(c.x_dtype, static_cast<size_t>(c.m * c.xs()), seed * 7 + 1, 1.0f);
+    w.fillRandom(c.w_dtype, static_cast<size_t>(c.n * c.ws()), seed * 7 + 2, 0.05f);
+    if (c.has_bias) bias.fillRandom(c.bias_dtype, static_cast<size_t>(c.n), seed * 7 + 3, 0.5f);
   }
   void upload(const Case& c) {
     x.upload(c.x_offset);
@@ -103,22 +39,8 @@ struct Inputs {
     if (c.has_bias) bias.upload();
   }
   LinearArgs args(const Case& c, bool device, void* y) const {
-    LinearArgs a;
-    a.x = device ? x.device : x.host.data();
-    a.x_dtype = c.x_dtype;
-    a.x_row_stride = c.x_stride;
-    a.w = device ? w.device : w.host.data();
-    a.w_dtype = c.w_dtype;
-    a.w_row_stride = c.w_stride;
-    a.bias = c.has_bias ? (device ? bias.device : bias.host.data()) : nullptr;
-    a.bias_dtype = c.bias_dtype;
-    a.y = y;
-    a.y_dtype = c.y_dtype;
-    a.y_row_stride = c.y_stride;
-    a.m = c.m;
-    a.n = c.n;
-    a.k = c.k;
-    return a;
+    if (device) return c.args(x.device, w.device, bias.device, y);
+    return c.args(x.data(), w.data(), bias.data(), y);
   }
 };
 
@@ -183,10 +105,6 @@ void checkAllKernels(const Case& c, uint64_t seed) {
   }
 }
 
-const DType kXTypes[] = {DType::kF32, DType::kBF16};
-const DType kWTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
-const DType kYTypes[] = {DType::kF32, DType::kBF16};
-
 TEST(LinearCuda, RandomShapesMatchCpuBitwise) {
   REE_SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(42);
@@ -197,9 +115,9 @@ TEST(LinearCuda, RandomShapesMatchCpuBitwise) {
     c.n = 1 + rng() % 400;
     int64_t k_choices[] = {1, 7, 8, 127, 128, 129, 255, 256, 257, 520, 1000, 1031, 2048};
     c.k = rng() % 3 == 0 ? k_choices[rng() % 13] : 1 + rng() % 1500;
-    c.x_dtype = kXTypes[rng() % 2];
-    c.w_dtype = kWTypes[rng() % 3];
-    c.y_dtype = kYTypes[rng() % 2];
+    c.x_dtype = test::kLinearXTypes[rng() % 2];
+    c.w_dtype = test::kLinearWTypes[rng() % 3];
+    c.y_dtype = test::kLinearYTypes[rng() % 2];
     c.has_bias = rng() % 2;
     c.bias_dtype = rng() % 2 ? DType::kF32 : c.w_dtype;
     switch (rng() % 4) {
@@ -309,13 +227,13 @@ TEST(LinearCuda, RowsAreInvariantToBatchAndKernel) {
       Case part = big;
       part.m = m;
       Inputs sub;
-      sub.x.init(big.x_dtype, 1, 0, 1.0f);
-      sub.x.host.assign(in.x.host.begin() + start * big.xs() * dtypeSize(big.x_dtype),
-                        in.x.host.begin() + (start + m) * big.xs() * dtypeSize(big.x_dtype));
+      sub.x.fillRandom(big.x_dtype, 1, 0, 1.0f);
+      sub.x.bytes.assign(in.x.bytes.begin() + start * big.xs() * dtypeSize(big.x_dtype),
+                         in.x.bytes.begin() + (start + m) * big.xs() * dtypeSize(big.x_dtype));
       sub.w.dtype = in.w.dtype;
-      sub.w.host = in.w.host;
+      sub.w.bytes = in.w.bytes;
       sub.bias.dtype = in.bias.dtype;
-      sub.bias.host = in.bias.host;
+      sub.bias.bytes = in.bias.bytes;
       sub.upload(part);
       std::vector<uint8_t> got;
       ASSERT_TRUE(runGpu(part, sub, kernel, &got));
@@ -391,7 +309,7 @@ TEST(LinearCuda, EarlyWeightLoadsReadXAfterThePredecessor) {
   a.upload(first);
   b.upload(second);
   std::vector<uint8_t> h = runCpu(first, a);
-  b.x.host = h;
+  b.x.bytes = h;
   std::vector<uint8_t> expected = runCpu(second, b);
   void *device_h = nullptr, *device_y = nullptr;
   REE_CUDA_OK(cudaMalloc(&device_h, h.size()));
@@ -436,10 +354,10 @@ TEST(LinearCuda, AccumulateMatchesCpu) {
       in.make(c, seed++);
       in.upload(c);
       Tensor old_y;
-      old_y.init(y_dtype, static_cast<size_t>(c.m * c.n), seed * 13, 2.0f);
+      old_y.fillRandom(y_dtype, static_cast<size_t>(c.m * c.n), seed * 13, 2.0f);
       old_y.set(0, INFINITY);
       old_y.set(1, bitsFloat(0xffc12345u));
-      std::vector<uint8_t> expected = old_y.host;
+      std::vector<uint8_t> expected = old_y.bytes;
       LinearArgs cpu_args = in.args(c, false, expected.data());
       cpu_args.accumulate = true;
       ASSERT_EQ(cpu::linear(cpu_args), Status::kSuccess) << lastErrorMessage();
