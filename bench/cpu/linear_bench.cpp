@@ -4,10 +4,9 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
-#include <random>
 #include <thread>
-#include <vector>
 
+#include "linear_bench_util.h"
 #include "ree/core/parallel.h"
 #include "ree/kernels/linear.h"
 
@@ -30,41 +29,14 @@ double estimateClockHz() {
 }
 
 void BM_Linear(benchmark::State& state) {
-  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
-  std::mt19937 rng(1);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<ree::bf16_t> x(static_cast<size_t>(m * k)), w(static_cast<size_t>(n * k));
-  for (auto& v : x)
-    v = ree::toBF16(dist(rng));
-  for (auto& v : w)
-    v = ree::toBF16(dist(rng) * 0.05f);
-  std::vector<float> y(static_cast<size_t>(m * n));
-  ree::repops::LinearArgs args;
-  args.x = x.data();
-  args.x_dtype = ree::DType::kBF16;
-  args.w = w.data();
-  args.w_dtype = ree::DType::kBF16;
-  args.y = y.data();
-  args.m = m;
-  args.n = n;
-  args.k = k;
-  for (auto _ : state) {
-    if (ree::repops::cpu::linear(args) != ree::Status::kSuccess) {
-      state.SkipWithError(ree::lastErrorMessage());
-      break;
-    }
-    benchmark::DoNotOptimize(y.data());
-  }
-  const double flops = 2.0 * m * n * k;
-  state.counters["GFLOP"] =
-      benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  ree::bench::timeLinearLayer(
+      state, [](const ree::repops::LinearArgs& args) { return ree::repops::cpu::linear(args); });
   static const double peak_gflops = [] {
     double hz = estimateClockHz();
     int cores = ree::cpuThreads();
     return cores * 2.0 * 8.0 * 2.0 * hz / 1e9;
   }();
   state.counters["peak_est_GFLOP/s"] = peak_gflops;
-  state.counters["threads"] = ree::cpuThreads();
 }
 
 BENCHMARK(BM_Linear)

@@ -11,69 +11,13 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "cuda/linear_bench_util.cuh"
 #include "ree/kernels/int_linear.h"
 #include "ree/kernels/linear.h"
 
 namespace {
 
-#define CHECK_CUDA(call)                                                                         \
-  do {                                                                                           \
-    cudaError_t err_ = (call);                                                                   \
-    if (err_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(err_), __FILE__, \
-                   __LINE__);                                                                    \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
-#define CHECK_CUBLAS(call)                                                                    \
-  do {                                                                                        \
-    cublasStatus_t st_ = (call);                                                              \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                       \
-      std::fprintf(stderr, "%s failed: %d (%s:%d)\n", #call, static_cast<int>(st_), __FILE__, \
-                   __LINE__);                                                                 \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
-#define CHECK_REE(call)                                                        \
-  do {                                                                         \
-    if ((call) != ree::Status::kSuccess) {                                     \
-      std::fprintf(stderr, "%s failed: %s\n", #call, ree::lastErrorMessage()); \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
-
-__global__ void fillKernel(uint16_t* bf16, float* f32, size_t count, uint32_t seed) {
-  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    float value = (static_cast<float>(h & 0xffff) / 65536.0f - 0.5f) * 0.1f;
-    uint32_t bits = __float_as_uint(value) & 0xffff0000u;  // bf16-exact
-    if (bf16) bf16[i] = static_cast<uint16_t>(bits >> 16);
-    if (f32) f32[i] = __uint_as_float(bits);
-  }
-}
-
-template <typename F>
-float timeMs(int iterations, F&& body) {
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  for (int i = 0; i < 2; ++i)
-    body();
-  CHECK_CUDA(cudaDeviceSynchronize());
-  CHECK_CUDA(cudaEventRecord(start));
-  for (int i = 0; i < iterations; ++i)
-    body();
-  CHECK_CUDA(cudaEventRecord(stop));
-  CHECK_CUDA(cudaEventSynchronize(stop));
-  float ms = 0;
-  CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-  CHECK_CUDA(cudaEventDestroy(start));
-  CHECK_CUDA(cudaEventDestroy(stop));
-  return ms / iterations;
-}
+using ree::bench::timeMs;
 
 void run(int m, int k, int n, int iterations, cublasHandle_t cublas) {
   size_t w_count = size_t(n) * k, x_count = size_t(m) * k, y_count = size_t(m) * n;
@@ -84,8 +28,8 @@ void run(int m, int k, int n, int iterations, cublasHandle_t cublas) {
   CHECK_CUDA(cudaMalloc(&x_bf16, x_count * 2));
   CHECK_CUDA(cudaMalloc(&x_f32, x_count * 4));
   CHECK_CUDA(cudaMalloc(&y, y_count * 4));
-  fillKernel<<<1024, 256>>>(w_bf16, w_f32, w_count, 17);
-  fillKernel<<<1024, 256>>>(x_bf16, x_f32, x_count, 99);
+  ree::bench::fillBf16Exact<<<1024, 256>>>(w_bf16, w_f32, w_count, 17);
+  ree::bench::fillBf16Exact<<<1024, 256>>>(x_bf16, x_f32, x_count, 99);
   CHECK_CUDA(cudaDeviceSynchronize());
 
   ree::repops::LinearArgs args;
@@ -101,21 +45,18 @@ void run(int m, int k, int n, int iterations, cublasHandle_t cublas) {
   // Large problems run fewer times (repops-1 takes ~25 ms at 8192 x 14336 x 4096).
   const double flops = 2.0 * m * n * double(k);
   const int reps = std::max(2, std::min(iterations, static_cast<int>(2e13 / flops)));
-  float ours = timeMs(reps, [&] { CHECK_REE(ree::repops::cuda::intLinear(args, nullptr)); });
-  float quant =
-      timeMs(reps, [&] { CHECK_REE(ree::repops::cuda::intLinearQuantizeOnly(args, nullptr)); });
-  float repops1 = timeMs(reps, [&] { CHECK_REE(ree::repops::cuda::linear(args, nullptr)); });
-  const float alpha = 1.0f, beta = 0.0f;
-  // Row-major Y[M,N] = X[M,K] W[N,K]^T is column-major Y^T[N,M] = W^T(op T on [K,N]) X^T.
-  float gemm_ex = timeMs(reps, [&] {
-    CHECK_CUBLAS(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w_bf16,
-                              CUDA_R_16BF, k, x_bf16, CUDA_R_16BF, k, &beta, y, CUDA_R_32F, n,
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  });
-  float sgemm = timeMs(reps, [&] {
-    CHECK_CUBLAS(cublasSgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w_f32, k, x_f32, k,
-                             &beta, y, n));
-  });
+  const int warmup = 2;
+  float ours = timeMs(
+      reps, [&](int) { CHECK_REE(ree::repops::cuda::intLinear(args, nullptr)); }, warmup);
+  float quant = timeMs(
+      reps, [&](int) { CHECK_REE(ree::repops::cuda::intLinearQuantizeOnly(args, nullptr)); },
+      warmup);
+  float repops1 = timeMs(
+      reps, [&](int) { CHECK_REE(ree::repops::cuda::linear(args, nullptr)); }, warmup);
+  float gemm_ex = timeMs(
+      reps, [&](int) { ree::bench::cublasBf16Linear(cublas, m, n, k, w_bf16, x_bf16, y); }, warmup);
+  float sgemm = timeMs(
+      reps, [&](int) { ree::bench::cublasF32Linear(cublas, m, n, k, w_f32, x_f32, y); }, warmup);
   auto tflops = [&](float ms) { return flops / (ms * 1e-3) / 1e12; };
   std::printf(
       "M=%-5d K=%-6d N=%-6d | repops-2 %9.3f ms %7.1f TFLOP/s (quantise %4.1f%%) | repops-1 "

@@ -16,61 +16,12 @@
 #include <cstdlib>
 #include <vector>
 
+#include "cuda/linear_bench_util.cuh"
 #include "ree/kernels/linear.h"
 
 namespace {
 
-#define CHECK_CUDA(call)                                                                         \
-  do {                                                                                           \
-    cudaError_t err_ = (call);                                                                   \
-    if (err_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorString(err_), __FILE__, \
-                   __LINE__);                                                                    \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
-#define CHECK_CUBLAS(call)                                                                    \
-  do {                                                                                        \
-    cublasStatus_t st_ = (call);                                                              \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                       \
-      std::fprintf(stderr, "%s failed: %d (%s:%d)\n", #call, static_cast<int>(st_), __FILE__, \
-                   __LINE__);                                                                 \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
-
-__global__ void fillKernel(uint16_t* bf16, float* f32, size_t count, uint32_t seed) {
-  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    float value = (static_cast<float>(h & 0xffff) / 65536.0f - 0.5f) * 0.1f;
-    uint32_t bits = __float_as_uint(value) & 0xffff0000u;  // bf16-exact
-    if (bf16) bf16[i] = static_cast<uint16_t>(bits >> 16);
-    if (f32) f32[i] = __uint_as_float(bits);
-  }
-}
-
-template <typename F>
-float timeMs(int iterations, F&& body) {
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i)
-    body(i);
-  CHECK_CUDA(cudaDeviceSynchronize());
-  CHECK_CUDA(cudaEventRecord(start));
-  for (int i = 0; i < iterations; ++i)
-    body(i);
-  CHECK_CUDA(cudaEventRecord(stop));
-  CHECK_CUDA(cudaEventSynchronize(stop));
-  float ms = 0;
-  CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-  CHECK_CUDA(cudaEventDestroy(start));
-  CHECK_CUDA(cudaEventDestroy(stop));
-  return ms / iterations;
-}
+using ree::bench::timeMs;
 
 double copyBandwidthGBs() {
   size_t bytes = size_t(1) << 30;
@@ -99,7 +50,7 @@ void run(const Problem& p, int iterations, double copy_gbs, cublasHandle_t cubla
   std::vector<float*> w_f32(copies, nullptr);
   for (int c = 0; c < copies; ++c) {
     CHECK_CUDA(cudaMalloc(&w_bf16[c], w_count * 2));
-    fillKernel<<<1024, 256>>>(w_bf16[c], nullptr, w_count, 17 + c);
+    ree::bench::fillBf16Exact<<<1024, 256>>>(w_bf16[c], nullptr, w_count, 17 + c);
   }
   // fp32 weights for SGEMM: one copy for prefill, rotated copies for decode when memory allows.
   int f32_copies =
@@ -107,14 +58,14 @@ void run(const Problem& p, int iterations, double copy_gbs, cublasHandle_t cubla
   w_f32.assign(f32_copies, nullptr);
   for (int c = 0; c < f32_copies; ++c) {
     CHECK_CUDA(cudaMalloc(&w_f32[c], w_count * 4));
-    fillKernel<<<1024, 256>>>(nullptr, w_f32[c], w_count, 17 + c);
+    ree::bench::fillBf16Exact<<<1024, 256>>>(nullptr, w_f32[c], w_count, 17 + c);
   }
   uint16_t* x_bf16;
   float *x_f32, *y;
   CHECK_CUDA(cudaMalloc(&x_bf16, x_count * 2));
   CHECK_CUDA(cudaMalloc(&x_f32, x_count * 4));
   CHECK_CUDA(cudaMalloc(&y, y_count * 4));
-  fillKernel<<<1024, 256>>>(x_bf16, x_f32, x_count, 99);
+  ree::bench::fillBf16Exact<<<1024, 256>>>(x_bf16, x_f32, x_count, 99);
   CHECK_CUDA(cudaDeviceSynchronize());
 
   ree::repops::LinearArgs args;
@@ -128,10 +79,7 @@ void run(const Problem& p, int iterations, double copy_gbs, cublasHandle_t cubla
   args.k = p.k;
   float ours = timeMs(iterations, [&](int i) {
     args.w = w_bf16[i % copies];
-    if (ree::repops::cuda::linear(args, nullptr) != ree::Status::kSuccess) {
-      std::fprintf(stderr, "linear failed: %s\n", ree::lastErrorMessage());
-      std::exit(1);
-    }
+    CHECK_REE(ree::repops::cuda::linear(args, nullptr));
   });
   // The model's own decode path: fp32 activations (the reproducible set keeps them in fp32) and
   // weights marked constant, as runtime/src/reproducible_ops.cpp passes them, so that each call's
@@ -144,22 +92,14 @@ void run(const Problem& p, int iterations, double copy_gbs, cublasHandle_t cubla
     args32.w_is_constant = true;
     ours_x32 = timeMs(iterations, [&](int i) {
       args32.w = w_bf16[i % copies];
-      if (ree::repops::cuda::linear(args32, nullptr) != ree::Status::kSuccess) {
-        std::fprintf(stderr, "linear failed: %s\n", ree::lastErrorMessage());
-        std::exit(1);
-      }
+      CHECK_REE(ree::repops::cuda::linear(args32, nullptr));
     });
   }
-  const float alpha = 1.0f, beta = 0.0f;
-  // Row-major Y[M,N] = X[M,K] W[N,K]^T is column-major Y^T[N,M] = W^T(op T on [K,N]) X^T.
   float gemm_ex = timeMs(iterations, [&](int i) {
-    CHECK_CUBLAS(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, p.n, p.m, p.k, &alpha,
-                              w_bf16[i % copies], CUDA_R_16BF, p.k, x_bf16, CUDA_R_16BF, p.k, &beta,
-                              y, CUDA_R_32F, p.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    ree::bench::cublasBf16Linear(cublas, p.m, p.n, p.k, w_bf16[i % copies], x_bf16, y);
   });
   float sgemm = timeMs(iterations, [&](int i) {
-    CHECK_CUBLAS(cublasSgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, p.n, p.m, p.k, &alpha,
-                             w_f32[i % f32_copies], p.k, x_f32, p.k, &beta, y, p.n));
+    ree::bench::cublasF32Linear(cublas, p.m, p.n, p.k, w_f32[i % f32_copies], x_f32, y);
   });
   double flops = 2.0 * p.m * p.n * double(p.k);
   if (p.decode) {
