@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/storage_element.h"
 #include "ree/core/parallel.h"
 #include "ree/kernels/int_linear.h"
 
@@ -31,17 +32,6 @@ constexpr int kTaskRows = 64;  // rows of x per task
 constexpr int kLowBits = 11;   // X = xh * 2^11 + xl
 
 std::atomic<bool> g_simd_enabled{true};
-
-float loadElement(const void* base, DType dtype, int64_t index) {
-  switch (dtype) {
-    case DType::kF32:
-      return static_cast<const float*>(base)[index];
-    case DType::kBF16:
-      return toFloat(static_cast<const bf16_t*>(base)[index]);
-    default:
-      return toFloat(static_cast<const f16_t*>(base)[index]);
-  }
-}
 
 // Rows quantised per 128-block: the exponent of every (row, block) and the integers, zero-padded
 // to whole blocks. x keeps each integer as two int16 halves (hi * 2^11 + lo); w as one int16.
@@ -317,7 +307,7 @@ Status intLinear(const LinearArgs& a) {
       for (int64_t m = m0; m < m1; ++m) {
         for (int c = 0; c < count; ++c) {
           const int64_t n = n0 + c;
-          float bias = a.bias ? loadElement(a.bias, a.bias_dtype, n) : 0.0f;
+          float bias = a.bias ? loadStorageElement(a.bias, a.bias_dtype, n) : 0.0f;
           storeOutput(a, m * y_stride + n,
                       detail::linearFinish(dots[(m - m0) * kPanel + c], a.bias != nullptr, bias));
         }
