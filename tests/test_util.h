@@ -60,6 +60,19 @@ std::vector<T> randomValues(size_t n, uint64_t seed, float scale = 1.0f) {
   return out;
 }
 
+// `value` rounded to `dtype` (round to nearest even) and widened back to float.
+inline float roundTo(DType dtype, float value) {
+  switch (dtype) {
+    case DType::kF32:
+      return value;
+    case DType::kBF16:
+      return toFloat(toBF16(value));
+    case DType::kF16:
+      return toFloat(toF16(value));
+  }
+  return value;
+}
+
 // The DType of a storage type: float, bf16_t or f16_t.
 template <typename T>
 constexpr DType dtypeOf() {

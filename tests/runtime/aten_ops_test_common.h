@@ -31,18 +31,7 @@ inline double unitRoundoff(DType dtype) {
   return 1.0;
 }
 
-// Rounds `value` to `dtype` and back.
-inline float roundTo(DType dtype, float value) {
-  switch (dtype) {
-    case DType::kF32:
-      return value;
-    case DType::kBF16:
-      return toFloat(toBF16(value));
-    case DType::kF16:
-      return toFloat(toF16(value));
-  }
-  return value;
-}
+using test::roundTo;
 
 // Normal(0, scale) values already rounded to `dtype`, so the reference sees exactly what is stored.
 inline std::vector<float> randomIn(DType dtype, size_t n, uint64_t seed, float scale = 1.0f) {

@@ -37,18 +37,6 @@ inline float hashedValue(uint64_t seed, uint64_t tensor, int64_t pos, int head, 
   return float(int64_t(h >> 40)) * 0x1p-22f - 2.0f;
 }
 
-inline float roundTo(DType dtype, float value) {
-  switch (dtype) {
-    case DType::kF32:
-      return value;
-    case DType::kBF16:
-      return toFloat(toBF16(value));
-    case DType::kF16:
-      return toFloat(toF16(value));
-  }
-  return value;
-}
-
 inline void storeBytes(std::vector<unsigned char>& bytes, DType dtype, int64_t index, float value) {
   switch (dtype) {
     case DType::kF32:

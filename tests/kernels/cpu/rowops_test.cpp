@@ -10,15 +10,9 @@
 #include "ree/core/parallel.h"
 #include "test_util.h"
 
-namespace ree {
+namespace ree::repops {
 namespace {
 
-using repops::ReduceOp;
-using repops::RmsNormVariant;
-using repops::RowsIn;
-using repops::RowsOut;
-using repops::VecIn;
-namespace cpu = repops::cpu;
 using test::fnv1a;
 using test::hashOf;
 using test::randomValues;
@@ -660,4 +654,4 @@ TEST(RowOpsCpu, BadArgumentsAreRejected) {
 }
 
 }  // namespace
-}  // namespace ree
+}  // namespace ree::repops

@@ -10,14 +10,8 @@
 #include "cuda_test_util.h"
 #include "ree/kernels/rowops.h"
 
-namespace ree {
+namespace ree::repops {
 namespace {
-
-using repops::ReduceOp;
-using repops::RmsNormVariant;
-using repops::RowsIn;
-using repops::RowsOut;
-using repops::VecIn;
 
 // Device bytes with 64 bytes of slack after them, freed on scope exit.
 struct DeviceBuffer : test::DeviceBuffer {
@@ -391,4 +385,4 @@ TEST(RowOpsCuda, BadArgumentsAreRejected) {
 }
 
 }  // namespace
-}  // namespace ree
+}  // namespace ree::repops
