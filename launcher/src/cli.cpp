@@ -113,6 +113,8 @@ Status readModelFlags(const Flags& flags, EngineOptions* engine) {
     return REE_FAIL(Status::kInvalidArgument, "--dtype '%s' is not one of auto, f32, bf16, f16",
                     printableText(dtype, 40).c_str());
   }
+  engine->allow_extra_tensors = flags.given("allow-extra-tensors");
+  engine->allow_non_finite_weights = flags.given("allow-non-finite-weights");
   return Status::kSuccess;
 }
 

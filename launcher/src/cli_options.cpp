@@ -10,8 +10,9 @@ constexpr const char* kDescription =
     "REE: reproducible LLM inference. With --operation-set reproducible the output ids and logits\n"
     "are bitwise identical on every supported CPU and GPU, for any batch composition.";
 
-constexpr std::array<const char*, 8> kSwitches = {
-    "no-special-tokens", "cpu-only", "plan", "trace-hashes", "json", "version", "help", "h"};
+constexpr std::array<const char*, 10> kSwitches = {
+    "no-special-tokens", "cpu-only", "plan", "trace-hashes",        "json",
+    "version",           "help",     "h",    "allow-extra-tensors", "allow-non-finite-weights"};
 
 std::shared_ptr<cxxopts::Value> value(const char* default_value = nullptr) {
   auto v = cxxopts::value<std::string>();
@@ -25,7 +26,11 @@ void addModelAndPrompt(cxxopts::Options& options) {
     ("model", "Hugging Face model directory (config.json, *.safetensors, tokenizer.json), or "
               "builtin:tiny-llama (random weights generated from a seed)", value())
     ("model-name", "Alias of --model", value())
-    ("dtype", "Weight dtype: auto (as stored), f32, bf16, f16", value("auto"));
+    ("dtype", "Weight dtype: auto (as stored), f32, bf16, f16", value("auto"))
+    ("allow-extra-tensors", "Research only: ignore checkpoint tensors the config does not expect "
+                            "(default: refused by name; the receipt records it)")
+    ("allow-non-finite-weights", "Research only: load NaN/Inf weights as they are (default: "
+                                 "refused, naming the tensor and index; the receipt records it)");
   options.add_options("Prompt")
     ("prompt-text", "Prompt text", value())
     ("prompt-file", "JSONL file (at most 256 MiB, 1,000,000 prompts, 16 MiB a line): one JSON "

@@ -234,7 +234,10 @@ model err st-nan-embedding st-nan-embed model.embed_tokens.weight
 model err st-inf-q-proj st-inf-qproj model.layers.0.self_attn.q_proj.weight
 model err st-nan-final-norm st-nan-norm model.norm.weight
 model err st-inf-lm-head st-inf-lmhead lm_head.weight
+model ok st-nan-embedding-allowed st-nan-embed "" --allow-non-finite-weights
 model err st-extra-tensor st-extra-99 model.layers.99.extra.weight
+# The research flags that relax the checkpoint's rules let the same files load.
+model ok st-extra-tensor-allowed st-extra-99 "" --allow-extra-tensors
 model err st-extra-control-chars st-extra-ctrl 'bad\x01name'
 model err st-missing-tensor st-missing-norm model.norm.weight
 model bounded st-unaligned-data st-unaligned-data model.safetensors
