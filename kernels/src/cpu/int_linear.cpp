@@ -249,17 +249,6 @@ void taskDots(bool simd, const QuantizedRows& xq, int64_t m0, int64_t m1, const 
   }
 }
 
-void storeOutput(const LinearArgs& a, int64_t index, float value) {
-  if (a.y_dtype == DType::kF32) {
-    float* y = static_cast<float*>(a.y) + index;
-    *y = a.accumulate ? detail::linearAccumulate(*y, value) : value;
-  } else {
-    bf16_t* y = static_cast<bf16_t*>(a.y) + index;
-    *y = a.accumulate ? toBF16(detail::linearAccumulate(toFloat(*y), toFloat(toBF16(value))))
-                      : toBF16(value);
-  }
-}
-
 }  // namespace
 
 void setIntLinearSimdEnabled(bool enabled) {
@@ -308,8 +297,10 @@ Status intLinear(const LinearArgs& a) {
         for (int c = 0; c < count; ++c) {
           const int64_t n = n0 + c;
           float bias = a.bias ? loadStorageElement(a.bias, a.bias_dtype, n) : 0.0f;
-          storeOutput(a, m * y_stride + n,
-                      detail::linearFinish(dots[(m - m0) * kPanel + c], a.bias != nullptr, bias));
+          detail::linearStore(
+              a.y, a.y_dtype == DType::kBF16, m * y_stride + n,
+              detail::linearFinish(dots[(m - m0) * kPanel + c], a.bias != nullptr, bias),
+              a.accumulate);
         }
       }
     }

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "common/storage_element.h"
 #include "ree/core/cuda_check.h"
 #include "ree/kernels/int_linear.h"
 #include "shared_memory.cuh"
@@ -239,31 +240,13 @@ __device__ __forceinline__ void addBlockProducts(const int8_t* stage, int warp_m
   }
 }
 
-__device__ __forceinline__ float loadBias(const GemmArgs& a, int col) {
-  switch (a.bias_dtype) {
-    case DType::kF32:
-      return static_cast<const float*>(a.bias)[col];
-    case DType::kBF16:
-      return toFloat(static_cast<const bf16_t*>(a.bias)[col]);
-    default:
-      return toFloat(static_cast<const f16_t*>(a.bias)[col]);
-  }
-}
-
 // The finishing steps of linear.md (3-5) for one output.
 __device__ __forceinline__ void storeOutput(const GemmArgs& a, int row, int col, double acc) {
   const bool has_bias = a.bias != nullptr;
-  const float value =
-      detail::linearFinish(int_linear::roundDot(acc), has_bias, has_bias ? loadBias(a, col) : 0.0f);
-  const int64_t index = static_cast<int64_t>(row) * a.y_stride + col;
-  if (a.y_is_bf16) {
-    bf16_t* y = static_cast<bf16_t*>(a.y) + index;
-    *y = a.accumulate ? toBF16(detail::linearAccumulate(toFloat(*y), toFloat(toBF16(value))))
-                      : toBF16(value);
-  } else {
-    float* y = static_cast<float*>(a.y) + index;
-    *y = a.accumulate ? detail::linearAccumulate(*y, value) : value;
-  }
+  const float bias = has_bias ? loadStorageElement(a.bias, a.bias_dtype, col) : 0.0f;
+  const float value = detail::linearFinish(int_linear::roundDot(acc), has_bias, bias);
+  detail::linearStore(a.y, a.y_is_bf16, static_cast<int64_t>(row) * a.y_stride + col, value,
+                      a.accumulate);
 }
 
 __global__ void __launch_bounds__(kThreads, 2) intGemmKernel(GemmArgs a) {

@@ -10,8 +10,8 @@
 
 #include <cstdint>
 
-#include "ree/kernels/numeric.h"
 #include "ree/core/status.h"
+#include "ree/kernels/numeric.h"
 
 namespace ree::repops {
 
@@ -68,6 +68,19 @@ REE_HD float linearAccumulate(float old_value, float v) {
   float sum = old_value + v;
   if ((floatBits(sum) & 0x7fffffffu) > 0x7f800000u) sum = bitsFloat(0x7fc00000u);
   return sum;
+}
+
+// Stores the finished output `value` at y[index] (fp32 or bf16 y): rounded to bf16 (RNE), or with
+// accumulate, Y's old value plus the output rounded to Y's dtype, through linearAccumulate.
+REE_HD void linearStore(void* y, bool y_is_bf16, int64_t index, float value, bool accumulate) {
+  if (y_is_bf16) {
+    bf16_t* out = static_cast<bf16_t*>(y) + index;
+    *out = accumulate ? toBF16(linearAccumulate(toFloat(*out), toFloat(toBF16(value))))
+                      : toBF16(value);
+  } else {
+    float* out = static_cast<float*>(y) + index;
+    *out = accumulate ? linearAccumulate(*out, value) : value;
+  }
 }
 
 }  // namespace detail
