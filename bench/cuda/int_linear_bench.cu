@@ -20,28 +20,8 @@ namespace {
 using ree::bench::timeMs;
 
 void run(int m, int k, int n, int iterations, cublasHandle_t cublas) {
-  size_t w_count = size_t(n) * k, x_count = size_t(m) * k, y_count = size_t(m) * n;
-  uint16_t *w_bf16, *x_bf16;
-  float *w_f32, *x_f32, *y;
-  CHECK_CUDA(cudaMalloc(&w_bf16, w_count * 2));
-  CHECK_CUDA(cudaMalloc(&w_f32, w_count * 4));
-  CHECK_CUDA(cudaMalloc(&x_bf16, x_count * 2));
-  CHECK_CUDA(cudaMalloc(&x_f32, x_count * 4));
-  CHECK_CUDA(cudaMalloc(&y, y_count * 4));
-  ree::bench::fillBf16Exact<<<1024, 256>>>(w_bf16, w_f32, w_count, 17);
-  ree::bench::fillBf16Exact<<<1024, 256>>>(x_bf16, x_f32, x_count, 99);
-  CHECK_CUDA(cudaDeviceSynchronize());
-
-  ree::repops::LinearArgs args;
-  args.x = x_bf16;
-  args.x_dtype = ree::DType::kBF16;
-  args.w = w_bf16;
-  args.w_dtype = ree::DType::kBF16;
-  args.y = y;
-  args.y_dtype = ree::DType::kF32;
-  args.m = m;
-  args.n = n;
-  args.k = k;
+  ree::bench::DeviceLinearProblem problem(m, n, k);
+  const ree::repops::LinearArgs args = problem.args();
   // Large problems run fewer times (repops-1 takes ~25 ms at 8192 x 14336 x 4096).
   const double flops = 2.0 * m * n * double(k);
   const int reps = std::max(2, std::min(iterations, static_cast<int>(2e13 / flops)));
@@ -54,9 +34,17 @@ void run(int m, int k, int n, int iterations, cublasHandle_t cublas) {
   float repops1 = timeMs(
       reps, [&](int) { CHECK_REE(ree::repops::cuda::linear(args, nullptr)); }, warmup);
   float gemm_ex = timeMs(
-      reps, [&](int) { ree::bench::cublasBf16Linear(cublas, m, n, k, w_bf16, x_bf16, y); }, warmup);
+      reps,
+      [&](int) {
+        ree::bench::cublasBf16Linear(cublas, m, n, k, problem.w_bf16[0], problem.x_bf16, problem.y);
+      },
+      warmup);
   float sgemm = timeMs(
-      reps, [&](int) { ree::bench::cublasF32Linear(cublas, m, n, k, w_f32, x_f32, y); }, warmup);
+      reps,
+      [&](int) {
+        ree::bench::cublasF32Linear(cublas, m, n, k, problem.w_f32[0], problem.x_f32, problem.y);
+      },
+      warmup);
   auto tflops = [&](float ms) { return flops / (ms * 1e-3) / 1e12; };
   std::printf(
       "M=%-5d K=%-6d N=%-6d | repops-2 %9.3f ms %7.1f TFLOP/s (quantise %4.1f%%) | repops-1 "
@@ -65,11 +53,6 @@ void run(int m, int k, int n, int iterations, cublasHandle_t cublas) {
       m, k, n, ours, tflops(ours), 100.0 * quant / ours, repops1, tflops(repops1), sgemm,
       tflops(sgemm), gemm_ex, tflops(gemm_ex), repops1 / ours, sgemm / ours, gemm_ex / ours);
   std::fflush(stdout);
-  CHECK_CUDA(cudaFree(w_bf16));
-  CHECK_CUDA(cudaFree(w_f32));
-  CHECK_CUDA(cudaFree(x_bf16));
-  CHECK_CUDA(cudaFree(x_f32));
-  CHECK_CUDA(cudaFree(y));
 }
 
 }  // namespace

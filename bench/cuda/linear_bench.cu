@@ -46,39 +46,13 @@ void run(const Problem& p, int iterations, double copy_gbs, cublasHandle_t cubla
   // Enough weight copies that a rotation through them does not fit in L2 (decode only).
   int copies =
       p.decode ? std::max<int>(1, static_cast<int>((3.0 * l2_bytes) / (w_count * 2) + 1)) : 1;
-  std::vector<uint16_t*> w_bf16(copies);
-  std::vector<float*> w_f32(copies, nullptr);
-  for (int c = 0; c < copies; ++c) {
-    CHECK_CUDA(cudaMalloc(&w_bf16[c], w_count * 2));
-    ree::bench::fillBf16Exact<<<1024, 256>>>(w_bf16[c], nullptr, w_count, 17 + c);
-  }
   // fp32 weights for SGEMM: one copy for prefill, rotated copies for decode when memory allows.
   int f32_copies =
       p.decode ? std::max(1, static_cast<int>((3.0 * l2_bytes) / (w_count * 4) + 1)) : 1;
-  w_f32.assign(f32_copies, nullptr);
-  for (int c = 0; c < f32_copies; ++c) {
-    CHECK_CUDA(cudaMalloc(&w_f32[c], w_count * 4));
-    ree::bench::fillBf16Exact<<<1024, 256>>>(nullptr, w_f32[c], w_count, 17 + c);
-  }
-  uint16_t* x_bf16;
-  float *x_f32, *y;
-  CHECK_CUDA(cudaMalloc(&x_bf16, x_count * 2));
-  CHECK_CUDA(cudaMalloc(&x_f32, x_count * 4));
-  CHECK_CUDA(cudaMalloc(&y, y_count * 4));
-  ree::bench::fillBf16Exact<<<1024, 256>>>(x_bf16, x_f32, x_count, 99);
-  CHECK_CUDA(cudaDeviceSynchronize());
-
-  ree::repops::LinearArgs args;
-  args.x = x_bf16;
-  args.x_dtype = ree::DType::kBF16;
-  args.w_dtype = ree::DType::kBF16;
-  args.y = y;
-  args.y_dtype = ree::DType::kF32;
-  args.m = p.m;
-  args.n = p.n;
-  args.k = p.k;
+  ree::bench::DeviceLinearProblem problem(p.m, p.n, p.k, copies, f32_copies);
+  ree::repops::LinearArgs args = problem.args();
   float ours = timeMs(iterations, [&](int i) {
-    args.w = w_bf16[i % copies];
+    args.w = problem.w_bf16[i % copies];
     CHECK_REE(ree::repops::cuda::linear(args, nullptr));
   });
   // The model's own decode path: fp32 activations (the reproducible set keeps them in fp32) and
@@ -87,19 +61,21 @@ void run(const Problem& p, int iterations, double copy_gbs, cublasHandle_t cubla
   float ours_x32 = 0.0f;
   if (p.decode) {
     ree::repops::LinearArgs args32 = args;
-    args32.x = x_f32;
+    args32.x = problem.x_f32;
     args32.x_dtype = ree::DType::kF32;
     args32.w_is_constant = true;
     ours_x32 = timeMs(iterations, [&](int i) {
-      args32.w = w_bf16[i % copies];
+      args32.w = problem.w_bf16[i % copies];
       CHECK_REE(ree::repops::cuda::linear(args32, nullptr));
     });
   }
   float gemm_ex = timeMs(iterations, [&](int i) {
-    ree::bench::cublasBf16Linear(cublas, p.m, p.n, p.k, w_bf16[i % copies], x_bf16, y);
+    ree::bench::cublasBf16Linear(cublas, p.m, p.n, p.k, problem.w_bf16[i % copies], problem.x_bf16,
+                                 problem.y);
   });
   float sgemm = timeMs(iterations, [&](int i) {
-    ree::bench::cublasF32Linear(cublas, p.m, p.n, p.k, w_f32[i % f32_copies], x_f32, y);
+    ree::bench::cublasF32Linear(cublas, p.m, p.n, p.k, problem.w_f32[i % f32_copies], problem.x_f32,
+                                problem.y);
   });
   double flops = 2.0 * p.m * p.n * double(p.k);
   if (p.decode) {
@@ -120,13 +96,6 @@ void run(const Problem& p, int iterations, double copy_gbs, cublasHandle_t cubla
         gemm_ex / ours, sgemm, flops / (sgemm * 1e-3) / 1e12, sgemm / ours);
   }
   std::fflush(stdout);
-  for (auto* w : w_bf16)
-    CHECK_CUDA(cudaFree(w));
-  for (auto* w : w_f32)
-    CHECK_CUDA(cudaFree(w));
-  CHECK_CUDA(cudaFree(x_bf16));
-  CHECK_CUDA(cudaFree(x_f32));
-  CHECK_CUDA(cudaFree(y));
 }
 
 }  // namespace

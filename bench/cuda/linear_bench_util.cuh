@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "ree/core/status.h"
+#include "ree/kernels/linear.h"
 
 #define CHECK_CUDA(call)                                                                         \
   do {                                                                                           \
@@ -76,6 +78,63 @@ float timeMs(int iterations, F&& body, int warmup = 3) {
   CHECK_CUDA(cudaEventDestroy(stop));
   return ms / iterations;
 }
+
+// The device tensors of one [M, K] x [N, K]^T problem: bf16 x and w, fp32 y, and fp32 copies of x
+// and w (the same values) for SGEMM. w has `bf16_copies` and `f32_copies` copies (copy c from seed
+// 17 + c: a rotation through more bytes than L2 holds streams the weights from memory); x comes
+// from seed 99. Freed on scope exit.
+struct DeviceLinearProblem {
+  int m, n, k;
+  std::vector<uint16_t*> w_bf16;
+  std::vector<float*> w_f32;
+  uint16_t* x_bf16 = nullptr;
+  float* x_f32 = nullptr;
+  float* y = nullptr;
+
+  DeviceLinearProblem(int rows, int outputs, int features, int bf16_copies = 1, int f32_copies = 1)
+      : m(rows), n(outputs), k(features), w_bf16(bf16_copies), w_f32(f32_copies) {
+    const size_t w_count = size_t(n) * k, x_count = size_t(m) * k;
+    for (int c = 0; c < bf16_copies; ++c) {
+      CHECK_CUDA(cudaMalloc(&w_bf16[c], w_count * 2));
+      fillBf16Exact<<<1024, 256>>>(w_bf16[c], nullptr, w_count, 17 + c);
+    }
+    for (int c = 0; c < f32_copies; ++c) {
+      CHECK_CUDA(cudaMalloc(&w_f32[c], w_count * 4));
+      fillBf16Exact<<<1024, 256>>>(nullptr, w_f32[c], w_count, 17 + c);
+    }
+    CHECK_CUDA(cudaMalloc(&x_bf16, x_count * 2));
+    CHECK_CUDA(cudaMalloc(&x_f32, x_count * 4));
+    CHECK_CUDA(cudaMalloc(&y, size_t(m) * n * 4));
+    fillBf16Exact<<<1024, 256>>>(x_bf16, x_f32, x_count, 99);
+    CHECK_CUDA(cudaDeviceSynchronize());
+  }
+  DeviceLinearProblem(const DeviceLinearProblem&) = delete;
+  DeviceLinearProblem& operator=(const DeviceLinearProblem&) = delete;
+  ~DeviceLinearProblem() {
+    for (auto* w : w_bf16)
+      CHECK_CUDA(cudaFree(w));
+    for (auto* w : w_f32)
+      CHECK_CUDA(cudaFree(w));
+    CHECK_CUDA(cudaFree(x_bf16));
+    CHECK_CUDA(cudaFree(x_f32));
+    CHECK_CUDA(cudaFree(y));
+  }
+
+  // REE's arguments: bf16 x, the first bf16 copy of w, fp32 y, dense.
+  repops::LinearArgs args() const {
+    repops::LinearArgs a;
+    a.x = x_bf16;
+    a.x_dtype = DType::kBF16;
+    a.w = w_bf16[0];
+    a.w_dtype = DType::kBF16;
+    a.y = y;
+    a.y_dtype = DType::kF32;
+    a.m = m;
+    a.n = n;
+    a.k = k;
+    return a;
+  }
+};
 
 // The cuBLAS baselines of row-major Y[M,N] = X[M,K] W[N,K]^T, i.e. column-major
 // Y^T[N,M] = W^T (op T on [K,N]) X^T, fp32 y: GemmEx with bf16 inputs and fp32 compute (tensor
