@@ -123,6 +123,11 @@ struct LinearShape {
   bool has_bias = false, accumulate = false;
   DType bias_dtype = DType::kF32;
 
+  void setDtypes(DType x, DType w, DType y) {
+    x_dtype = x;
+    w_dtype = w;
+    y_dtype = y;
+  }
   int64_t xs() const { return x_stride ? x_stride : k; }
   int64_t ws() const { return w_stride ? w_stride : k; }
   int64_t ys() const { return y_stride ? y_stride : n; }
@@ -165,6 +170,19 @@ struct LinearShape {
 inline constexpr DType kLinearXTypes[] = {DType::kF32, DType::kBF16};
 inline constexpr DType kLinearWTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 inline constexpr DType kLinearYTypes[] = {DType::kF32, DType::kBF16};
+
+// Calls f(x_dtype, w_dtype, y_dtype) for each of the 12 combinations linear accepts (x outermost,
+// then w, then y) until f returns false.
+template <typename F>
+void forEachLinearDtypes(F&& f) {
+  for (DType x : kLinearXTypes) {
+    for (DType w : kLinearWTypes) {
+      for (DType y : kLinearYTypes) {
+        if (!f(x, w, y)) return;
+      }
+    }
+  }
+}
 
 // For a shape whose m, n, k and dtypes are set: K moved off a multiple of 128 (a short last
 // block), then random strides, bias, bias dtype and accumulate, in this order of draws from rng.

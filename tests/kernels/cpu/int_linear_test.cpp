@@ -133,28 +133,23 @@ class Restore {
 TEST(IntLinearCpu, RandomShapesMatchBruteForceSpec) {
   std::mt19937_64 rng(23);
   int cases = 0;
-  for (DType x_dtype : test::kLinearXTypes) {
-    for (DType w_dtype : test::kLinearWTypes) {
-      for (DType y_dtype : test::kLinearYTypes) {
-        for (int rep = 0; rep < 3; ++rep) {
-          Problem p;
-          p.x_dtype = x_dtype;
-          p.w_dtype = w_dtype;
-          p.y_dtype = y_dtype;
-          p.m = rep == 0 ? 1 + static_cast<int64_t>(rng() % 300)
-                         : 1 + static_cast<int64_t>(rng() % 9);
-          p.n = 1 + 2 * static_cast<int64_t>(rng() % (rep == 0 ? 6 : 20));
-          p.k = 1 + static_cast<int64_t>(rng() % 700);
-          test::randomizeIntLinearLayout(rng, p);
-          p.fill(rng(), /*hostile=*/rep != 2, /*non_finite=*/rep == 1);
-          Buffer y = p.run();
-          checkSpecBits(p, y);
-          if (HasFatalFailure()) return;
-          ++cases;
-        }
-      }
+  test::forEachLinearDtypes([&](DType x_dtype, DType w_dtype, DType y_dtype) {
+    for (int rep = 0; rep < 3; ++rep) {
+      Problem p;
+      p.setDtypes(x_dtype, w_dtype, y_dtype);
+      p.m = rep == 0 ? 1 + static_cast<int64_t>(rng() % 300) : 1 + static_cast<int64_t>(rng() % 9);
+      p.n = 1 + 2 * static_cast<int64_t>(rng() % (rep == 0 ? 6 : 20));
+      p.k = 1 + static_cast<int64_t>(rng() % 700);
+      test::randomizeIntLinearLayout(rng, p);
+      p.fill(rng(), /*hostile=*/rep != 2, /*non_finite=*/rep == 1);
+      Buffer y = p.run();
+      checkSpecBits(p, y);
+      if (HasFatalFailure()) return false;
+      ++cases;
     }
-  }
+    return true;
+  });
+  if (HasFatalFailure()) return;
   EXPECT_EQ(cases, 36);
 }
 

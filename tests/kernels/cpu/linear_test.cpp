@@ -118,9 +118,7 @@ TEST(LinearCpu, AllDtypesMatchSpecAndFp64Reference) {
             p.m = 3;
             p.n = 21;
             p.k = k;
-            p.x_dtype = x_dtype;
-            p.w_dtype = w_dtype;
-            p.y_dtype = y_dtype;
+            p.setDtypes(x_dtype, w_dtype, y_dtype);
             p.has_bias = bias_mode != 0;
             p.bias_dtype = bias_mode == 2 ? w_dtype : DType::kF32;
             p.fill(seed++);

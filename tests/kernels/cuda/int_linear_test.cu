@@ -65,25 +65,20 @@ void expectSameBits(Problem& p) {
 TEST(IntLinearCuda, RandomShapesMatchCpuBitwise) {
   REE_SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(2323);
-  for (DType x_dtype : test::kLinearXTypes) {
-    for (DType w_dtype : test::kLinearWTypes) {
-      for (DType y_dtype : test::kLinearYTypes) {
-        for (int rep = 0; rep < 3; ++rep) {
-          Problem p;
-          p.x_dtype = x_dtype;
-          p.w_dtype = w_dtype;
-          p.y_dtype = y_dtype;
-          p.m = 1 + static_cast<int64_t>(rng() % (rep == 0 ? 300 : 20));
-          p.n = 1 + 2 * static_cast<int64_t>(rng() % 100);
-          p.k = 1 + static_cast<int64_t>(rng() % (rep == 2 ? 4200 : 900));
-          test::randomizeIntLinearLayout(rng, p);
-          p.fill(rng(), /*hostile=*/rep != 2, /*non_finite=*/rep == 1);
-          expectSameBits(p);
-          if (HasFailure()) return;
-        }
-      }
+  test::forEachLinearDtypes([&](DType x_dtype, DType w_dtype, DType y_dtype) {
+    for (int rep = 0; rep < 3; ++rep) {
+      Problem p;
+      p.setDtypes(x_dtype, w_dtype, y_dtype);
+      p.m = 1 + static_cast<int64_t>(rng() % (rep == 0 ? 300 : 20));
+      p.n = 1 + 2 * static_cast<int64_t>(rng() % 100);
+      p.k = 1 + static_cast<int64_t>(rng() % (rep == 2 ? 4200 : 900));
+      test::randomizeIntLinearLayout(rng, p);
+      p.fill(rng(), /*hostile=*/rep != 2, /*non_finite=*/rep == 1);
+      expectSameBits(p);
+      if (HasFailure()) return false;
     }
-  }
+    return true;
+  });
 }
 
 // Model-like shapes: K = 4096 + 3, a few hundred outputs, M across the tile boundaries.
