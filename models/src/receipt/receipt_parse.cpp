@@ -6,7 +6,7 @@
 #include <cstring>
 #include <set>
 
-#include "generation_sampling.h"
+#include "engine/generation_sampling.h"
 #include "receipt_json.h"
 #include "ree/core/file.h"
 #include "ree/core/json_guard.h"

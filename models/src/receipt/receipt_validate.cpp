@@ -3,7 +3,7 @@
 // is consistent, and only verify (receipt_verify.cpp) says whether it is true.
 #include <algorithm>
 
-#include "generation_sampling.h"
+#include "engine/generation_sampling.h"
 #include "receipt_json.h"
 
 namespace ree {
