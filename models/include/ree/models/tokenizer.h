@@ -68,7 +68,7 @@ class Tokenizer {
   // The path (or source name) this tokenizer was loaded from.
   const std::string& sourceName() const;
 
-  // Opaque implementation (models/src/tokenizer_impl.h).
+  // Opaque implementation (models/src/tokenizer/tokenizer_impl.h).
   struct Impl;
 
  private:
