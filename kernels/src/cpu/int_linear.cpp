@@ -258,9 +258,7 @@ void setIntLinearSimdEnabled(bool enabled) {
 Status intLinear(const LinearArgs& a) {
   REE_RETURN_IF_ERROR(validateIntLinearArgs(a));
   if (a.m == 0) return Status::kSuccess;
-  const int64_t x_stride = a.x_row_stride ? a.x_row_stride : a.k;
-  const int64_t w_stride = a.w_row_stride ? a.w_row_stride : a.k;
-  const int64_t y_stride = a.y_row_stride ? a.y_row_stride : a.n;
+  const int64_t x_stride = a.xStride(), w_stride = a.wStride(), y_stride = a.yStride();
   bool simd = g_simd_enabled.load();
 #if defined(REE_INT_LINEAR_X86)
   simd = simd && cpuHasAvx2();

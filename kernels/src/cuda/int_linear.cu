@@ -357,8 +357,7 @@ Layout layoutOf(const LinearArgs& args) {
 // Enqueues the quantisation kernels and (unless quantize_only) the GEMM on `scratch`.
 Status enqueue(const LinearArgs& args, const Layout& l, int8_t* scratch, bool quantize_only,
                cudaStream_t stream) {
-  const int64_t x_stride = args.x_row_stride ? args.x_row_stride : args.k;
-  const int64_t w_stride = args.w_row_stride ? args.w_row_stride : args.k;
+  const int64_t x_stride = args.xStride(), w_stride = args.wStride();
   int8_t* x_planes = scratch + l.x_planes;
   int8_t* w_planes = scratch + l.w_planes;
   int32_t* x_exponents = reinterpret_cast<int32_t*>(scratch + l.x_exponents);
@@ -384,7 +383,7 @@ Status enqueue(const LinearArgs& args, const Layout& l, int8_t* scratch, bool qu
   g.bias = args.bias;
   g.bias_dtype = args.bias_dtype;
   g.y = args.y;
-  g.y_stride = args.y_row_stride ? args.y_row_stride : args.n;
+  g.y_stride = args.yStride();
   g.y_is_bf16 = args.y_dtype == DType::kBF16;
   g.accumulate = args.accumulate;
   REE_RETURN_IF_ERROR(allowFullSharedMemory(intGemmKernel));

@@ -48,6 +48,11 @@ struct LinearArgs {
   // uploaded before the run). The CUDA GEMV then starts reading its first weights while the
   // previous kernel on the stream is still running. Never changes the bits; ignored on the CPU.
   bool w_is_constant = false;
+
+  // The row strides in effect (a stride of 0 resolved to the dense default).
+  int64_t xStride() const { return x_row_stride ? x_row_stride : k; }
+  int64_t wStride() const { return w_row_stride ? w_row_stride : k; }
+  int64_t yStride() const { return y_row_stride ? y_row_stride : n; }
 };
 
 namespace detail {
