@@ -58,18 +58,12 @@ void run(int m, int k, int n, int iterations, cublasHandle_t cublas) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int iterations = argc > 1 ? std::atoi(argv[1]) : 20;
-  cudaDeviceProp prop;
-  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device %s, %d SMs; bf16 x and w, fp32 y; TFLOP/s = 2MNK / time\n", prop.name,
-              prop.multiProcessorCount);
-  cublasHandle_t cublas;
-  CHECK_CUBLAS(cublasCreate(&cublas));
-  const int shapes[3][2] = {{4096, 4096}, {4096, 14336}, {14336, 4096}};  // K x N
+  ree::bench::LinearBenchContext context(argc, argv);
+  std::printf("device %s, %d SMs; bf16 x and w, fp32 y; TFLOP/s = 2MNK / time\n", context.prop.name,
+              context.prop.multiProcessorCount);
   for (int m : {1, 64, 2048, 8192}) {
-    for (auto& shape : shapes)
-      run(m, shape[0], shape[1], iterations, cublas);
+    for (auto& shape : ree::bench::kLlamaProjections)
+      run(m, shape[0], shape[1], context.iterations, context.cublas);
   }
-  CHECK_CUBLAS(cublasDestroy(cublas));
   return 0;
 }

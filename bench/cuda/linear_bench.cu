@@ -101,30 +101,31 @@ void run(const Problem& p, int iterations, double copy_gbs, cublasHandle_t cubla
 }  // namespace
 
 int main(int argc, char** argv) {
-  int iterations = argc > 1 ? std::atoi(argv[1]) : 20;
-  cudaDeviceProp prop;
-  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  ree::bench::LinearBenchContext context(argc, argv);
+  const cudaDeviceProp& prop = context.prop;
+  const int iterations = context.iterations;
   double copy_gbs = copyBandwidthGBs();
   std::printf("device %s, %d SMs, L2 %d MiB; D2D copy bandwidth (read+write) %.0f GB/s\n",
               prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, copy_gbs);
   std::printf(
       "ours: bf16 weights, bf16 x, fp32 y (reproducible, fp32 FFMA); cublas bf16: GemmEx "
       "bf16 in, fp32 compute (tensor cores, not reproducible); sgemm: fp32 in\n");
-  cublasHandle_t cublas;
-  CHECK_CUBLAS(cublasCreate(&cublas));
-  const int shapes[3][2] = {{4096, 4096}, {4096, 14336}, {14336, 4096}};  // K x N
-  for (auto& shape : shapes) {
+  auto decode = [&](int m, int k, int n) {
+    run({m, k, n, true}, iterations, copy_gbs, context.cublas, prop.l2CacheSize);
+  };
+  for (auto& shape : ree::bench::kLlamaProjections) {
     for (int m : {1, 4, 8, 16})
-      run({m, shape[0], shape[1], true}, iterations, copy_gbs, cublas, prop.l2CacheSize);
+      decode(m, shape[0], shape[1]);
   }
   // Llama-3-8B's fused decode projections: q|k|v (N = 6144), gate|up (N = 28672), lm_head.
   const int model_shapes[3][2] = {{4096, 6144}, {4096, 28672}, {4096, 128256}};
   for (auto& shape : model_shapes) {
     for (int m : {1, 8})
-      run({m, shape[0], shape[1], true}, iterations, copy_gbs, cublas, prop.l2CacheSize);
+      decode(m, shape[0], shape[1]);
   }
-  run({4096, 4096, 4096, false}, std::max(3, iterations / 4), copy_gbs, cublas, prop.l2CacheSize);
-  run({8192, 4096, 14336, false}, std::max(3, iterations / 8), copy_gbs, cublas, prop.l2CacheSize);
-  CHECK_CUBLAS(cublasDestroy(cublas));
+  run({4096, 4096, 4096, false}, std::max(3, iterations / 4), copy_gbs, context.cublas,
+      prop.l2CacheSize);
+  run({8192, 4096, 14336, false}, std::max(3, iterations / 8), copy_gbs, context.cublas,
+      prop.l2CacheSize);
   return 0;
 }

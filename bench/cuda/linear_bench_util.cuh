@@ -42,6 +42,27 @@
 
 namespace ree::bench {
 
+// What a linear bench's main() sets up: the iteration count (argv[1], default 20), device 0's
+// properties and a cuBLAS handle (destroyed on scope exit).
+struct LinearBenchContext {
+  int iterations = 20;
+  cudaDeviceProp prop{};
+  cublasHandle_t cublas = nullptr;
+
+  LinearBenchContext(int argc, char** argv) {
+    if (argc > 1) iterations = std::atoi(argv[1]);
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+    CHECK_CUBLAS(cublasCreate(&cublas));
+  }
+  LinearBenchContext(const LinearBenchContext&) = delete;
+  LinearBenchContext& operator=(const LinearBenchContext&) = delete;
+  ~LinearBenchContext() { CHECK_CUBLAS(cublasDestroy(cublas)); }
+};
+
+// The Llama-3-8B projections both benches measure, K x N: q and o (4096 x 4096), gate and up
+// (4096 x 14336), down (14336 x 4096).
+inline constexpr int kLlamaProjections[3][2] = {{4096, 4096}, {4096, 14336}, {14336, 4096}};
+
 // Hash-based values in [-0.05, 0.05), exact in bf16, written as bf16 and/or fp32 (either may be
 // null) so that both copies hold the same numbers.
 __global__ void fillBf16Exact(uint16_t* bf16, float* f32, size_t count, uint32_t seed) {
