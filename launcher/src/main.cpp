@@ -180,9 +180,11 @@ int generateMain(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "validate") == 0) {
+    ree::launcher::announceLeaving("it runs `ree-launch validate` and exits");
     return ree::launcher::validateCommand(argc - 1, argv + 1);
   }
   if (argc > 1 && std::strcmp(argv[1], "verify") == 0) {
+    ree::launcher::announceLeaving("it runs `ree-launch verify`, which runs in one process");
     // Verification runs in one process; --n-partitions N runs N stages in it (any N verifies).
     if (ree::launcher::startedByMpirun() && std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr &&
         std::strcmp(std::getenv("OMPI_COMM_WORLD_SIZE"), "1") != 0) {

@@ -29,18 +29,21 @@ RankIntent intentOf(const LaunchOptions& options, Status parsed) {
 #if defined(REE_LAUNCH_WITH_MPI)
 namespace {
 
-const char* leavingReason(RankIntent intent) {
-  return intent == RankIntent::kPlan ? "it was given --plan: it prints the plan and exits"
-                                     : "it was given --help or --version and exits";
+// Why a peer leaves, from its note: 'p', or 'l' followed by its reason.
+std::string leavingReason(const std::string& note) {
+  if (note[0] == static_cast<char>(RankIntent::kPlan)) {
+    return "it was given --plan: it prints the plan and exits";
+  }
+  return note.size() > 1 ? note.substr(1) : "it was given --help or --version and exits";
 }
 
 // The start-up exchange (see setUpProcess). Fails on every rank alike when a rank's flags were
 // refused; fails on a running rank when a peer leaves early.
 // `alike`: every rank has the same intent.
-Status announceIntent(const comm::MpiWorld& world, RankIntent intent, const std::string& failure,
+Status announceIntent(const comm::MpiWorld& world, RankIntent intent, const std::string& detail,
                       double timeout_s, bool* alike) {
   std::string note(1, static_cast<char>(intent));
-  if (intent == RankIntent::kFailed) note += failure.substr(0, 4096);
+  if (intent == RankIntent::kFailed || intent == RankIntent::kLeave) note += detail.substr(0, 4096);
   std::vector<std::string> notes;
   REE_RETURN_IF_ERROR(comm::exchangeWorldTexts(world, note, timeout_s, &notes));
   for (int r = 0; r < world.size; ++r) {
@@ -60,7 +63,7 @@ Status announceIntent(const comm::MpiWorld& world, RankIntent intent, const std:
       return REE_FAIL(Status::kInvalidArgument,
                       "rank %d: rank %d left before the run began (%s); give every rank the same "
                       "flags",
-                      world.rank, r, leavingReason(peer));
+                      world.rank, r, leavingReason(notes[r]).c_str());
     }
   }
   return Status::kSuccess;
@@ -113,11 +116,11 @@ Status createRankTransport(const comm::MpiWorld& world, LaunchOptions* options, 
 }  // namespace
 #endif
 
-Status setUpProcess(LaunchOptions* options, RankIntent intent, const std::string& failure,
+Status setUpProcess(LaunchOptions* options, RankIntent intent, const std::string& detail,
                     ProcessRole* role) {
   if (!startedByMpirun()) {
     return intent == RankIntent::kFailed
-               ? setError(Status::kInvalidArgument, nullptr, 0, "%s", failure.c_str())
+               ? setError(Status::kInvalidArgument, nullptr, 0, "%s", detail.c_str())
                : Status::kSuccess;
   }
 #if !defined(REE_LAUNCH_WITH_MPI)
@@ -134,15 +137,26 @@ Status setUpProcess(LaunchOptions* options, RankIntent intent, const std::string
   role->world_size = world.size;
   bool alike = true;
   if (world.size > 1) {
-    REE_RETURN_IF_ERROR(announceIntent(world, intent, failure, options->comm_timeout_s, &alike));
+    REE_RETURN_IF_ERROR(announceIntent(world, intent, detail, options->comm_timeout_s, &alike));
   } else if (intent == RankIntent::kFailed) {
-    return setError(Status::kInvalidArgument, nullptr, 0, "%s", failure.c_str());
+    return setError(Status::kInvalidArgument, nullptr, 0, "%s", detail.c_str());
   }
   // mpirun -n 1 is the same as no mpirun. --help and --version need no transport; nor does a rank
   // leaving alone (its peers have stopped: creating the transport would wait for them).
   if (world.size == 1 || intent == RankIntent::kLeave || !alike) return Status::kSuccess;
   return createRankTransport(world, options, role);
 #endif
+}
+
+void announceLeaving(const std::string& why) {
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (size == nullptr) size = std::getenv("PMI_SIZE");
+  if (size == nullptr || std::string(size) == "1") return;
+  LaunchOptions options;  // the default --comm-timeout
+  ProcessRole role;
+  (void)setUpProcess(&options, RankIntent::kLeave, why, &role);  // its peers report it
+  finishProcess(&role);
+  clearError();
 }
 
 void finishProcess(ProcessRole* role) {

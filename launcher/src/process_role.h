@@ -33,16 +33,21 @@ enum class RankIntent : char {
 RankIntent intentOf(const LaunchOptions& options, Status parsed);
 
 // Under mpirun: initialises MPI, then every rank tells every other what it is about to do
-// (`intent`; with kFailed, `failure` is its error message), so that no rank waits for a peer that
-// has left: when a rank's flags were refused every rank fails with that rank's message
-// ("rank R: ..."), and a rank about to run fails at once when a peer leaves early (--plan, --help,
-// --version), naming it. Then checks --n-partitions against the world size and the host's ranks
-// against its GPUs, picks this rank's device (cuda:<local rank> for GPU runs) and creates the
-// transport (--transport). These checks depend only on the flags and the host, so every rank fails
-// the same way with the same message. Without mpirun, returns at once (kSuccess unless kFailed).
-// A rank whose intent is not kRun gets no transport.
-Status setUpProcess(LaunchOptions* options, RankIntent intent, const std::string& failure,
+// (`intent`; `detail` is its error message with kFailed, why it leaves with kLeave), so that no
+// rank waits for a peer that has left: when a rank's flags were refused every rank fails with that
+// rank's message ("rank R: ..."), and a rank about to run fails at once when a peer leaves early
+// (--plan, --help, --version, a subcommand), naming it. Then checks --n-partitions against the
+// world size and the host's ranks against its GPUs, picks this rank's device (cuda:<local rank>
+// for GPU runs) and creates the transport (--transport). These checks depend only on the flags and
+// the host, so every rank fails the same way with the same message. Without mpirun, returns at
+// once (kSuccess unless kFailed). A rank whose intent is not kRun gets no transport.
+Status setUpProcess(LaunchOptions* options, RankIntent intent, const std::string& detail,
                     ProcessRole* role);
+
+// A process of an mpirun job of several ranks that will not take part in a run (`validate`,
+// `verify`) tells its peers so at start-up, with `why`, so that ranks about to run stop at once
+// instead of waiting --comm-timeout for it. Does nothing outside such a job.
+void announceLeaving(const std::string& why);
 
 // Ends the run: destroys the transport and finalises MPI (normal exit, every rank).
 void finishProcess(ProcessRole* role);

@@ -450,7 +450,8 @@ validate deep-nesting r-deep.json "$r/r-deep.json"
 validate truncated r-truncated.json "$r/r-truncated.json"
 validate not-object r-not-object.json "$r/r-not-object.json"
 run rerr verify-max-context-huge "max_context" "$launch" verify "$r/r-max-context-huge.json" "${b[@]}"
-if grep -qF -- "--max-context" "$work/err"; then
+if { [ -z "$only" ] || [[ verify-max-context-huge =~ $only ]]; } &&
+  grep -qF -- "--max-context" "$work/err"; then
   report_failure verify-max-context-names-flag "names --max-context, a flag the user never passed" \
     verify "$r/r-max-context-huge.json"
 fi
@@ -471,6 +472,8 @@ if [ -n "$mpiexec" ]; then
     -n 1 "$launch" "${q[@]}" --plan : -n 1 "$launch" "${q[@]}"
   run mpi mpi-version-on-rank-1 "rank 1 left before the run began" "${mpirun[@]}" \
     -n 1 "$launch" "${q[@]}" : -n 1 "$launch" "${q[@]}" --version
+  run mpi mpi-validate-on-rank-0 "rank 0 left before the run began (it runs \`ree-launch validate\`" \
+    "${mpirun[@]}" -n 1 "$launch" validate "$work/receipt.json" : -n 1 "$launch" "${q[@]}"
   run mpi mpi-flag-error-on-rank-1 "rank 1: --top-k '-1'" "${mpirun[@]}" \
     -n 1 "$launch" "${q[@]}" : -n 1 "$launch" "${q[@]}" --top-k -1
   run mpi mpi-fifo-prompt-on-rank-1 "rank 1: --prompt-file" "${mpirun[@]}" \
