@@ -651,6 +651,17 @@ TEST(ReceiptHostile, RelaxedLoadRulesAreRecordedAndReplayed) {
   EXPECT_NE(message.find("run.allow_non_finite_weights"), std::string::npos) << message;
 }
 
+// A receipt's own strings never break the one-line error: a format holding a newline is quoted
+// escaped (found by fuzz_receipt: `validate` printed a second line that the receipt wrote).
+TEST(ReceiptHostile, FieldsQuotedInErrorsStayOnOneLine) {
+  nlohmann::json j = nlohmann::json::parse(fileText(generateReceipt(/*trace=*/false)));
+  j["format"] = "ree-receipt/1\nreceipt.json: valid: 1 request(s)";
+  std::string message;
+  EXPECT_EQ(parseText(j.dump(), &message), Status::kIoError);
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  EXPECT_NE(message.find("\\x0a"), std::string::npos) << message;
+}
+
 TEST(ReceiptHostile, ReadingRefusesNonRegularFilesWithTheCause) {
   const std::string dir = tempDir("non_regular");
   const std::string fifo = dir + "/fifo.json";

@@ -514,7 +514,7 @@ TEST(TokenizerHostile, IdsAreCheckedAgainstTheVocabulary) {
       {"/model/merges/1", R"(["zz", "b"])", {"'model.merges[1]'", "'zz' is not in the vocabulary"}},
       {"/post_processor",
        template_with_id,
-       {"'post_processor.special_tokens.<s>.ids[0]'", "id 5000", "7 tokens"}},
+       {"'post_processor.special_tokens.<s>.ids[0]'", "id 5000", "names no token", "ids 0..6"}},
   };
   for (const Case& c : cases) {
     json j = tinyBpe();
@@ -538,6 +538,13 @@ TEST(TokenizerHostile, IdsAreCheckedAgainstTheVocabulary) {
     std::vector<int32_t> ids;
     ASSERT_EQ(tokenizer->encode("abc<t><s>", false, &ids), Status::kSuccess);
     EXPECT_EQ(ids, (std::vector<int32_t>{50, 7, 6}));
+    // A template id inside a gap (below the vocabulary size, naming no token) is refused: encode
+    // would emit an id that decodes to nothing (found by fuzz_tokenizer_load).
+    j["post_processor"] = json::parse(template_with_id);
+    j["post_processor"]["special_tokens"]["<s>"]["ids"][0] = 20;
+    expectLoadFailure(j.dump(), Status::kIoError,
+                      {"'post_processor.special_tokens.<s>.ids[0]'", "id 20", "names no token"},
+                      "template id in a gap");
   }
   // Control: the same template with an id inside the vocabulary loads and emits it.
   json j = tinyBpe();

@@ -10,6 +10,7 @@
 #include "receipt_json.h"
 #include "ree/core/file.h"
 #include "ree/core/json_guard.h"
+#include "ree/core/text.h"
 
 namespace ree {
 namespace {
@@ -348,7 +349,7 @@ Status parseReceiptJson(const Reader& in, const Json& j, Receipt* r) {
   if (!j.contains("format")) return in.fail("format", "missing (not a REE receipt?)");
   REE_RETURN_IF_ERROR(in.string(j["format"], "format", &r->format));
   if (r->format != kReceiptFormat) {
-    return in.fail("format", "'" + r->format + "' is not " + kReceiptFormat +
+    return in.fail("format", "'" + printableText(r->format, 40) + "' is not " + kReceiptFormat +
                                  " (the only receipt format this runtime reads)");
   }
   REE_RETURN_IF_ERROR(in.keys(

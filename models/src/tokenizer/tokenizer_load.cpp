@@ -138,8 +138,11 @@ Status parseStages(const LoadContext& ctx, const json& root, Tokenizer::Impl* im
       impl->has_normalizer ? &impl->normalizer : nullptr, &impl->added, &impl->vocab_size));
   if (present(root, "post_processor")) {
     impl->has_post_processor = true;
-    REE_RETURN_IF_ERROR(parsePostProcessor(ctx, root["post_processor"], "post_processor",
-                                           impl->vocab_size, &impl->post_processor));
+    const Tokenizer::Impl& built = *impl;
+    TokenIdCheck check{[&built](int32_t id) { return built.tokenOf(id) != nullptr; },
+                       impl->vocab_size};
+    REE_RETURN_IF_ERROR(parsePostProcessor(ctx, root["post_processor"], "post_processor", check,
+                                           &impl->post_processor));
   }
   return Status::kSuccess;
 }

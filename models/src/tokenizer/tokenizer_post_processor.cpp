@@ -8,7 +8,8 @@ namespace {
 
 // The ids of special token `name` in the template's special_tokens map.
 Status specialTokenIds(const LoadContext& ctx, const json* special_tokens, const std::string& name,
-                       const std::string& field, int32_t vocab_size, std::vector<int32_t>* ids) {
+                       const std::string& field, const TokenIdCheck& check,
+                       std::vector<int32_t>* ids) {
   const std::string map_field = field + ".special_tokens";
   if (!special_tokens || !special_tokens->contains(name) || !(*special_tokens)[name].is_object()) {
     return ctx.malformed(map_field, "no ids for '" + name + "'");
@@ -23,11 +24,11 @@ Status specialTokenIds(const LoadContext& ctx, const json* special_tokens, const
       return ctx.malformed(ids_field, "expected token ids");
     }
     const auto id = value.get<int32_t>();
-    if (id >= vocab_size) {
+    if (id >= check.vocab_size || !check.names_token(id)) {
       return ctx.malformed(elementField(ids_field, i),
                            "special token '" + name + "' has id " + std::to_string(id) +
-                               ", outside the vocabulary of " + std::to_string(vocab_size) +
-                               " tokens (ids 0.." + std::to_string(vocab_size - 1) + ")");
+                               ", which names no token of the vocabulary (ids 0.." +
+                               std::to_string(check.vocab_size - 1) + ")");
     }
     ids->push_back(id);
   }
@@ -35,7 +36,7 @@ Status specialTokenIds(const LoadContext& ctx, const json* special_tokens, const
 }
 
 Status parseTemplate(const LoadContext& ctx, const json& object, const std::string& field,
-                     int32_t vocab_size, PostProcessor* out) {
+                     const TokenIdCheck& check, PostProcessor* out) {
   out->kind = PostProcessor::Kind::kTemplate;
   const json* single = nullptr;
   REE_RETURN_IF_ERROR(ctx.getArray(object, "single", field, kMaxListItems, &single));
@@ -59,7 +60,7 @@ Status parseTemplate(const LoadContext& ctx, const json& object, const std::stri
       std::string id;
       REE_RETURN_IF_ERROR(ctx.getString(item["SpecialToken"], "id", item_field + ".SpecialToken",
                                         &id, nullptr, kMaxTokenBytes));
-      REE_RETURN_IF_ERROR(specialTokenIds(ctx, special_tokens, id, field, vocab_size, &parsed.ids));
+      REE_RETURN_IF_ERROR(specialTokenIds(ctx, special_tokens, id, field, check, &parsed.ids));
     } else {
       return ctx.malformed(item_field, "expected {\"Sequence\": ...} or {\"SpecialToken\": ...}");
     }
@@ -88,7 +89,7 @@ void PostProcessor::apply(std::vector<int32_t>* ids) const {
 }
 
 Status parsePostProcessor(const LoadContext& ctx, const json& object, const std::string& field,
-                          int32_t vocab_size, PostProcessor* out) {
+                          const TokenIdCheck& check, PostProcessor* out) {
   std::string type;
   REE_RETURN_IF_ERROR(ctx.getType(object, field, &type));
   if (type == "Sequence") {
@@ -98,7 +99,7 @@ Status parsePostProcessor(const LoadContext& ctx, const json& object, const std:
     for (size_t i = 0; i < list->size(); ++i) {
       PostProcessor child;
       REE_RETURN_IF_ERROR(parsePostProcessor(
-          ctx, (*list)[i], elementField(field + ".processors", i), vocab_size, &child));
+          ctx, (*list)[i], elementField(field + ".processors", i), check, &child));
       out->children.push_back(std::move(child));
     }
     return Status::kSuccess;
@@ -107,7 +108,7 @@ Status parsePostProcessor(const LoadContext& ctx, const json& object, const std:
     out->kind = PostProcessor::Kind::kByteLevel;
     return Status::kSuccess;
   }
-  if (type == "TemplateProcessing") return parseTemplate(ctx, object, field, vocab_size, out);
+  if (type == "TemplateProcessing") return parseTemplate(ctx, object, field, check, out);
   return ctx.unsupported(field + ".type", "unsupported post-processor '" + type +
                                               "' (supported: Sequence, ByteLevel, "
                                               "TemplateProcessing)");

@@ -2,6 +2,8 @@
 // encode(add_special_tokens = true).
 #pragma once
 
+#include <functional>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,9 +25,16 @@ struct PostProcessor {
   void apply(std::vector<int32_t>* ids) const;
 };
 
-// `vocab_size` (model and added tokens): every special token id of a template must be below it,
-// since encode emits those ids as they are.
+// Every special token id of a template must name a token (`names_token`: of the model vocabulary
+// or the added tokens, which may leave gaps below `vocab_size`), since encode emits those ids as
+// they are.
+// Whether an id names a token, and one past the largest id (for the message).
+struct TokenIdCheck {
+  std::function<bool(int32_t)> names_token;
+  int32_t vocab_size = 0;
+};
+
 Status parsePostProcessor(const LoadContext& ctx, const json& object, const std::string& field,
-                          int32_t vocab_size, PostProcessor* out);
+                          const TokenIdCheck& names_token, PostProcessor* out);
 
 }  // namespace ree::models::tokenizer_internal
