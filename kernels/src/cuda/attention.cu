@@ -760,7 +760,7 @@ __device__ __forceinline__ void foldMergeTile(const float4* factors, int tile, i
 // (the first tile before the scan), so the states arrive in about one memory latency per tile
 // while the fold, a dependent chain, runs. (The previous fold, with a branch and 64-bit index
 // arithmetic per chunk and one round trip per 8 chunks, made a batch-1 decode call 3 us slower on
-// an H100: docs/benchmarks.md.)
+// an H100: docs/benchmarks-history.md.)
 //
 // The work description is read before waitForPredecessor() (uploaded by a copy, never written by
 // a kernel); the chunk states only after it.

@@ -159,10 +159,10 @@ __device__ __forceinline__ int gemvStageK0(const GemvShape& g, int warp, int t) 
 
 // Which of a lane's cp.async copies are worked out once per block (stored) and which when issued,
 // by the rows of x: a stored plan saves integer work per stage but holds registers that the fma
-// loop of three or four rows wants. Measured side by side on an H100 (docs/benchmarks.md): stored
-// copies gain up to 14% with one or two rows; with three or four rows, stored weight copies gain
-// 3-6% with fp32 x (on 12 of 14 shapes) and lose 3-13% with bf16 x, and stored x copies lost up
-// to 16% (4096 x 4096, fp32 x: 20.9 against 18.0 us).
+// loop of three or four rows wants. Measured side by side on an H100 (docs/benchmarks-history.md):
+// stored copies gain up to 14% with one or two rows; with three or four rows, stored weight copies
+// gain 3-6% with fp32 x (on 12 of 14 shapes) and lose 3-13% with bf16 x, and stored x copies lost
+// up to 16% (4096 x 4096, fp32 x: 20.9 against 18.0 us).
 template <typename TX, int kMaxRows>
 constexpr bool kGemvStoreWeightCopies = kMaxRows <= 2 || sizeof(TX) == 4;
 template <int kMaxRows>
@@ -457,8 +457,8 @@ __global__ void __launch_bounds__(kGemvMaxWarps * 32) gemvKernel(DeviceArgs a, G
 // With 8 or 16 rows of x the kernel above is bound by its shared-memory loads and its instruction
 // count, not by the weight bytes: every fma of a lane needs an x value that no other fma of that
 // lane uses. Here a lane owns four output features, so each x value it loads serves four fmas
-// (and each weight value R of them). Measured on H100 (docs/benchmarks.md) it is the faster kernel
-// from M = 5 on and the slower one below.
+// (and each weight value R of them). Measured on H100 (docs/benchmarks-history.md) it is the faster
+// kernel from M = 5 on and the slower one below.
 //
 // A block owns 32 output features and W warps (1-8, chosen per launch). The 32 lanes of a warp
 // are four chunk groups of eight lanes (lane = 8 g + q): group g of warp w computes chunk
@@ -490,9 +490,9 @@ struct Gemv4Layout {
   static constexpr int kXGroupBytes = kRows * kXRowBytes + 16;
   static constexpr int kStageBytes = kWBytes + kGemv4Groups * kXGroupBytes;
   // cp.async stages per warp. Measured side by side on an H100 against three stages (the earlier
-  // choice; docs/benchmarks.md): with 16 rows a warp's stages and partials are large (33 KB with
-  // fp32 x), and with three stages the grid often fits the GPU at once only as one-warp blocks;
-  // two stages let twice the warps in: 9-16 rows of fp32 x 21-48% faster on five of six LLM
+  // choice; docs/benchmarks-history.md): with 16 rows a warp's stages and partials are large (33 KB
+  // with fp32 x), and with three stages the grid often fits the GPU at once only as one-warp
+  // blocks; two stages let twice the warps in: 9-16 rows of fp32 x 21-48% faster on five of six LLM
   // shapes (6% slower at N = 28672), bf16 x 1-5% faster. With 8 rows, four stages keep more
   // weight bytes in flight: 5-8 rows 17-25% faster on the fused gate/up projection (N = 28672)
   // and, with bf16 x, on 4096 x 14336; 15-19% slower with fp32 x on 4096 x 14336 and 4096 x 6144;
@@ -917,7 +917,7 @@ Status chooseGemvTiling(const GemvDevice& dev, int n, long long row_blocks, int 
   // kernel uses: where more blocks fit, the hardware may give some SMs more blocks than others
   // (N = 6144 with bf16 x: 256 blocks, three fit per SM), and the launch lasts as long as its
   // busiest SM. H100, one row of x, side by side: 4096 x 14336 48.4 -> 44.0 us, 4096 x 6144
-  // 21.4 -> 19.3 us (constant weights), no shape slower (docs/benchmarks.md).
+  // 21.4 -> 19.3 us (constant weights), no shape slower (docs/benchmarks-history.md).
   if (cap_blocks_per_sm && best_rows >= 0) {
     const long long tiles = static_cast<long long>(divUp(n, best.features)) * row_blocks;
     const long long share = static_cast<long long>(divUp(tiles, dev.sms));
@@ -984,7 +984,7 @@ Status launchGemv4(const DeviceArgs& a, cudaStream_t stream) {
 template <typename TW, typename TX>
 Status dispatchGemv(const DeviceArgs& a, cudaStream_t stream) {
   // Up to four rows of x the one-feature-per-lane kernel is the faster one (measured on H100,
-  // docs/benchmarks.md); from five rows on, the four-features-per-lane kernel.
+  // docs/benchmarks-history.md); from five rows on, the four-features-per-lane kernel.
   if (a.m <= 1) return launchGemv<TW, TX, 1>(a, stream);
   if (a.m <= 2) return launchGemv<TW, TX, 2>(a, stream);
   if (a.m <= 4) return launchGemv<TW, TX, 4>(a, stream);

@@ -8,8 +8,8 @@
 #include <cstddef>
 
 #include "ree/comm/mpi_world.h"
-#include "ree/kernels/numeric.h"
 #include "ree/core/status.h"
+#include "ree/kernels/numeric.h"
 
 namespace ree::comm {
 

@@ -13,9 +13,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ree/core/status.h"
 #include "ree/kernels/numeric.h"
 #include "ree/kernels/reduce.h"
-#include "ree/core/status.h"
 
 // The correctly rounded math library is built alongside; until it is in the tree, attention reports
 // kUnsupported instead of breaking the build.

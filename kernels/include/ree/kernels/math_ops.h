@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include "ree/kernels/numeric.h"
 #include "ree/core/status.h"
+#include "ree/kernels/numeric.h"
 
 namespace ree {
 

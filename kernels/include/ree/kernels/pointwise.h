@@ -7,9 +7,9 @@
 
 #include <cstdint>
 
+#include "ree/core/status.h"
 #include "ree/kernels/crmath.h"
 #include "ree/kernels/numeric.h"
-#include "ree/core/status.h"
 
 namespace ree {
 
@@ -124,7 +124,7 @@ namespace ree::repops::cuda {
 // bf16 and f16 activation and gated calls of at least this many elements (16-byte aligned rows)
 // look the activation up in a table of all 65536 results instead of computing it: the same bits,
 // about fifteen instructions per element instead of sixty. Smaller calls compute (on H100 the table
-// is faster from about 64 x 14336 elements, slower at 16 x 14336; docs/benchmarks.md).
+// is faster from about 64 x 14336 elements, slower at 16 x 14336; docs/benchmarks-history.md).
 constexpr int64_t kActivationTableMinElements = int64_t{1} << 19;
 
 // Device pointers, work on `stream`. An out-of-range id writes a zero row and is recorded in a

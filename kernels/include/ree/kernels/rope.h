@@ -8,9 +8,9 @@
 
 #include <cstdint>
 
+#include "ree/core/status.h"
 #include "ree/kernels/crmath.h"
 #include "ree/kernels/numeric.h"
-#include "ree/core/status.h"
 
 namespace ree {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "ree/kernels/numeric.h"
 #include "ree/core/status.h"
+#include "ree/kernels/numeric.h"
 
 namespace ree {
 
