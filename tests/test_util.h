@@ -60,6 +60,34 @@ std::vector<T> randomValues(size_t n, uint64_t seed, float scale = 1.0f) {
   return out;
 }
 
+// Element `index` of a buffer holding storage dtype `dtype`, widened exactly to float.
+inline float loadElement(const void* base, DType dtype, int64_t index) {
+  switch (dtype) {
+    case DType::kF32:
+      return static_cast<const float*>(base)[index];
+    case DType::kBF16:
+      return toFloat(static_cast<const bf16_t*>(base)[index]);
+    case DType::kF16:
+      return toFloat(static_cast<const f16_t*>(base)[index]);
+  }
+  return 0.0f;
+}
+
+// Stores `value` rounded to `dtype` (round to nearest even) as element `index` of the buffer.
+inline void storeElement(void* base, DType dtype, int64_t index, float value) {
+  switch (dtype) {
+    case DType::kF32:
+      static_cast<float*>(base)[index] = value;
+      break;
+    case DType::kBF16:
+      static_cast<bf16_t*>(base)[index] = toBF16(value);
+      break;
+    case DType::kF16:
+      static_cast<f16_t*>(base)[index] = toF16(value);
+      break;
+  }
+}
+
 // `value` rounded to `dtype` (round to nearest even) and widened back to float.
 inline float roundTo(DType dtype, float value) {
   switch (dtype) {

@@ -54,29 +54,9 @@ struct HostBuffer {
   void copyFrom(const std::vector<T>& values) {
     std::memcpy(bytes.data(), values.data(), values.size() * sizeof(T));
   }
-  float at(size_t i) const {
-    switch (dtype) {
-      case DType::kF32:
-        return reinterpret_cast<const float*>(bytes.data())[i];
-      case DType::kBF16:
-        return toFloat(reinterpret_cast<const bf16_t*>(bytes.data())[i]);
-      case DType::kF16:
-        return toFloat(reinterpret_cast<const f16_t*>(bytes.data())[i]);
-    }
-    return 0.0f;
-  }
+  float at(size_t i) const { return loadElement(bytes.data(), dtype, static_cast<int64_t>(i)); }
   void set(size_t i, float value) {
-    switch (dtype) {
-      case DType::kF32:
-        reinterpret_cast<float*>(bytes.data())[i] = value;
-        break;
-      case DType::kBF16:
-        reinterpret_cast<bf16_t*>(bytes.data())[i] = toBF16(value);
-        break;
-      case DType::kF16:
-        reinterpret_cast<f16_t*>(bytes.data())[i] = toF16(value);
-        break;
-    }
+    storeElement(bytes.data(), dtype, static_cast<int64_t>(i), value);
   }
   // The stored bits of element i (16-bit dtypes zero-extended).
   uint32_t bitsAt(size_t i) const {

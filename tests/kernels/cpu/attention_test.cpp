@@ -37,32 +37,6 @@ inline float hashedValue(uint64_t seed, uint64_t tensor, int64_t pos, int head, 
   return float(int64_t(h >> 40)) * 0x1p-22f - 2.0f;
 }
 
-inline void storeBytes(std::vector<unsigned char>& bytes, DType dtype, int64_t index, float value) {
-  switch (dtype) {
-    case DType::kF32:
-      reinterpret_cast<float*>(bytes.data())[index] = value;
-      break;
-    case DType::kBF16:
-      reinterpret_cast<bf16_t*>(bytes.data())[index] = toBF16(value);
-      break;
-    case DType::kF16:
-      reinterpret_cast<f16_t*>(bytes.data())[index] = toF16(value);
-      break;
-  }
-}
-
-inline float loadBytes(const std::vector<unsigned char>& bytes, DType dtype, int64_t index) {
-  switch (dtype) {
-    case DType::kF32:
-      return reinterpret_cast<const float*>(bytes.data())[index];
-    case DType::kBF16:
-      return toFloat(reinterpret_cast<const bf16_t*>(bytes.data())[index]);
-    case DType::kF16:
-      return toFloat(reinterpret_cast<const f16_t*>(bytes.data())[index]);
-  }
-  return 0.0f;
-}
-
 struct AttentionProblem;
 
 struct Buffers {
@@ -76,7 +50,7 @@ struct Buffers {
   std::vector<float> outAsFloat(DType dtype) const {
     std::vector<float> values(out.size() / dtypeSize(dtype));
     for (size_t i = 0; i < values.size(); ++i)
-      values[i] = loadBytes(out, dtype, int64_t(i));
+      values[i] = loadElement(out.data(), dtype, int64_t(i));
     return values;
   }
   int64_t kvIndex(int seq, int64_t pos, int kv_head, int d) const {
@@ -151,8 +125,8 @@ struct AttentionProblem {
       for (int64_t pos = 0; pos < filled; ++pos) {
         for (int h = 0; h < n_kv_heads; ++h) {
           for (int d = 0; d < head_dim; ++d) {
-            storeBytes(b.k, kv_dtype, b.kvIndex(s, pos, h, d), kValue(s, pos, h, d));
-            storeBytes(b.v, kv_dtype, b.kvIndex(s, pos, h, d), vValue(s, pos, h, d));
+            storeElement(b.k.data(), kv_dtype, b.kvIndex(s, pos, h, d), kValue(s, pos, h, d));
+            storeElement(b.v.data(), kv_dtype, b.kvIndex(s, pos, h, d), vValue(s, pos, h, d));
           }
         }
       }
@@ -163,7 +137,7 @@ struct AttentionProblem {
       for (int i = 0; i < seqs[s].n_new; ++i) {
         for (int h = 0; h < n_heads; ++h) {
           for (int d = 0; d < head_dim; ++d) {
-            storeBytes(b.q, q_dtype, rowIndex(s, i, h) * head_dim + d, qValue(s, i, h, d));
+            storeElement(b.q.data(), q_dtype, rowIndex(s, i, h) * head_dim + d, qValue(s, i, h, d));
           }
         }
       }
