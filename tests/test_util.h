@@ -60,7 +60,9 @@ std::vector<T> randomValues(size_t n, uint64_t seed, float scale = 1.0f) {
   return out;
 }
 
-// Element `index` of a buffer holding storage dtype `dtype`, widened exactly to float.
+// Element `index` of a buffer holding storage dtype `dtype`, widened exactly to float. The tests'
+// own copy of kernels/src/common/storage_element.h on purpose: inputs and outputs are not read with
+// the code under test.
 inline float loadElement(const void* base, DType dtype, int64_t index) {
   switch (dtype) {
     case DType::kF32:
