@@ -25,6 +25,15 @@ ComputeDType computeDType(DType dtype) {
 Status CausalLM::Impl::hostWeights(const TensorView& view, Tensor* out) {
   ComputeDType dtype = computeDType(view.dtype);
   Tensor host = Tensor::wrap(const_cast<void*>(view.data), Device::cpu(), dtype, view.shape);
+  // safetensors does not require a tensor's data to start at a multiple of its element size (the
+  // header's padding is optional): such bytes are copied to an aligned tensor before any element
+  // is read, since reading a misaligned bf16/f32 is undefined behaviour.
+  if (reinterpret_cast<uintptr_t>(view.data) % dtypeSize(view.dtype) != 0) {
+    Tensor aligned;
+    REE_RETURN_IF_ERROR(Tensor::empty(Device::cpu(), dtype, view.shape, &aligned));
+    std::memcpy(aligned.data(), view.data, aligned.nbytes());
+    host = aligned;
+  }
   if (dtype == weight_dtype) {
     *out = host;
     return Status::kSuccess;
