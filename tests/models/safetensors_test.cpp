@@ -398,10 +398,11 @@ struct BadFile {
   std::vector<std::string> needles;
 };
 
-TEST(HandmadeSafetensors, MalformedFilesFailNamingFileAndTensor) {
+// Malformed files, each with the words its error must contain (a table: one case per entry).
+std::vector<BadFile> malformedFileCases() {
   const std::string f32x4 = floatBytes({1, 2, 3, 4});
   const std::string ok_tensor = R"("w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]})";
-  std::vector<BadFile> cases = {
+  return {
       {"header_length_beyond_file",
        "{" + ok_tensor + "}",
        f32x4,
@@ -544,6 +545,10 @@ TEST(HandmadeSafetensors, MalformedFilesFailNamingFileAndTensor) {
        Status::kIoError,
        {"'w\\x0a'"}},
   };
+}
+
+TEST(HandmadeSafetensors, MalformedFilesFailNamingFileAndTensor) {
+  const std::vector<BadFile> cases = malformedFileCases();
   for (const BadFile& bad : cases) {
     SCOPED_TRACE(bad.name);
     std::string path = writeSafetensors(bad.name, bad.header, bad.data, bad.declared_length);
