@@ -515,6 +515,17 @@ TEST(TokenizerHostile, IdsAreCheckedAgainstTheVocabulary) {
       {"/post_processor",
        template_with_id,
        {"'post_processor.special_tokens.<s>.ids[0]'", "id 5000", "names no token", "ids 0..6"}},
+      // Components tokenizers 0.23 refuses (found by tests/fuzz/tokenizer_differential.py).
+      {"/decoder",
+       R"({"type": "ByteLevel", "add_prefix_space": true, "use_regex": true})",
+       {"'decoder.trim_offsets'", "missing"}},
+      {"/post_processor",
+       R"({"type": "TemplateProcessing", "single": [], "pair": "x", "special_tokens": {}})",
+       {"'post_processor.pair'", "expected an array"}},
+      {"/post_processor",
+       R"({"type": "TemplateProcessing", "single": [],
+           "pair": [{"Sequence": {"id": "A", "ttype_id": 1}}], "special_tokens": {}})",
+       {"'post_processor.pair[0].Sequence.ttype_id'", "unknown field"}},
   };
   for (const Case& c : cases) {
     json j = tinyBpe();

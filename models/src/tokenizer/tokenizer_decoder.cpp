@@ -204,10 +204,12 @@ Status parseDecoder(const LoadContext& ctx, const json& object, const std::strin
     bool split = true;
     return parseMetaspaceOptions(ctx, object, field, &out->content, &out->prepend_scheme, &split);
   }
+  if (type == "ByteLevel") {
+    out->kind = Decoder::Kind::kByteLevel;
+    return checkByteLevelFields(ctx, object, field);
+  }
   static const std::pair<const char*, Decoder::Kind> kSimple[] = {
-      {"ByteLevel", Decoder::Kind::kByteLevel},
-      {"ByteFallback", Decoder::Kind::kByteFallback},
-      {"Fuse", Decoder::Kind::kFuse}};
+      {"ByteFallback", Decoder::Kind::kByteFallback}, {"Fuse", Decoder::Kind::kFuse}};
   for (const auto& [name, kind] : kSimple) {
     if (type == name) {
       out->kind = kind;

@@ -61,6 +61,13 @@ Status LoadContext::getRequiredBool(const json& object, const std::string& key,
   return Status::kSuccess;
 }
 
+Status checkByteLevelFields(const LoadContext& ctx, const json& object, const std::string& field) {
+  bool unused = false;
+  REE_RETURN_IF_ERROR(ctx.getRequiredBool(object, "add_prefix_space", field, &unused));
+  REE_RETURN_IF_ERROR(ctx.getRequiredBool(object, "trim_offsets", field, &unused));
+  return ctx.getBool(object, "use_regex", field, &unused);
+}
+
 Status LoadContext::getSize(const json& object, const std::string& key, const std::string& field,
                             size_t* out) const {
   auto it = object.find(key);

@@ -69,6 +69,12 @@ struct LoadContext {
                   size_t max_items, const json** array) const;
 };
 
+// The fields of a ByteLevel decoder or post-processor as tokenizers reads them (one struct for
+// both): add_prefix_space and trim_offsets required booleans, use_regex an optional boolean. Their
+// values change no id or text that REE computes; a file without them is refused as tokenizers
+// refuses it.
+Status checkByteLevelFields(const LoadContext& ctx, const json& object, const std::string& field);
+
 // `field[index]`, the name of an array element in messages.
 inline std::string elementField(const std::string& field, size_t index) {
   return field + "[" + std::to_string(index) + "]";

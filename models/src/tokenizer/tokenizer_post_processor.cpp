@@ -35,9 +35,51 @@ Status specialTokenIds(const LoadContext& ctx, const json* special_tokens, const
   return Status::kSuccess;
 }
 
+// One item of a template as tokenizers reads it: {"Sequence": {"id": "A"|"B", "type_id": n}} or
+// {"SpecialToken": {"id": "...", "type_id": n}}, nothing else.
+Status checkTemplateItem(const LoadContext& ctx, const json& item, const std::string& field) {
+  if (!item.is_object() || item.size() != 1 ||
+      !(item.contains("Sequence") || item.contains("SpecialToken"))) {
+    return ctx.malformed(field, "expected {\"Sequence\": ...} or {\"SpecialToken\": ...}");
+  }
+  const bool sequence = item.contains("Sequence");
+  const std::string inner_field = field + (sequence ? ".Sequence" : ".SpecialToken");
+  const json& inner = sequence ? item["Sequence"] : item["SpecialToken"];
+  if (!inner.is_object()) return ctx.malformed(inner_field, "expected an object");
+  for (const auto& [key, value] : inner.items()) {
+    if (key != "id" && key != "type_id") {
+      return ctx.malformed(inner_field + "." + key, "unknown field (tokenizers refuses it)");
+    }
+  }
+  if (!inner.contains("type_id") || !inner["type_id"].is_number_unsigned() ||
+      inner["type_id"].get<uint64_t>() > UINT32_MAX) {
+    return ctx.malformed(inner_field + ".type_id", "expected a non-negative integer");
+  }
+  if (!inner.contains("id") || !inner["id"].is_string()) {
+    return ctx.malformed(inner_field + ".id", "expected a string");
+  }
+  const std::string id = inner["id"].get<std::string>();
+  if (sequence && id != "A" && id != "B") {
+    return ctx.malformed(inner_field + ".id", "expected \"A\" or \"B\"");
+  }
+  return Status::kSuccess;
+}
+
+Status checkTemplateItems(const LoadContext& ctx, const json& object, const std::string& key,
+                          const std::string& field) {
+  const json* list = nullptr;
+  REE_RETURN_IF_ERROR(ctx.getArray(object, key, field, kMaxListItems, &list));
+  for (size_t i = 0; i < list->size(); ++i) {
+    REE_RETURN_IF_ERROR(checkTemplateItem(ctx, (*list)[i], elementField(field + "." + key, i)));
+  }
+  return Status::kSuccess;
+}
+
 Status parseTemplate(const LoadContext& ctx, const json& object, const std::string& field,
                      const TokenIdCheck& check, PostProcessor* out) {
   out->kind = PostProcessor::Kind::kTemplate;
+  REE_RETURN_IF_ERROR(checkTemplateItems(ctx, object, "single", field));
+  REE_RETURN_IF_ERROR(checkTemplateItems(ctx, object, "pair", field));
   const json* single = nullptr;
   REE_RETURN_IF_ERROR(ctx.getArray(object, "single", field, kMaxListItems, &single));
   const json* special_tokens = nullptr;
@@ -106,7 +148,7 @@ Status parsePostProcessor(const LoadContext& ctx, const json& object, const std:
   }
   if (type == "ByteLevel") {
     out->kind = PostProcessor::Kind::kByteLevel;
-    return Status::kSuccess;
+    return checkByteLevelFields(ctx, object, field);
   }
   if (type == "TemplateProcessing") return parseTemplate(ctx, object, field, check, out);
   return ctx.unsupported(field + ".type", "unsupported post-processor '" + type +
