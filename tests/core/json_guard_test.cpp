@@ -91,7 +91,7 @@ TEST(JsonGuard, HundredThousandKeysAreCheckedWellUnderASecond) {
   text += "}";
   const double start = threadCpuSeconds();
   EXPECT_EQ(checkJsonText(text, "t"), Status::kSuccess) << lastErrorMessage();
-  EXPECT_LT(threadCpuSeconds() - start, 1.0) << "seconds of CPU time";
+  EXPECT_LT(threadCpuSeconds() - start, 5.0) << "seconds of CPU time (quadratic: minutes)";
   // The same object with its last key repeated is refused, naming that key.
   text.back() = ',';
   text += "\"key99999\":0}";

@@ -707,8 +707,12 @@ std::string hostileDir(const std::string& name) {
 
 // Parsing used nlohmann's callback parser, worse than quadratic in the entries: 30k zero-byte
 // tensors took 31 s of CPU, 100k over a minute. The JSON guard (linear) and a plain parse take
-// about 0.3 s of CPU for 100k.
-TEST(HostileSafetensors, HundredThousandEntriesOpenInWellUnderASecond) {
+// about 0.3 s of CPU for 100k in a Release build and 1.4-2.6 s under ASan/UBSan on a loaded 2-core
+// machine. The bound (kLinearParseBoundSeconds) sits well above those and far below the quadratic
+// parse, so it catches the regression without timing the machine.
+constexpr double kLinearParseBoundSeconds = 10.0;
+
+TEST(HostileSafetensors, HundredThousandEntriesOpenInSecondsNotMinutes) {
   std::vector<RawTensor> tensors = {{"w", "F32", {4}, floatBytes({1, 2, 3, 4})}};
   for (int i = 0; i < 100000; ++i)
     tensors.push_back({"extra." + std::to_string(i), "F32", {0}, ""});
@@ -720,12 +724,12 @@ TEST(HostileSafetensors, HundredThousandEntriesOpenInWellUnderASecond) {
   const double seconds = threadCpuSeconds() - start;
   std::printf("100001-entry safetensors header: %.3f s CPU\n", seconds);
   EXPECT_EQ(file->tensors().size(), 100001u);
-  EXPECT_LT(seconds, 2.0);
+  EXPECT_LT(seconds, kLinearParseBoundSeconds);
 }
 
 // The index's twin: 100k empty metadata objects took 48 s; 100k weight_map entries are the same
 // parse. The shard then checks that it holds all 100k.
-TEST(HostileSafetensors, HundredThousandEntryIndexOpensInWellUnderASecond) {
+TEST(HostileSafetensors, HundredThousandEntryIndexOpensInSecondsNotMinutes) {
   const std::string dir = hostileDir("hundred_thousand_index");
   std::vector<RawTensor> tensors = {{"w", "F32", {4}, floatBytes({1, 2, 3, 4})}};
   std::string index = R"({"metadata": {)";
@@ -749,7 +753,7 @@ TEST(HostileSafetensors, HundredThousandEntryIndexOpensInWellUnderASecond) {
   EXPECT_EQ(checkpoint->tensorNames().size(), 100001u);
   EXPECT_EQ(checkpoint->source().metadata().size(), 100000u);
   EXPECT_EQ(checkpoint->source().metadata().at("m7"), "{}");
-  EXPECT_LT(seconds, 2.0);
+  EXPECT_LT(seconds, kLinearParseBoundSeconds);
 }
 
 TEST(HostileSafetensors, SizesBeyondTheLimitsAreRefusedNamingTheField) {
