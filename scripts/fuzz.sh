@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz, -DREE_FUZZ=ON: clang, ASan + UBSan, CPU only) and runs
 # each one: first every input of its seed corpus once (a regression check), then fuzzing for a
-# bounded time. Fails on any crash, leak, timeout or out-of-memory, leaving the reproducer under
-# the output folder. docs/development.md ("Fuzzing") says more.
+# bounded time, or for a fixed number of inputs from a fixed seed. Fails on any crash, leak,
+# timeout or out-of-memory, leaving the reproducer under the output folder. docs/development.md
+# ("Fuzzing") says more.
 #
 #   scripts/fuzz.sh                     all targets, FUZZ_SECONDS each
 #   scripts/fuzz.sh receipt json_guard  some targets (names without the fuzz_ prefix)
 #
-# Environment: FUZZ_SECONDS (default 30) per target; FUZZ_JOBS targets at a time (default: the
+# Environment: FUZZ_SECONDS (default 30) per target; or FUZZ_RUNS inputs per target from the seed
+# FUZZ_SEED (default 1), starting from the seed corpus alone: the same inputs on every machine, so
+# the verdict is reproducible (scripts/test.sh, CI); FUZZ_JOBS targets at a time (default: the
 # number of cores); REE_FUZZ_BUILD_DIR (default <repo>/build-fuzz); FUZZ_OUT for the logs, new
 # inputs and reproducers (default <build>/fuzz-out); CC/CXX (default clang-14/clang++-14).
 set -euo pipefail
@@ -15,6 +18,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${REE_FUZZ_BUILD_DIR:-$repo/build-fuzz}"
 out="${FUZZ_OUT:-$build/fuzz-out}"
 seconds="${FUZZ_SECONDS:-30}"
+runs="${FUZZ_RUNS:-}"
 jobs="${FUZZ_JOBS:-$(nproc)}"
 fuzz_dir="$repo/tests/fuzz"
 
@@ -36,10 +40,10 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 mkdir -p "$out"
 
-# One target: the corpus once, then FUZZ_SECONDS of fuzzing. Writes <out>/<target>/{regression,
-# fuzz}.log and the libFuzzer artifacts (crash-*, leak-*, timeout-*, oom-*) beside them; new
-# inputs go to <out>/<target>/corpus and are kept for the next run (the seed corpus in the tree is
-# only read).
+# One target: the corpus once, then FUZZ_SECONDS of fuzzing (or FUZZ_RUNS inputs). Writes
+# <out>/<target>/{regression,fuzz}.log and the libFuzzer artifacts (crash-*, leak-*, timeout-*,
+# oom-*) beside them; new inputs go to <out>/<target>/corpus and are kept for the next timed run
+# (the seed corpus in the tree is only read; a FUZZ_RUNS run starts from it alone).
 run_target() {
   local target="$1"
   local binary="$build/tests/fuzz/fuzz_$target" seeds="$fuzz_dir/corpus/$target"
@@ -58,8 +62,15 @@ run_target() {
     echo "regression" >"$work/failed"
     return
   fi
-  if ! timeout $((seconds + 120)) "$binary" "${common[@]}" "${dict[@]}" -max_total_time="$seconds" \
-    -print_final_stats=1 "$work/corpus" "$seeds" >"$work/fuzz.log" 2>&1; then
+  local budget=(-max_total_time="$seconds") limit=$((seconds + 120)) corpus="$work/corpus"
+  if [ -n "$runs" ]; then
+    budget=(-runs="$runs" -seed="${FUZZ_SEED:-1}")
+    limit=$((runs / 100 + 300))
+    corpus="$work/corpus-runs"
+    rm -rf "$corpus" && mkdir -p "$corpus"
+  fi
+  if ! timeout "$limit" "$binary" "${common[@]}" "${dict[@]}" "${budget[@]}" -print_final_stats=1 \
+    "$corpus" "$seeds" >"$work/fuzz.log" 2>&1; then
     echo "fuzz" >"$work/failed"
   fi
 }
@@ -108,4 +119,8 @@ if ((failures > 0)); then
   echo "fuzz: $failures target(s) failed; reproduce with $build/tests/fuzz/fuzz_TARGET FILE" >&2
   exit 1
 fi
-echo "fuzz: ${#targets[@]} target(s), ${seconds} s each, no crash, leak or timeout"
+if [ -n "$runs" ]; then
+  echo "fuzz: ${#targets[@]} target(s), $runs inputs each (seed ${FUZZ_SEED:-1}), no crash, leak or timeout"
+else
+  echo "fuzz: ${#targets[@]} target(s), ${seconds} s each, no crash, leak or timeout"
+fi

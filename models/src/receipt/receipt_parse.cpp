@@ -46,7 +46,7 @@ class Reader {
       bool known = std::any_of(required.begin(), required.end(), named) ||
                    std::any_of(optional.begin(), optional.end(), named);
       if (!known) {
-        return fail(join(path, it.key()),
+        return fail(join(path, printableText(it.key(), 80)),
                     "unknown field (not part of " + std::string(kReceiptFormat) + ")");
       }
     }
@@ -67,7 +67,7 @@ class Reader {
     std::string list;
     for (const char* a : allowed)
       list += std::string(list.empty() ? "" : ", ") + a;
-    return fail(path, "'" + *out + "' is not one of " + list);
+    return fail(path, "'" + printableText(*out, 80) + "' is not one of " + list);
   }
   Status sha256(const Json& v, const std::string& path, std::string* out,
                 bool allow_empty = false) const {
@@ -130,8 +130,9 @@ class Reader {
     float value = 0.0f;
     std::memcpy(&value, &raw, 4);
     if (floatDecimal(value) != decimal) {
-      return fail(join(path, key), "'" + decimal + "' disagrees with " + bits_key + " " + bits +
-                                       " (whose %.9g form is '" + floatDecimal(value) + "')");
+      return fail(join(path, key), "'" + printableText(decimal, 40) + "' disagrees with " +
+                                       bits_key + " " + bits + " (whose %.9g form is '" +
+                                       floatDecimal(value) + "')");
     }
     *out = value;
     return Status::kSuccess;
@@ -145,7 +146,8 @@ class Reader {
     unsigned long long value = std::strtoull(text.c_str(), &end, 10);
     if (text.empty() || text[0] == '-' || errno != 0 || end != text.c_str() + text.size() ||
         std::to_string(value) != text) {
-      return fail(path, "'" + text + "' is not a canonical decimal unsigned 64-bit integer");
+      return fail(path, "'" + printableText(text, 40) +
+                            "' is not a canonical decimal unsigned 64-bit integer");
     }
     *out = value;
     return Status::kSuccess;
@@ -269,7 +271,8 @@ Status parseRun(const Reader& in, const Json& run, Receipt* r) {
   REE_RETURN_IF_ERROR(in.string(run["operation_set"], "run.operation_set", &r->operation_set));
   OperationSetKind kind;
   if (parseOperationSet(r->operation_set, &kind) != Status::kSuccess) {
-    return in.fail("run.operation_set", "unknown operation set '" + r->operation_set + "'");
+    return in.fail("run.operation_set",
+                   "unknown operation set '" + printableText(r->operation_set, 40) + "'");
   }
   REE_RETURN_IF_ERROR(in.oneOf(run["weight_dtype"], "run.weight_dtype",
                                {"auto", "f32", "bf16", "f16"}, &r->weight_dtype));
@@ -376,7 +379,7 @@ Status parseReceipt(const std::string& text, const std::string& source, Receipt*
       Json unused = Json::parse(text);
       (void)unused;
     } catch (const std::exception& e) {
-      return in.fail("(file)", std::string("not valid JSON (") + e.what() + ")");
+      return in.fail("(file)", "not valid JSON (" + printableText(e.what(), 200) + ")");
     }
     return in.fail("(file)", "not valid JSON");
   }
