@@ -12,6 +12,16 @@ add_library(ree_pcre2 INTERFACE)
 target_include_directories(ree_pcre2 SYSTEM INTERFACE ${PCRE2_INCLUDE_DIR})
 target_link_libraries(ree_pcre2 INTERFACE ${PCRE2_LIBRARY})
 target_compile_definitions(ree_pcre2 INTERFACE PCRE2_CODE_UNIT_WIDTH=8)
+# utf8proc (tokenizer NFC/NFD/NFKC/NFKD, Lowercase, StripAccents). Found by path like PCRE2.
+find_path(UTF8PROC_INCLUDE_DIR utf8proc.h)
+find_library(UTF8PROC_LIBRARY utf8proc)
+if(NOT UTF8PROC_INCLUDE_DIR OR NOT UTF8PROC_LIBRARY)
+  message(FATAL_ERROR "utf8proc (utf8proc.h, libutf8proc) was not found: install the Debian package "
+                      "libutf8proc-dev (scripts/setup.sh does)")
+endif()
+add_library(ree_utf8proc INTERFACE)
+target_include_directories(ree_utf8proc SYSTEM INTERFACE ${UTF8PROC_INCLUDE_DIR})
+target_link_libraries(ree_utf8proc INTERFACE ${UTF8PROC_LIBRARY})
 
 # MPFR: the oracle of the correctly rounded math tests (test-only dependency). Without it those
 # checks are not built and the crmath tests report one skipped case saying so.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything REE needs on a fresh Debian 12 machine (run as root; idempotent).
 #   - Debian packages: compilers, CMake/Ninja, GoogleTest/Benchmark, fmt, cxxopts, nlohmann-json,
-#     OpenSSL, PCRE2, MPFR, Open MPI, ccache; clang 14 with its runtimes (libFuzzer, for
+#     OpenSSL, PCRE2, utf8proc, MPFR, Open MPI, ccache; clang 14 with its runtimes (libFuzzer, for
 #     scripts/fuzz.sh).
 #   - A Python virtual environment (default: <repo>/.venv, override with REE_VENV) with the pinned
 #     requirements.txt: torch 2.11.0 (LibTorch), transformers, tokenizers, safetensors, numpy.
@@ -14,8 +14,8 @@ venv="${REE_VENV:-$repo/.venv}"
 DEBIAN_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
   libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libcxxopts-dev nlohmann-json3-dev
-  libssl-dev libpcre2-dev libmpfr-dev libgmp-dev libopenmpi-dev openmpi-bin clang-format
-  clang-14 libclang-rt-14-dev
+  libssl-dev libpcre2-dev libutf8proc-dev libmpfr-dev libgmp-dev libopenmpi-dev openmpi-bin
+  clang-format clang-14 libclang-rt-14-dev
 )
 
 missing=()

@@ -9,7 +9,8 @@ dest="$repo/.deps/debs"
 PACKAGES=(
   libcxxopts-dev libfmt-dev libfmt9 nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
-  libpcre2-dev libpcre2-8-0 libmpfr-dev libmpfr6 libgmp-dev libgmp10 libssl-dev libssl3
+  libpcre2-dev libpcre2-8-0 libutf8proc-dev libutf8proc2 libmpfr-dev libmpfr6 libgmp-dev libgmp10
+  libssl-dev libssl3
 )
 mkdir -p "$dest"
 cd "$dest"

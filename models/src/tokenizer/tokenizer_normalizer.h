@@ -1,4 +1,5 @@
-// Internal to the tokenizer: normalizers (Sequence, Prepend, Replace).
+// Internal to the tokenizer: normalizers (Sequence, Prepend, Replace, the Unicode normalization
+// forms NFC/NFD/NFKC/NFKD, Lowercase, Strip, StripAccents, Nmt).
 #pragma once
 
 #include <string>
@@ -6,14 +7,26 @@
 
 #include "tokenizer_load.h"
 #include "tokenizer_pattern.h"
+#include "tokenizer_unicode.h"
 
 namespace ree::models::tokenizer_internal {
 
 struct Normalizer {
-  enum class Kind { kSequence, kPrepend, kReplace } kind = Kind::kSequence;
+  enum class Kind {
+    kSequence,
+    kPrepend,
+    kReplace,
+    kUnicodeForm,
+    kLowercase,
+    kStrip,
+    kStripAccents,
+    kNmt
+  } kind = Kind::kSequence;
   std::vector<Normalizer> children;
   std::string content;  // Prepend: prefix; Replace: replacement
   Pattern pattern;
+  NormalizationForm form = NormalizationForm::kNfc;  // kUnicodeForm
+  bool strip_left = false, strip_right = false;      // kStrip
 
   Status apply(std::string* text) const;
 };

@@ -1,9 +1,11 @@
-// Pre-tokenizers: Sequence, Split, ByteLevel, Metaspace (see tokenizer_pre_tokenizer.h).
+// Pre-tokenizers: Sequence, Split, ByteLevel, Metaspace, WhitespaceSplit (see
+// tokenizer_pre_tokenizer.h).
 #include "tokenizer_pre_tokenizer.h"
 
 #include <utility>
 
 #include "tokenizer_byte_level.h"
+#include "tokenizer_unicode.h"
 
 namespace ree::models::tokenizer_internal {
 namespace {
@@ -23,6 +25,16 @@ std::string toByteLevel(const std::string& text) {
 std::vector<Span> wholePiece(const std::string& text) {
   if (text.empty()) return {};
   return {{0, text.size()}};
+}
+
+// WhitespaceSplit: tokenizers splits on char::is_whitespace, each such character a removed match.
+std::vector<Span> whitespaceSplitSpans(const std::string& text) {
+  std::vector<Span> matches;
+  for (size_t at = 0; at < text.size();) {
+    const size_t begin = at;
+    if (isUnicodeWhitespace(nextCodePoint(text, &at))) matches.emplace_back(begin, at);
+  }
+  return splitByMatches(text.size(), matches, SplitBehavior::kRemoved, false);
 }
 
 Status parseSplit(const LoadContext& ctx, const json& object, const std::string& field,
@@ -96,6 +108,9 @@ Status PreTokenizer::spansOf(Piece* piece, std::vector<Span>* spans) const {
       return Status::kSuccess;
     case Kind::kMetaspace:
       return metaspaceSpans(piece, spans);
+    case Kind::kWhitespaceSplit:
+      *spans = whitespaceSplitSpans(piece->text);
+      return Status::kSuccess;
     case Kind::kSequence:
       break;
   }
@@ -189,9 +204,13 @@ Status parsePreTokenizer(const LoadContext& ctx, const json& object, const std::
     return parseMetaspaceOptions(ctx, object, field, &out->replacement, &out->prepend_scheme,
                                  &out->split);
   }
+  if (type == "WhitespaceSplit") {
+    out->kind = PreTokenizer::Kind::kWhitespaceSplit;
+    return Status::kSuccess;
+  }
   return ctx.unsupported(field + ".type", "unsupported pre-tokenizer '" + type +
                                               "' (supported: Sequence, Split, ByteLevel, "
-                                              "Metaspace)");
+                                              "Metaspace, WhitespaceSplit)");
 }
 
 }  // namespace ree::models::tokenizer_internal

@@ -1,4 +1,5 @@
-// Internal to the tokenizer: pre-tokenizers (Sequence, Split, ByteLevel, Metaspace).
+// Internal to the tokenizer: pre-tokenizers (Sequence, Split, ByteLevel, Metaspace,
+// WhitespaceSplit).
 #pragma once
 
 #include <string>
@@ -14,7 +15,8 @@ namespace ree::models::tokenizer_internal {
 enum class PrependScheme { kAlways, kFirst, kNever };
 
 struct PreTokenizer {
-  enum class Kind { kSequence, kSplit, kByteLevel, kMetaspace } kind = Kind::kSequence;
+  enum class Kind { kSequence, kSplit, kByteLevel, kMetaspace, kWhitespaceSplit } kind =
+      Kind::kSequence;
   std::vector<PreTokenizer> children;
   // Split; ByteLevel with use_regex: the GPT-2 regex.
   Pattern pattern;
