@@ -371,10 +371,11 @@ TEST(TokenizerErrors, UnsupportedComponentsNameTheField) {
     const char* field;
   };
   const Case cases[] = {
-      {"/model/type", R"("Unigram")", Status::kUnsupported, "model.type"},
+      {"/model/type", R"("WordLevel")", Status::kUnsupported, "model.type"},
       {"/model/type", R"("WordPiece")", Status::kUnsupported, "model.type"},
       {"/model/dropout", "0.1", Status::kUnsupported, "model.dropout"},
-      {"/normalizer", R"({"type": "NFC"})", Status::kUnsupported, "normalizer.type"},
+      {"/normalizer", R"({"type": "Precompiled", "precompiled_charsmap": null})",
+       Status::kUnsupported, "normalizer.type"},
       {"/pre_tokenizer",
        R"({"type": "Sequence", "pretokenizers": [{"type": "ByteLevel"}, {"type": "Whitespace"}]})",
        Status::kUnsupported, "pre_tokenizer.pretokenizers[1].type"},
