@@ -5,7 +5,8 @@
 //   1. added tokens with normalized=false are cut out of the raw text (leftmost-longest match);
 //   2. each remaining piece is normalized, then added tokens with normalized=true are cut out;
 //   3. the pre-tokenizer splits the remaining pieces;
-//   4. the BPE model turns each piece into ids (merges by rank, leftmost first);
+//   4. the model turns each piece into ids (BPE: merges by rank, leftmost first; Unigram: the
+//      best-scoring segmentation);
 //   5. the post-processor adds BOS/EOS when add_special_tokens is set.
 #include "ree/models/tokenizer.h"
 
@@ -39,7 +40,7 @@ Status Tokenizer::Impl::encode(std::string_view input, bool add_special_tokens,
     if (piece.added_id >= 0) {
       ids->push_back(piece.added_id);
     } else {
-      model.tokenize(piece.text, ids);
+      REE_RETURN_IF_ERROR(model.tokenize(piece.text, ids));
     }
   }
   if (add_special_tokens && has_post_processor) post_processor.apply(ids);
@@ -51,8 +52,8 @@ Status Tokenizer::Impl::encode(std::string_view input, bool add_special_tokens,
 const std::string* Tokenizer::Impl::tokenOf(int32_t id) const {
   auto added_it = added.by_id.find(id);
   if (added_it != added.by_id.end()) return &added.decode_text[added_it->second];
-  auto model_it = model.id_to_token.find(id);
-  if (model_it != model.id_to_token.end()) return &model_it->second;
+  auto model_it = model.idToToken().find(id);
+  if (model_it != model.idToToken().end()) return &model_it->second;
   return nullptr;
 }
 
@@ -115,8 +116,8 @@ int32_t Tokenizer::tokenToId(std::string_view token) const {
   const std::string key(token);
   auto added_it = impl_->added.by_content.find(key);
   if (added_it != impl_->added.by_content.end()) return impl_->added.tokens[added_it->second].id;
-  auto it = impl_->model.vocab.find(key);
-  return it == impl_->model.vocab.end() ? -1 : it->second;
+  auto it = impl_->model.vocab().find(key);
+  return it == impl_->model.vocab().end() ? -1 : it->second;
 }
 
 bool Tokenizer::idToToken(int32_t id, std::string* token) const {

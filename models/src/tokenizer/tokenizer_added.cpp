@@ -81,33 +81,33 @@ Status parseFlags(const LoadContext& ctx, const json& entry, const std::string& 
   return Status::kSuccess;
 }
 
-int32_t maxModelId(const BpeModel& model) {
+int32_t maxModelId(const Model& model) {
   int32_t max_id = -1;
-  for (const auto& [id, token] : model.id_to_token)
+  for (const auto& [id, token] : model.idToToken())
     max_id = std::max(max_id, id);
   return max_id;
 }
 
 // Names the largest model id when the vocabulary has gaps, the usual cause of a renumbering.
-std::string gapNote(const BpeModel& model) {
+std::string gapNote(const Model& model) {
   const int32_t max_id = maxModelId(model);
-  if (static_cast<size_t>(max_id) + 1 == model.vocab.size()) return "";
-  return "; the model vocabulary has gaps: model token '" + model.id_to_token.at(max_id) +
+  if (static_cast<size_t>(max_id) + 1 == model.vocab().size()) return "";
+  return "; the model vocabulary has gaps: model token '" + model.idToToken().at(max_id) +
          "' has id " + std::to_string(max_id);
 }
 
 // The id tokenizers gives an added token (it ignores the id written in the file): the model id
 // of its content, else `next_new_id`. A file whose id says otherwise is refused rather than
 // guessing which one its author meant, and so is a derived id that is already a model id.
-Status deriveId(const LoadContext& ctx, const std::string& field, const BpeModel& model,
+Status deriveId(const LoadContext& ctx, const std::string& field, const Model& model,
                 const std::string& content, int32_t file_id, int32_t next_new_id, int32_t* id) {
-  auto vocab_it = model.vocab.find(content);
-  const bool in_model = vocab_it != model.vocab.end();
+  auto vocab_it = model.vocab().find(content);
+  const bool in_model = vocab_it != model.vocab().end();
   *id = in_model ? vocab_it->second : next_new_id;
-  const std::string model_size = std::to_string(model.vocab.size());
+  const std::string model_size = std::to_string(model.vocab().size());
   if (!in_model) {
-    auto taken = model.id_to_token.find(*id);
-    if (taken != model.id_to_token.end()) {
+    auto taken = model.idToToken().find(*id);
+    if (taken != model.idToToken().end()) {
       const std::string owner = "model token '" + taken->second + "'";
       return ctx.malformed(field, "tokenizers numbers token '" + content + "' " +
                                       std::to_string(*id) + " (after the " + model_size +
@@ -128,7 +128,7 @@ Status deriveId(const LoadContext& ctx, const std::string& field, const BpeModel
 // One entry of added_tokens. `next_new_id` is the id tokenizers gives the next token that is not
 // in the model vocabulary.
 Status parseAddedToken(const LoadContext& ctx, const json& entry, const std::string& field,
-                       const BpeModel& model, const AddedVocabulary& before, int32_t next_new_id,
+                       const Model& model, const AddedVocabulary& before, int32_t next_new_id,
                        AddedToken* token) {
   if (!entry.is_object()) return ctx.malformed(field, "expected an object");
   bool has_content = false;
@@ -214,9 +214,9 @@ void AddedVocabulary::split(const AddedMatcher& matcher, Piece piece,
   if (start_offset < s.size()) emit(start_offset, s.size(), -1);
 }
 
-Status parseAddedTokens(const LoadContext& ctx, const json& list, const BpeModel& model,
+Status parseAddedTokens(const LoadContext& ctx, const json& list, const Model& model,
                         const Normalizer* normalizer, AddedVocabulary* out, int32_t* vocab_size) {
-  auto next_new_id = static_cast<int32_t>(model.vocab.size());
+  auto next_new_id = static_cast<int32_t>(model.vocab().size());
   if (!list.is_null()) {
     if (!list.is_array()) return ctx.malformed("added_tokens", "expected an array");
     if (list.size() > kMaxAddedTokens) {
@@ -228,7 +228,7 @@ Status parseAddedTokens(const LoadContext& ctx, const json& list, const BpeModel
     const std::string field = elementField("added_tokens", i);
     AddedToken token;
     REE_RETURN_IF_ERROR(parseAddedToken(ctx, list[i], field, model, *out, next_new_id, &token));
-    if (model.vocab.count(token.content) == 0) ++next_new_id;
+    if (model.vocab().count(token.content) == 0) ++next_new_id;
     max_id = std::max(max_id, token.id);
     const size_t index = out->tokens.size();
     out->by_content[token.content] = index;

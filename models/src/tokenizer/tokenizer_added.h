@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "ree/models/tokenizer.h"
-#include "tokenizer_bpe.h"
 #include "tokenizer_load.h"
+#include "tokenizer_model.h"
 #include "tokenizer_normalizer.h"
 #include "tokenizer_piece.h"
 
@@ -55,7 +55,7 @@ struct AddedVocabulary {
 // number of such new tokens before it in the file (and that id must not be a model id, which
 // a vocabulary with gaps allows). `normalizer` (may be null) normalizes the
 // patterns of tokens with normalized=true. `*vocab_size` receives one past the largest id.
-Status parseAddedTokens(const LoadContext& ctx, const json& list, const BpeModel& model,
+Status parseAddedTokens(const LoadContext& ctx, const json& list, const Model& model,
                         const Normalizer* normalizer, AddedVocabulary* out, int32_t* vocab_size);
 
 }  // namespace ree::models::tokenizer_internal

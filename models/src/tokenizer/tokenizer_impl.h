@@ -10,8 +10,8 @@
 
 #include "ree/models/tokenizer.h"
 #include "tokenizer_added.h"
-#include "tokenizer_bpe.h"
 #include "tokenizer_decoder.h"
+#include "tokenizer_model.h"
 #include "tokenizer_normalizer.h"
 #include "tokenizer_post_processor.h"
 #include "tokenizer_pre_tokenizer.h"
@@ -20,7 +20,7 @@ namespace ree::models {
 
 struct Tokenizer::Impl {
   std::string source;
-  tokenizer_internal::BpeModel model;
+  tokenizer_internal::Model model;
   tokenizer_internal::AddedVocabulary added;
   bool has_normalizer = false, has_pre_tokenizer = false, has_post_processor = false,
        has_decoder = false;

@@ -123,9 +123,10 @@ Status checkRoot(const LoadContext& ctx, const json& root) {
 // The stages in the order their checks depend on: the model first (added token ids derive from
 // its vocabulary), the normalizer before the added tokens (their patterns are normalized), the
 // post-processor last (its ids are checked against the whole vocabulary).
-Status parseStages(const LoadContext& ctx, const json& root, Tokenizer::Impl* impl) {
+Status parseStages(const LoadContext& ctx, const json& root, const std::string& json_text,
+                   Tokenizer::Impl* impl) {
   if (!root.contains("model")) return ctx.malformed("model", "missing");
-  REE_RETURN_IF_ERROR(parseBpe(ctx, root["model"], &impl->model));
+  REE_RETURN_IF_ERROR(parseModel(ctx, root["model"], json_text, &impl->model));
   if (present(root, "normalizer")) {
     impl->has_normalizer = true;
     REE_RETURN_IF_ERROR(parseNormalizer(ctx, root["normalizer"], "normalizer", &impl->normalizer));
@@ -175,7 +176,7 @@ Status parseTokenizer(const std::string& json_text, const std::string& source,
   }
   auto impl = std::make_unique<Tokenizer::Impl>();
   impl->source = source;
-  REE_RETURN_IF_ERROR(parseStages(ctx, root, impl.get()));
+  REE_RETURN_IF_ERROR(parseStages(ctx, root, json_text, impl.get()));
   *out = std::move(impl);
   return Status::kSuccess;
 }

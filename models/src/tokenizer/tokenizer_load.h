@@ -3,9 +3,12 @@
 //
 // The tokenizer is split by pipeline stage, each with its parser next to the code it configures:
 //   tokenizer_added      added/special tokens: ids, leftmost-longest matching, lstrip/rstrip
-//   tokenizer_normalizer Sequence, Prepend, Replace
+//   tokenizer_normalizer Sequence, Prepend, Replace, NFC/NFD/NFKC/NFKD, Lowercase, Strip, ...
+//   tokenizer_unicode    the Unicode operations of the normalizers (utf8proc)
 //   tokenizer_pre_tokenizer  Sequence, Split, ByteLevel, Metaspace
+//   tokenizer_model      the model stage: BPE or Unigram by "type"
 //   tokenizer_bpe        the BPE model (vocabulary, merges, byte fallback, unk)
+//   tokenizer_unigram    the Unigram model (pieces with scores, Viterbi, byte fallback, unk)
 //   tokenizer_post_processor  TemplateProcessing and friends
 //   tokenizer_decoder    ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace
 //   tokenizer_load       reads tokenizer.json and assembles the stages (Tokenizer::Impl)
