@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""Unicode-normalizing and Unigram tokenizer.json files, and their `tokenizers` reference data.
+
+Builds small tokenizers with Hugging Face `tokenizers` (nothing downloaded), wired like real
+files that use Unicode normalization forms or the Unigram model, then writes what `tokenizers`
+gives on a multilingual corpus (tokenize_reference.py's corpus plus UNICODE_CORPUS below):
+
+  unigram_nfkc.json          Unigram (SentencePiece-style, trained here) behind NFKC and a
+                             Metaspace pre-tokenizer, Metaspace decoder, <s> BOS template.
+  unigram_byte_fallback.json Llama-style Unigram: Sequence[NFC, Prepend, Replace] normalizer,
+                             no pre-tokenizer, byte_fallback with <0x00>..<0xFF> pieces, decoder
+                             Sequence[Replace, ByteFallback, Fuse, Strip].
+  unigram_whitespace.json    T5-style Unigram: Sequence[Nmt, NFKC, Replace(runs of spaces)]
+                             normalizer, Sequence[WhitespaceSplit, Metaspace] pre-tokenizer.
+  bpe_nfc_byte_fallback.json Llama 2-style BPE with byte_fallback behind
+                             Sequence[NFC, Prepend, Replace] (a small alphabet, so that many
+                             characters fall back to bytes).
+  qwen2_nfc.json             Qwen2-style byte-level BPE: NFC, Split(Qwen2 regex) + ByteLevel.
+  bytelevel_nfkd_lower.json  byte-level BPE behind Sequence[NFKD, StripAccents, Lowercase,
+                             Strip]; bytelevel_nfd.json the same behind NFD only.
+
+Usage: make_unicode_tokenizers.py OUTPUT_DIR
+Writes the files and OUTPUT_DIR/reference.json (tokenize_reference.py's format).
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_tokenizers  # noqa: E402  (same folder)
+import tokenize_reference  # noqa: E402
+
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers  # noqa: E402
+from tokenizers import pre_tokenizers, processors, trainers  # noqa: E402
+
+UNICODE_CORPUS = [
+    "ﬁne ﬂow oﬀer eﬃcient ﬄ ﬆ office",
+    "Ｆｕｌｌｗｉｄｔｈ １２３４５６７８９０ ＡＢＣ ｱｲｳ ﾊﾟﾝ ｶﾞ",
+    "한국어 텍스트 \u1112\u1161\u11ab\u1100\u116e\u11a8\u110b\u1165 (decomposed jamo)",
+    "e\u0301 é A\u030a Å \u212b \u2126 Ω \u1e9b\u0323 q\u0307\u0323",
+    "العربية: مرحبا بالعالم، كيف حالك؟ ١٢٣ \ufefb \ufe8d\ufe8e",
+    "中文测试，日本語の文章。㍿ ㌔ ㈱ ⑴ ①②③ ㊙",
+    "👩\u200d💻 👨\u200d👩\u200d👧\u200d👦 🏳\ufe0f\u200d🌈 👍🏿 🇫🇷 ❤\ufe0f",
+    "int main() {\n\tprintf(\"%d\\n\", x);\n\treturn 0;\n}\n",
+    "İstanbul ΣΊΣΥΦΟΣ ǅungla Straße ẞ Ⅻ ⅻ ÀÉÎÕÜ",
+    "x² + y³ = z⁴, ½ ¼ ™ ℃ ㎏ ℡ Ⅸ",
+    "Tiếng Việt có dấu: ệ ộ ữ e\u0323\u0302 o\u0302\u0323",
+    "क्षत्रिय नमस्ते ภาษาไทย Ελληνικά ά α\u0301",
+    "\u00a0\u2002 padded \u3000text\u2003 \t",
+    "ctrl\u0001\u0008\u000b\u001f\u007f x\u200bzero\ufeffbom\u2581lower\u2028line",
+    "literal <0x41> and <unk> and <s> text ▁▁ ▁x",
+    "mixed ﬁ１２ é한 ①e\u0301",
+]
+
+QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
+                 r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
+
+
+def training_corpus():
+    return make_tokenizers.training_corpus() + UNICODE_CORPUS[:8] * 5
+
+
+def state(component):
+    return json.loads(component.__getstate__())
+
+
+def train_unigram(normalizer, pre_tokenizer, vocab_size):
+    tokenizer = Tokenizer(models.Unigram())
+    tokenizer.normalizer = normalizer
+    tokenizer.pre_tokenizer = pre_tokenizer
+    trainer = trainers.UnigramTrainer(vocab_size=vocab_size, unk_token="<unk>",
+                                      special_tokens=["<unk>", "<s>", "</s>"],
+                                      max_piece_length=8, show_progress=False)
+    tokenizer.train_from_iterator(training_corpus(), trainer)
+    return json.loads(tokenizer.to_str())
+
+
+def bos_template():
+    return state(processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                               special_tokens=[("<s>", 1)]))
+
+
+def make_unigrams(out_dir):
+    metaspace = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    data = train_unigram(normalizers.NFKC(), metaspace, 400)
+    data["decoder"] = state(decoders.Metaspace(replacement="▁", prepend_scheme="always"))
+    data["post_processor"] = bos_template()
+    make_tokenizers.save(data, os.path.join(out_dir, "unigram_nfkc.json"))
+
+    data = train_unigram(normalizers.NFC(), metaspace, 300)
+    data["normalizer"] = state(normalizers.Sequence([
+        normalizers.NFC(), normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")]))
+    data["pre_tokenizer"] = None
+    # Byte pieces as in SentencePiece byte_fallback models: in the vocabulary, score 0.
+    data["model"]["vocab"] += [[token, 0.0] for token in BYTE_TOKENS]
+    data["model"]["byte_fallback"] = True
+    data["decoder"] = state(decoders.Sequence([
+        decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+        decoders.Strip(content=" ", left=1, right=0)]))
+    data["post_processor"] = bos_template()
+    make_tokenizers.save(data, os.path.join(out_dir, "unigram_byte_fallback.json"))
+
+    t5_normalizer = normalizers.Sequence([
+        normalizers.Nmt(), normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")])
+    t5_pre = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), metaspace])
+    data = train_unigram(t5_normalizer, t5_pre, 350)
+    data["decoder"] = state(decoders.Metaspace(replacement="▁", prepend_scheme="always"))
+    make_tokenizers.save(data, os.path.join(out_dir, "unigram_whitespace.json"))
+
+
+def train_bpe(normalizer, pre_tokenizer, trainer):
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.normalizer = normalizer
+    tokenizer.pre_tokenizer = pre_tokenizer
+    tokenizer.train_from_iterator(training_corpus(), trainer)
+    return json.loads(tokenizer.to_str())
+
+
+def byte_level_trainer():
+    return trainers.BpeTrainer(vocab_size=600, special_tokens=["<|endoftext|>"],
+                               initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                               show_progress=False)
+
+
+def make_bpes(out_dir):
+    trainer = trainers.BpeTrainer(vocab_size=500, special_tokens=["<unk>", "<s>", "</s>"],
+                                  limit_alphabet=90, show_progress=False)
+    data = train_bpe(normalizers.Sequence([normalizers.NFC(), normalizers.Prepend("▁"),
+                                           normalizers.Replace(" ", "▁")]),
+                     pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="never"), trainer)
+    data["pre_tokenizer"] = None
+    # Llama 2 lists the byte tokens right after <unk> <s> </s>; appended here (ids stay dense).
+    next_id = len(data["model"]["vocab"])
+    for token in BYTE_TOKENS:
+        data["model"]["vocab"].setdefault(token, next_id)
+        next_id = max(next_id, data["model"]["vocab"][token] + 1)
+    data["model"].update({"unk_token": "<unk>", "byte_fallback": True, "fuse_unk": True})
+    data["decoder"] = state(decoders.Sequence([
+        decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+        decoders.Strip(content=" ", left=1, right=0)]))
+    data["post_processor"] = bos_template()
+    make_tokenizers.save(data, os.path.join(out_dir, "bpe_nfc_byte_fallback.json"))
+
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    qwen_pre = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False), byte_level])
+    data = train_bpe(normalizers.NFC(), qwen_pre, byte_level_trainer())
+    data["decoder"] = state(decoders.ByteLevel())
+    make_tokenizers.save(data, os.path.join(out_dir, "qwen2_nfc.json"))
+
+    lower = normalizers.Sequence([normalizers.NFKD(), normalizers.StripAccents(),
+                                  normalizers.Lowercase(), normalizers.Strip()])
+    data = train_bpe(lower, pre_tokenizers.ByteLevel(add_prefix_space=False),
+                     byte_level_trainer())
+    data["decoder"] = state(decoders.ByteLevel())
+    make_tokenizers.save(data, os.path.join(out_dir, "bytelevel_nfkd_lower.json"))
+    data["normalizer"] = state(normalizers.NFD())
+    make_tokenizers.save(data, os.path.join(out_dir, "bytelevel_nfd.json"))
+
+
+FILES = ["unigram_nfkc.json", "unigram_byte_fallback.json", "unigram_whitespace.json",
+         "bpe_nfc_byte_fallback.json", "qwen2_nfc.json", "bytelevel_nfkd_lower.json",
+         "bytelevel_nfd.json"]
+
+
+POW10 = [float(f"1e{i}") for i in range(309)]
+
+
+def serde_f64(text):
+    """serde_json's f64 from a JSON number (without float_roundtrip): the digits as a u64, then
+    one multiplication or division by a power of ten (tokenizer_json_number.cpp does the same)."""
+    mantissa, _, exp_text = text.lower().partition("e")
+    negative = mantissa.startswith("-")
+    integer, _, fraction = mantissa.lstrip("-").partition(".")
+    significand, exponent, limit = 0, int(exp_text or 0), 2**64 - 1
+    overflowed = False
+    for digit in integer:
+        if overflowed or significand * 10 + int(digit) > limit:
+            overflowed, exponent = True, exponent + 1
+        else:
+            significand = significand * 10 + int(digit)
+    for digit in fraction:
+        if significand * 10 + int(digit) > limit:
+            break
+        significand, exponent = significand * 10 + int(digit), exponent - 1
+    f = float(significand)
+    while abs(exponent) > 308 and f != 0.0:
+        f, exponent = f / 1e308, exponent + 308
+    if abs(exponent) <= 308:
+        f = f * POW10[exponent] if exponent >= 0 else f / POW10[-exponent]
+    return -f if negative else f
+
+
+def check_unigram_scores(path):
+    """Unigram scores as tokenizers parsed them must be serde_f64 of their text: the C++ reader
+    (tokenizer_json_number.cpp) reproduces that parse, so this checks its model on every score.
+    tokenizers writes them back in shortest round-trip form; some differ from Python's."""
+    with open(path, encoding="utf-8") as f:
+        written = json.load(f, parse_float=str)["model"]
+    if written.get("type") != "Unigram":
+        return 0
+    parsed = [s for _, s in json.loads(Tokenizer.from_file(path).to_str())["model"]["vocab"]]
+    emulated = [serde_f64(str(s)) for _, s in written["vocab"]]
+    if parsed != emulated:
+        sys.exit(f"{path}: tokenizers read a Unigram score other than serde_f64 says")
+    return sum(a != float(str(s)) for a, (_, s) in zip(parsed, written["vocab"]))
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out_dir = sys.argv[1]
+    os.makedirs(out_dir, exist_ok=True)
+    make_unigrams(out_dir)
+    make_bpes(out_dir)
+    tokenize_reference.CORPUS = tokenize_reference.CORPUS + UNICODE_CORPUS
+    result = {}
+    for name in FILES:
+        path = os.path.join(out_dir, name)
+        result[name] = tokenize_reference.reference(path)
+        result[name]["scores_off_by_serde"] = check_unigram_scores(path)
+    with open(os.path.join(out_dir, "reference.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, ensure_ascii=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
