@@ -10,6 +10,8 @@
 #include "ree/core/file.h"
 #include "ree/core/text.h"
 #include "ree/models/builtin.h"
+#include "ree/models/gguf_config.h"
+#include "ree/models/gguf_source.h"
 
 namespace ree::models {
 namespace {
@@ -22,6 +24,7 @@ constexpr uint64_t kMaxTokenizerFileBytes = uint64_t{128} << 20;
 
 // config.json, a NUL, then tokenizer.json ("" when the model has none).
 Status modelFilesText(const std::string& directory, std::string* text) {
+  if (isGgufPath(directory)) return readGgufConfigJson(directory, text);
   REE_RETURN_IF_ERROR(
       readRegularFile(directory + "/config.json", kMaxConfigFileBytes, "config.json", text));
   *text += '\0';
@@ -99,13 +102,18 @@ Status EngineState::openModel() {
     }
   } else if (isBuiltinModel(options.model)) {
     REE_RETURN_IF_ERROR(materializeBuiltinModel(options.model, &directory));
-  } else if (!std::filesystem::is_directory(options.model)) {
+  } else if (!std::filesystem::is_directory(options.model) && !isGgufPath(options.model)) {
     return REE_FAIL(Status::kIoError,
                     "--model %s: not a directory (expected a Hugging Face model "
-                    "directory with config.json and *.safetensors, or builtin:tiny-llama)",
+                    "directory with config.json and *.safetensors, a .gguf file, or "
+                    "builtin:tiny-llama)",
                     options.model.c_str());
   }
-  REE_RETURN_IF_ERROR(loadModelDirectoryConfigs(directory, &config, &generation));
+  if (!synthetic && isGgufPath(directory)) {  // a .gguf file: config from its metadata
+    REE_RETURN_IF_ERROR(loadGgufModelConfig(directory, &config, &generation));
+  } else {
+    REE_RETURN_IF_ERROR(loadModelDirectoryConfigs(directory, &config, &generation));
+  }
   eos = effectiveEosTokenIds(config, generation);
   std::string tokenizer_path = directory + "/tokenizer.json";
   if (std::filesystem::exists(tokenizer_path)) {

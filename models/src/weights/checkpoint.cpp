@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "ree/core/text.h"
+#include "ree/models/gguf_source.h"
 #include "ree/models/safetensors_source.h"
 #include "ree/models/weight_values.h"
 #include "synthetic_source.h"
@@ -106,8 +107,16 @@ Status Checkpoint::open(const std::string& path, std::unique_ptr<Checkpoint>* ou
     return REE_FAIL(Status::kIoError, "checkpoint '%s': %s", printableText(path, 400).c_str(),
                     std::strerror(errno));
   }
-  // Safetensors is the only format so far; another reader would be chosen here by the files the
-  // path holds (e.g. *.gguf), each behind WeightSource.
+  // The reader is chosen by the path: a *.gguf file, else safetensors (a directory or file).
+  if (isGgufPath(path)) {
+    std::unique_ptr<GgufSource> gguf;
+    REE_RETURN_IF_ERROR(GgufSource::open(path, &gguf));
+    std::unique_ptr<Checkpoint> checkpoint(new Checkpoint());
+    checkpoint->source_ = std::move(gguf);
+    checkpoint->options_ = options;
+    *out = std::move(checkpoint);
+    return Status::kSuccess;
+  }
   std::unique_ptr<SafetensorsSource> source;
   REE_RETURN_IF_ERROR(SafetensorsSource::open(path, &source));
   std::unique_ptr<Checkpoint> checkpoint(new Checkpoint());

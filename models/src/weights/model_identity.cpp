@@ -11,6 +11,8 @@
 #include "ree/models/builtin.h"
 #include "ree/models/checkpoint.h"
 #include "ree/models/engine.h"
+#include "ree/models/gguf_config.h"
+#include "ree/models/gguf_source.h"
 #include "ree/models/safetensors.h"
 
 namespace ree {
@@ -32,6 +34,8 @@ Status resolveModel(const std::string& model, std::string* directory, bool* synt
   } else {
     *directory = model;
   }
+  // A GGUF file holds its config: the identity hashes the config it gives (gguf_config.h).
+  if (models::isGgufPath(*directory)) return statRegularFile(*directory, "GGUF file", nullptr);
   if (!std::filesystem::exists(*directory + "/config.json")) {
     return REE_FAIL(Status::kIoError, "model %s: no config.json in '%s'",
                     printableText(model, 400).c_str(), printableText(*directory, 400).c_str());
@@ -111,8 +115,12 @@ Status computeModelIdentity(const std::string& model, ModelIdentity* out) {
   REE_RETURN_IF_ERROR(resolveModel(model, &directory, &synthetic));
   ModelIdentity identity;
   std::string bytes;
-  REE_RETURN_IF_ERROR(
-      readRegularFile(directory + "/config.json", kMaxConfigBytes, "config.json", &bytes));
+  if (models::isGgufPath(directory)) {
+    REE_RETURN_IF_ERROR(models::readGgufConfigJson(directory, &bytes));
+  } else {
+    REE_RETURN_IF_ERROR(
+        readRegularFile(directory + "/config.json", kMaxConfigBytes, "config.json", &bytes));
+  }
   identity.config_sha256 = sha256Hex(bytes.data(), bytes.size());
   if (std::filesystem::exists(directory + "/tokenizer.json")) {
     REE_RETURN_IF_ERROR(readRegularFile(directory + "/tokenizer.json", kMaxTokenizerBytes,
