@@ -262,7 +262,7 @@ Status GgufParser::readCount(const char* what, uint64_t limit, uint64_t min_entr
 Status GgufParser::readString(const std::string& what, uint64_t max_bytes, std::string_view* out) {
   uint64_t length = 0;
   if (!u64(&length)) return truncated(what + ": string length");
-  if (length > max_bytes) {
+  if (length > max_bytes && max_bytes < left()) {  // else: the end of the file is the limit
     return fail(what + ": string length " + std::to_string(length) + " exceeds the limit of " +
                 std::to_string(max_bytes) + " bytes");
   }
@@ -303,7 +303,7 @@ Status GgufParser::readValue(const std::string& what, GgufValue* value) {
   if (!u32(&type)) return truncated(what + ": value type");
   if (!isKnownValueType(type)) return fail(what + ": unknown value type " + std::to_string(type));
   value->type = static_cast<GgufValueType>(type);
-  if (value->type == GgufValueType::kString) return readString(what, left(), &value->text);
+  if (value->type == GgufValueType::kString) return readString(what, UINT64_MAX, &value->text);
   if (value->type == GgufValueType::kArray) return readArray(what, value);
   const uint64_t bytes = scalarBytes(value->type);
   const unsigned char* p = nullptr;
@@ -341,7 +341,7 @@ Status GgufParser::readArray(const std::string& what, GgufValue* value) {
   value->strings.resize(value->count);  // at most left() / 8 entries
   for (uint64_t i = 0; i < value->count; ++i) {
     REE_RETURN_IF_ERROR(
-        readString(what + "[" + std::to_string(i) + "]", left(), &value->strings[i]));
+        readString(what + "[" + std::to_string(i) + "]", UINT64_MAX, &value->strings[i]));
   }
   return Status::kSuccess;
 }
