@@ -1,11 +1,15 @@
 // CPU repops-2 linear (docs/repops-spec/linear-int.md), the reference of the integer path.
 //
-// x and w are quantised once per call (per row and 128-block: exponent, then the integers). A
-// block's integer dot product P = sum X * W is computed exactly in two int32 halves: X = xh * 2^11
-// + xl with xl in [-1024, 1023], so sum xh * W and sum xl * W fit in int32 over a block (|W| <=
-// 2^13), and both are int16 x int16 products (pmaddwd when vectorised). Integer sums are exact,
-// so the vectorised and scalar loops give the same P. Blocks are then added in increasing order
-// in binary64 (int_linear.h), one output at a time. Work is split over outputs only.
+// x and w are quantised once per call (per row and 128-block: exponent, integers, digits). The
+// block product P (int_linear.h: the nine kept digit pairs, in units of 2^14) is computed from
+// int16 combinations of the digits, x = (xh, xl, xd) = (d0 * 2^7 + d1, d2 * 2^7 + d3, d2) and
+// w = (wh, wl, we) = (e0, e1 * 2^7 + e2, e1):
+//   P = 2^14 sum xh wh + sum xh wl + sum xl wh + sum xd we,
+// which expands to exactly the kept pairs (d0e0 2^21; d0e1, d1e0 2^14; d0e2, d1e1, d2e0 2^7;
+// d1e2, d2e1, d3e0 2^0). Each product is int16 x int16 (pmaddwd when vectorised) and every sum is
+// exact (sum xh wl in int64), so the vectorised and scalar loops give the same P. Blocks are then
+// added in increasing order in binary64 (int_linear.h), one output at a time. Work is split over
+// outputs only.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -29,34 +33,51 @@ using int_linear::kBlock;
 
 constexpr int kPanel = 16;     // output features per task
 constexpr int kTaskRows = 64;  // rows of x per task
-constexpr int kLowBits = 11;   // X = xh * 2^11 + xl
+constexpr int kPlanes = 3;     // int16 planes per operand: x (xh, xl, xd), w (wh, wl, we)
 
 std::atomic<bool> g_simd_enabled{true};
 
-// Rows quantised per 128-block: the exponent of every (row, block) and the integers, zero-padded
-// to whole blocks. x keeps each integer as two int16 halves (hi * 2^11 + lo); w as one int16.
+// Rows quantised per 128-block: the exponent of every (row, block) and the three int16 planes of
+// the digits (see the top of the file), zero-padded to whole blocks.
 struct QuantizedRows {
   int64_t blocks = 0;
   int64_t padded_k = 0;
-  std::vector<int32_t> exponents;  // [rows][blocks]
-  std::vector<int16_t> hi;         // [rows][padded_k]: x's high half, or w
-  std::vector<int16_t> lo;         // [rows][padded_k]: x's low half (x only)
+  std::vector<int32_t> exponents;        // [rows][blocks]
+  std::vector<int16_t> planes[kPlanes];  // [rows][padded_k] each
 
-  void resize(int64_t rows, int64_t k_total, bool split) {
+  void resize(int64_t rows, int64_t k_total) {
     blocks = (k_total + kBlock - 1) / kBlock;
     padded_k = blocks * kBlock;
     exponents.resize(static_cast<size_t>(rows * blocks));
-    hi.resize(static_cast<size_t>(rows * padded_k));
-    if (split) lo.resize(hi.size());
+    for (auto& plane : planes)
+      plane.resize(static_cast<size_t>(rows * padded_k));
   }
+  const int16_t* plane(int p, int64_t row) const { return planes[p].data() + row * padded_k; }
 };
 
+// The int16 planes of one integer of x (4 digits) or w (3 digits).
+inline void xPlanes(int32_t v, int16_t out[kPlanes]) {
+  int8_t d[int_linear::kXSlices];
+  int_linear::splitX(v, d);
+  out[0] = static_cast<int16_t>(d[0] * 128 + d[1]);
+  out[1] = static_cast<int16_t>(d[2] * 128 + d[3]);
+  out[2] = d[2];
+}
+inline void wPlanes(int32_t v, int16_t out[kPlanes]) {
+  int8_t e[int_linear::kWSlices];
+  int_linear::splitW(v, e);
+  out[0] = e[0];
+  out[1] = static_cast<int16_t>(e[1] * 128 + e[2]);
+  out[2] = e[1];
+}
+
 // Row `row` of `q` from `src` (k_total elements of type T): per block the exponent
-// (int_linear::blockExponentOfMaxBits) and RNE(v * 2^(shift - e)) (int_linear::quantize).
+// (int_linear::blockExponentOfMaxBits), RNE(v * 2^(shift - e)) (int_linear::quantize) and its
+// planes (x's when is_x, else w's).
 template <typename T>
 __attribute__((always_inline)) inline void quantizeRowBody(const T* src, int64_t k_total, int shift,
-                                                           int64_t row, QuantizedRows* q) {
-  const bool split = !q->lo.empty();
+                                                           bool is_x, int64_t row,
+                                                           QuantizedRows* q) {
   for (int64_t b = 0; b < q->blocks; ++b) {
     const int64_t begin = b * kBlock;
     const int count = static_cast<int>(std::min<int64_t>(kBlock, k_total - begin));
@@ -71,24 +92,25 @@ __attribute__((always_inline)) inline void quantizeRowBody(const T* src, int64_t
       values[i] = 0.0f;
     int exponent = int_linear::blockExponentOfMaxBits(max_bits);
     q->exponents[row * q->blocks + b] = exponent;
-    int16_t* hi = q->hi.data() + row * q->padded_k + begin;
-    int16_t* lo = split ? q->lo.data() + row * q->padded_k + begin : nullptr;
+    const int64_t at = row * q->padded_k + begin;
     for (int i = 0; i < kBlock; ++i) {
-      int32_t v = int_linear::quantize(values[i], exponent, shift);
-      if (split) {
-        int32_t low = ((v + 1024) & 2047) - 1024;
-        lo[i] = static_cast<int16_t>(low);
-        hi[i] = static_cast<int16_t>((v - low) >> kLowBits);
+      int16_t digits[kPlanes];
+      const int32_t v = int_linear::quantize(values[i], exponent, shift);
+      if (is_x) {
+        xPlanes(v, digits);
       } else {
-        hi[i] = static_cast<int16_t>(v);
+        wPlanes(v, digits);
       }
+      for (int p = 0; p < kPlanes; ++p)
+        q->planes[p][at + i] = digits[p];
     }
   }
 }
 
 template <typename T>
-void quantizeRowPortable(const T* src, int64_t k_total, int shift, int64_t row, QuantizedRows* q) {
-  quantizeRowBody(src, k_total, shift, row, q);
+void quantizeRowPortable(const T* src, int64_t k_total, int shift, bool is_x, int64_t row,
+                         QuantizedRows* q) {
+  quantizeRowBody(src, k_total, shift, is_x, row, q);
 }
 
 #if defined(REE_INT_LINEAR_X86)
@@ -96,100 +118,139 @@ void quantizeRowPortable(const T* src, int64_t k_total, int shift, int64_t row, 
 // the same integers, since every step is exact or correctly rounded.
 template <typename T>
 __attribute__((target("avx2"))) void quantizeRowAvx2(const T* src, int64_t k_total, int shift,
-                                                     int64_t row, QuantizedRows* q) {
-  quantizeRowBody(src, k_total, shift, row, q);
+                                                     bool is_x, int64_t row, QuantizedRows* q) {
+  quantizeRowBody(src, k_total, shift, is_x, row, q);
 }
 #endif
 
 template <typename T>
-void quantizeRow(bool simd, const T* src, int64_t k_total, int shift, int64_t row,
+void quantizeRow(bool simd, const T* src, int64_t k_total, int shift, bool is_x, int64_t row,
                  QuantizedRows* q) {
 #if defined(REE_INT_LINEAR_X86)
-  if (simd) return quantizeRowAvx2(src, k_total, shift, row, q);
+  if (simd) return quantizeRowAvx2(src, k_total, shift, is_x, row, q);
 #endif
   (void)simd;
-  quantizeRowPortable(src, k_total, shift, row, q);
+  quantizeRowPortable(src, k_total, shift, is_x, row, q);
 }
 
 // Rows [row_begin, row_end) of a [rows, K] matrix with row stride `stride` into q's rows
-// out_first, out_first + 1, ...
+// out_first, out_first + 1, ... (x's planes when is_x, else w's).
 void quantizeRows(bool simd, const void* base, DType dtype, int64_t stride, int64_t k_total,
-                  int shift, int64_t row_begin, int64_t row_end, int64_t out_first,
+                  bool is_x, int64_t row_begin, int64_t row_end, int64_t out_first,
                   QuantizedRows* q) {
+  const int shift = is_x ? int_linear::kXShift : int_linear::kWShift;
   for (int64_t row = row_begin; row < row_end; ++row) {
     const int64_t at = row * stride;
     const int64_t out = out_first + (row - row_begin);
     switch (dtype) {
       case DType::kF32:
-        quantizeRow(simd, static_cast<const float*>(base) + at, k_total, shift, out, q);
+        quantizeRow(simd, static_cast<const float*>(base) + at, k_total, shift, is_x, out, q);
         break;
       case DType::kBF16:
-        quantizeRow(simd, static_cast<const bf16_t*>(base) + at, k_total, shift, out, q);
+        quantizeRow(simd, static_cast<const bf16_t*>(base) + at, k_total, shift, is_x, out, q);
         break;
       default:
-        quantizeRow(simd, static_cast<const f16_t*>(base) + at, k_total, shift, out, q);
+        quantizeRow(simd, static_cast<const f16_t*>(base) + at, k_total, shift, is_x, out, q);
         break;
     }
   }
 }
 
-// The block product of one x row and one w row over one block of 128: P = sum xh * w * 2^11 +
-// sum xl * w, each half an exact int32 sum (|sum xh w| <= 2^29, |sum xl w| <= 2^30).
-int64_t blockDotPortable(const int16_t* xh, const int16_t* xl, const int16_t* w) {
-  int32_t high = 0, low = 0;
-  for (int k = 0; k < kBlock; ++k) {
-    high += static_cast<int32_t>(xh[k]) * w[k];
-    low += static_cast<int32_t>(xl[k]) * w[k];
+// Row starts of the three planes of one quantised row (x's or w's).
+struct RowPlanes {
+  const int16_t* p[kPlanes];
+};
+
+RowPlanes rowPlanes(const QuantizedRows& q, int64_t row) {
+  return {{q.plane(0, row), q.plane(1, row), q.plane(2, row)}};
+}
+
+// The block product at offset `at`: P = 2^14 sum xh wh + sum xh wl + sum xl wh + sum xd we (see
+// the top of the file). |sum xh wl| < 2^33 needs int64; the other sums fit int32.
+int64_t blockDotPortable(const RowPlanes& x, const RowPlanes& w, int64_t at) {
+  int32_t hh = 0, lh_dd = 0;
+  int64_t hl = 0;
+  for (int64_t k = at; k < at + kBlock; ++k) {
+    hh += static_cast<int32_t>(x.p[0][k]) * w.p[0][k];
+    hl += static_cast<int32_t>(x.p[0][k]) * w.p[1][k];
+    lh_dd +=
+        static_cast<int32_t>(x.p[1][k]) * w.p[0][k] + static_cast<int32_t>(x.p[2][k]) * w.p[2][k];
   }
-  return static_cast<int64_t>(high) * (int64_t{1} << kLowBits) + low;
+  return static_cast<int64_t>(hh) * (int64_t{1} << 14) + hl + lh_dd;
 }
 
 #if defined(REE_INT_LINEAR_X86)
-// The four int32 lane sums of a, b, c, d (each 8 lanes) as one 128-bit vector {sum a, .., sum d}.
-__attribute__((target("avx2"))) inline __m128i laneSums4(__m256i a, __m256i b, __m256i c,
+// The four int32 lane sums of a, b, c, d (each 8 lanes, sums within int32) as int64 lanes.
+__attribute__((target("avx2"))) inline __m256i laneSums4(__m256i a, __m256i b, __m256i c,
                                                          __m256i d) {
   __m256i ab = _mm256_hadd_epi32(a, b), cd = _mm256_hadd_epi32(c, d);
   __m256i abcd = _mm256_hadd_epi32(ab, cd);
-  return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
+  return _mm256_cvtepi32_epi64(
+      _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1)));
 }
 
-// The whole dots of one x row with 4 w rows (row starts w[c]); w_exp4[b * 4 + c] is w row c's
-// exponent of block b. The block combination runs 4 outputs wide: P in int64 lanes, converted
-// to binary64 exactly (|P| < 2^51: add the bits of 1.5 * 2^52, subtract 1.5 * 2^52), times the
-// power-of-two scale built from its bits (a non-finite block's scale is all-ones bits: NaN), then
-// one binary64 addition per output and block in increasing block order: int_linear.h's steps.
-__attribute__((target("avx2"))) void rowDots4Avx2(const int16_t* xh, const int16_t* xl,
-                                                  const int16_t* const* w, const int32_t* x_exp,
-                                                  const int32_t* w_exp4, int64_t blocks,
-                                                  double* out) {
+// The same for lanes whose int32 values fit but whose sums may not: widened to int64 first.
+__attribute__((target("avx2"))) inline __m256i wideLanes(__m256i v) {
+  return _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(v)),
+                          _mm256_cvtepi32_epi64(_mm256_extracti128_si256(v, 1)));
+}
+__attribute__((target("avx2"))) inline __m256i wideLaneSums4(__m256i a, __m256i b, __m256i c,
+                                                             __m256i d) {
+  __m256i sa = wideLanes(a), sb = wideLanes(b), sc = wideLanes(c), sd = wideLanes(d);
+  __m256i ab = _mm256_add_epi64(_mm256_unpacklo_epi64(sa, sb), _mm256_unpackhi_epi64(sa, sb));
+  __m256i cd = _mm256_add_epi64(_mm256_unpacklo_epi64(sc, sd), _mm256_unpackhi_epi64(sc, sd));
+  return _mm256_add_epi64(_mm256_permute2x128_si256(ab, cd, 0x20),
+                          _mm256_permute2x128_si256(ab, cd, 0x31));
+}
+
+// The block products at offset `at` of one x row with 4 w rows, as int64 lanes.
+__attribute__((target("avx2"))) inline __m256i blockDots4Avx2(const RowPlanes& x,
+                                                              const RowPlanes* w, int64_t at) {
+  __m256i hh[4], hl[4], lh_dd[4];
+  for (int c = 0; c < 4; ++c)
+    hh[c] = hl[c] = lh_dd[c] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+  for (int64_t k = at; k < at + kBlock; k += 16) {
+    __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.p[0] + k));
+    __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.p[1] + k));
+    __m256i xd = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.p[2] + k));
+    for (int c = 0; c < 4; ++c) {
+      __m256i wh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[c].p[0] + k));
+      __m256i wl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[c].p[1] + k));
+      __m256i we = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[c].p[2] + k));
+      hh[c] = _mm256_add_epi32(hh[c], _mm256_madd_epi16(xh, wh));
+      hl[c] = _mm256_add_epi32(hl[c], _mm256_madd_epi16(xh, wl));
+      lh_dd[c] = _mm256_add_epi32(
+          lh_dd[c], _mm256_add_epi32(_mm256_madd_epi16(xl, wh), _mm256_madd_epi16(xd, we)));
+    }
+  }
+  // Per lane: 16 products each, |hl| < 2^31 per lane, the others far less.
+  return _mm256_add_epi64(
+      _mm256_add_epi64(_mm256_slli_epi64(laneSums4(hh[0], hh[1], hh[2], hh[3]), 14),
+                       wideLaneSums4(hl[0], hl[1], hl[2], hl[3])),
+      laneSums4(lh_dd[0], lh_dd[1], lh_dd[2], lh_dd[3]));
+}
+
+// The whole dots of one x row with 4 w rows; w_exp4[b * 4 + c] is w row c's exponent of block b.
+// The block combination runs 4 outputs wide: P in int64 lanes, converted to binary64 exactly
+// (|P| < 2^51: add the bits of 1.5 * 2^52, subtract 1.5 * 2^52), times the power-of-two scale
+// built from its bits (a non-finite block's scale is all-ones bits: NaN), then one binary64
+// addition per output and block in increasing block order: int_linear.h's steps.
+__attribute__((target("avx2"))) void rowDots4Avx2(const RowPlanes& x, const RowPlanes* w,
+                                                  const int32_t* x_exp, const int32_t* w_exp4,
+                                                  int64_t blocks, double* out) {
   const __m256d magic = _mm256_set1_pd(6755399441055744.0);  // 1.5 * 2^52
   const __m128i sentinel = _mm_set1_epi32(int_linear::kNonFiniteExponent);
+  const __m128i bias = _mm_set1_epi32(1023 - int_linear::kXShift - int_linear::kWShift +
+                                      int_linear::kProductUnitShift);
   __m256d acc = _mm256_setzero_pd();
   for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t at = b * kBlock;
-    __m256i high[4], low[4];
-    for (int c = 0; c < 4; ++c)
-      high[c] = low[c] = _mm256_setzero_si256();
-#pragma GCC unroll 1
-    for (int k = 0; k < kBlock; k += 16) {
-      __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + at + k));
-      __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xl + at + k));
-      for (int c = 0; c < 4; ++c) {
-        __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[c] + at + k));
-        high[c] = _mm256_add_epi32(high[c], _mm256_madd_epi16(h, wv));
-        low[c] = _mm256_add_epi32(low[c], _mm256_madd_epi16(l, wv));
-      }
-    }
-    const __m256i product = _mm256_add_epi64(
-        _mm256_slli_epi64(_mm256_cvtepi32_epi64(laneSums4(high[0], high[1], high[2], high[3])),
-                          kLowBits),
-        _mm256_cvtepi32_epi64(laneSums4(low[0], low[1], low[2], low[3])));
+    const __m256i product = blockDots4Avx2(x, w, b * kBlock);
     const __m256d product_f64 = _mm256_sub_pd(
         _mm256_castsi256_pd(_mm256_add_epi64(product, _mm256_castpd_si256(magic))), magic);
     const __m128i w_e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w_exp4 + b * 4));
     const __m128i x_e = _mm_set1_epi32(x_exp[b]);
-    const __m128i power = _mm_add_epi32(
-        _mm_add_epi32(x_e, w_e), _mm_set1_epi32(1023 - int_linear::kXShift - int_linear::kWShift));
+    const __m128i power = _mm_add_epi32(_mm_add_epi32(x_e, w_e), bias);
     const __m128i bad =
         _mm_or_si128(_mm_cmpeq_epi32(w_e, sentinel), _mm_cmpeq_epi32(x_e, sentinel));
     const __m256i scale_bits = _mm256_or_si256(_mm256_slli_epi64(_mm256_cvtepi32_epi64(power), 52),
@@ -218,25 +279,23 @@ void taskDots(bool simd, const QuantizedRows& xq, int64_t m0, int64_t m1, const 
       w_exp4[(c / 4) * 4 * wq.blocks + b * 4 + c % 4] = wq.exponents[c * wq.blocks + b];
   }
   for (int64_t m = m0; m < m1; ++m) {
-    const int16_t* xh = xq.hi.data() + m * xq.padded_k;
-    const int16_t* xl = xq.lo.data() + m * xq.padded_k;
+    const RowPlanes x = rowPlanes(xq, m);
     const int32_t* x_exp = xq.exponents.data() + m * xq.blocks;
     for (int c0 = 0; c0 < count; c0 += 4) {
       const int cols = std::min(4, count - c0);
-      const int16_t* w[4];
+      RowPlanes w[4];
       for (int c = 0; c < cols; ++c)
-        w[c] = wq.hi.data() + (c0 + c) * wq.padded_k;
+        w[c] = rowPlanes(wq, c0 + c);
       double acc[4] = {0.0, 0.0, 0.0, 0.0};
 #if defined(REE_INT_LINEAR_X86)
       if (simd && cols == 4) {
-        rowDots4Avx2(xh, xl, w, x_exp, w_exp4.data() + c0 * wq.blocks, xq.blocks, acc);
+        rowDots4Avx2(x, w, x_exp, w_exp4.data() + c0 * wq.blocks, xq.blocks, acc);
       } else
 #endif
       {
         for (int64_t b = 0; b < xq.blocks; ++b) {
-          const int64_t at = b * kBlock;
           for (int c = 0; c < cols; ++c) {
-            const int64_t product = blockDotPortable(xh + at, xl + at, w[c] + at);
+            const int64_t product = blockDotPortable(x, w[c], b * kBlock);
             const double scale =
                 int_linear::blockScale(x_exp[b], wq.exponents[(c0 + c) * wq.blocks + b]);
             acc[c] = int_linear::addBlock(acc[c], product, scale);
@@ -267,24 +326,23 @@ Status intLinear(const LinearArgs& a) {
 #endif
 
   QuantizedRows xq;
-  xq.resize(a.m, a.k, /*split=*/true);
+  xq.resize(a.m, a.k);
   parallelFor(a.m, 4, [&](int64_t begin, int64_t end) {
-    quantizeRows(simd, a.x, a.x_dtype, x_stride, a.k, int_linear::kXShift, begin, end, begin, &xq);
+    quantizeRows(simd, a.x, a.x_dtype, x_stride, a.k, /*is_x=*/true, begin, end, begin, &xq);
   });
 
   const int64_t panels = (a.n + kPanel - 1) / kPanel;
   const int64_t row_tasks = (a.m + kTaskRows - 1) / kTaskRows;
   parallelFor(panels * row_tasks, 1, [&](int64_t task_begin, int64_t task_end) {
     QuantizedRows wq;  // this thread's panel of w, quantised once per panel
-    wq.resize(kPanel, a.k, /*split=*/false);
+    wq.resize(kPanel, a.k);
     int64_t quantized_panel = -1;
     for (int64_t task = task_begin; task < task_end; ++task) {
       const int64_t panel = task / row_tasks;
       const int64_t n0 = panel * kPanel;
       const int count = static_cast<int>(std::min<int64_t>(kPanel, a.n - n0));
       if (panel != quantized_panel) {
-        quantizeRows(simd, a.w, a.w_dtype, w_stride, a.k, int_linear::kWShift, n0, n0 + count, 0,
-                     &wq);
+        quantizeRows(simd, a.w, a.w_dtype, w_stride, a.k, /*is_x=*/false, n0, n0 + count, 0, &wq);
         quantized_panel = panel;
       }
       const int64_t m0 = (task % row_tasks) * kTaskRows;

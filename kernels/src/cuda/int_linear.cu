@@ -2,15 +2,15 @@
 //
 // 1. Quantisation (one kernel per operand, a warp per (row, 128-block)): the block's exponent
 //    from the warp's max of |bits|, the integers RNE(v * 2^(S - e)) (int_linear.h), split into
-//    int8 slice planes: x into 3 (d0 * 2^14 + d1 * 2^7 + d2), w into 2 (e0 * 2^7 + e1). Planes
-//    are [slice][rows padded to the tile][K padded to 128], zero outside the matrix, so the GEMM
-//    needs no bounds checks on loads and padding adds exact zeros.
+//    int8 digit planes: x into 4 (d0 * 2^21 + d1 * 2^14 + d2 * 2^7 + d3), w into 3 (e0 * 2^14 +
+//    e1 * 2^7 + e2). Planes are [digit][rows padded to the tile][K padded to 128], zero outside
+//    the matrix, so the GEMM needs no bounds checks on loads and padding adds exact zeros.
 // 2. GEMM: a 64 x 64 output tile per block of 8 warps (2 x 4, each 32 x 16), one 128-wide K-block
 //    per step (its int8 planes and its 128 exponents), double-buffered in shared memory through
-//    cp.async (fragments read with ldmatrix); 128 registers so that two blocks share an SM.
-//    Each warp multiplies the six slice pairs with mma.sync m16n8k32 s8 x s8 -> s32 into four
-//    int32 accumulators per output, one per shift class (2^21, 2^14, 2^7, 2^0); the sums are exact
-//    (|class sum| < 2^22), so the order of the mma instructions does not matter. At the end of each
+//    cp.async (fragments read with ldmatrix). Each warp multiplies the nine kept digit pairs
+//    (i + j <= 3) with mma.sync m16n8k32 s8 x s8 -> s32 into four int32 accumulators per output,
+//    one per shift class i + j (2^21, 2^14, 2^7, 2^0); the sums are exact (|class sum| < 2^22),
+//    so the order of the mma instructions does not matter. At the end of each
 //    K-block the classes are combined exactly in int64 and added to the output's binary64
 //    accumulator (int_linear.h), in increasing block order, by the thread that owns the output.
 //    Then the fp32 rounding, bias, NaN canonicalisation, accumulate and output rounding of repops-1
@@ -42,12 +42,12 @@ constexpr int kPlaneBytes = kPlanes * kTileM * kRowBytes;  // kTileM == kTileN
 // Each stage also holds the K-block's exponents: 64 of x's rows, then 64 of w's.
 constexpr int kStageBytes = kPlaneBytes + (kTileM + kTileN) * 4;
 constexpr int kStages = 2;
-constexpr int kSharedBytes = kStages * kStageBytes;  // 93184
+constexpr int kSharedBytes = kStages * kStageBytes;  // 130048: one block per SM
 static_assert(kTileM == kTileN, "one row count per staged plane");
 
 struct GemmArgs {
-  const int8_t* x_planes;      // [3][m_padded][k_padded]
-  const int8_t* w_planes;      // [2][n_padded][k_padded]
+  const int8_t* x_planes;      // [4][m_padded][k_padded]
+  const int8_t* w_planes;      // [3][n_padded][k_padded]
   const int32_t* x_exponents;  // [m_padded][blocks]
   const int32_t* w_exponents;  // [n_padded][blocks]
   int64_t m_padded, n_padded, k_padded;
@@ -116,8 +116,8 @@ __device__ __forceinline__ void mmaS8(int32_t (&c)[4], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// Copies K-block b of the tile's 3 x planes (rows m0..) and 2 w planes (rows n0..) into `stage`:
-// 5 x 64 rows x 128 bytes in 16-byte cp.async pieces.
+// Copies K-block b of the tile's 4 x planes (rows m0..) and 3 w planes (rows n0..) into `stage`:
+// 7 x 64 rows x 128 bytes in 16-byte cp.async pieces.
 __device__ __forceinline__ void loadStage(const GemmArgs& a, int64_t m0, int64_t n0, int b,
                                           int8_t* stage) {
   constexpr int kPiecesPerRow = kBlock / 16;
@@ -163,9 +163,11 @@ struct Accumulators {
   double acc[2][2][4];
 };
 
-// The six slice-pair products of one K-block for this warp's 32 x 16 outputs.
+// The nine kept digit-pair products (i + j <= 3) of one K-block for this warp's 32 x 16 outputs:
+// the w fragments of the three planes stay in registers while x's four planes come in turn.
 __device__ __forceinline__ void multiplyStage(const int8_t* stage, int warp_m, int warp_n,
                                               Accumulators& r) {
+  constexpr int kX = int_linear::kXSlices, kW = int_linear::kWSlices;
   const int lane = threadIdx.x & 31, matrix = lane >> 3, matrix_row = lane & 7;
   // This lane's row address inside each fragment load (see loadMatrices).
   const int a_row = warp_m * kWarpM + (matrix & 1) * 8 + matrix_row;
@@ -174,31 +176,30 @@ __device__ __forceinline__ void multiplyStage(const int8_t* stage, int warp_m, i
   const int b_col = (matrix & 1) * 16;
 #pragma unroll
   for (int k = 0; k < kBlock; k += 32) {
-    uint32_t a[3][2][4], b[2][4];  // b[s] = {nt0 b0, nt0 b1, nt1 b0, nt1 b1}
+    uint32_t b[kW][4];  // b[j] = {nt0 b0, nt0 b1, nt1 b0, nt1 b1}
 #pragma unroll
-    for (int s = 0; s < 3; ++s) {
-      const int8_t* plane = stage + s * kTileM * kRowBytes;
+    for (int j = 0; j < kW; ++j) {
+      const int8_t* plane = stage + (kX + j) * kTileM * kRowBytes;
+      loadMatrices(plane + b_row * kRowBytes + k + b_col, b[j]);
+    }
+#pragma unroll
+    for (int i = 0; i < kX; ++i) {
+      uint32_t a[2][4];
+      const int8_t* plane = stage + i * kTileM * kRowBytes;
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
-        loadMatrices(plane + (a_row + mt * 16) * kRowBytes + k + a_col, a[s][mt]);
-    }
+        loadMatrices(plane + (a_row + mt * 16) * kRowBytes + k + a_col, a[mt]);
 #pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      const int8_t* plane = stage + (3 + s) * kTileM * kRowBytes;
-      loadMatrices(plane + b_row * kRowBytes + k + b_col, b[s]);
-    }
+      for (int j = 0; j < kW; ++j) {
+        if (i + j > int_linear::kKeptPairSum) continue;
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
+        for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const uint32_t e0[2] = {b[0][nt * 2], b[0][nt * 2 + 1]};
-        const uint32_t e1[2] = {b[1][nt * 2], b[1][nt * 2 + 1]};
-        mmaS8(r.cls[0][mt][nt], a[0][mt], e0);  // d0 e0: 2^21
-        mmaS8(r.cls[1][mt][nt], a[0][mt], e1);  // d0 e1: 2^14
-        mmaS8(r.cls[1][mt][nt], a[1][mt], e0);  // d1 e0: 2^14
-        mmaS8(r.cls[2][mt][nt], a[1][mt], e1);  // d1 e1: 2^7
-        mmaS8(r.cls[2][mt][nt], a[2][mt], e0);  // d2 e0: 2^7
-        mmaS8(r.cls[3][mt][nt], a[2][mt], e1);  // d2 e1: 2^0
+          for (int nt = 0; nt < 2; ++nt) {
+            const uint32_t e[2] = {b[j][nt * 2], b[j][nt * 2 + 1]};
+            mmaS8(r.cls[i + j][mt][nt], a[mt], e);
+          }
+        }
       }
     }
   }
@@ -249,7 +250,7 @@ __device__ __forceinline__ void storeOutput(const GemmArgs& a, int row, int col,
                       a.accumulate);
 }
 
-__global__ void __launch_bounds__(kThreads, 2) intGemmKernel(GemmArgs a) {
+__global__ void __launch_bounds__(kThreads, 1) intGemmKernel(GemmArgs a) {
   extern __shared__ __align__(16) int8_t shared[];
   const int warp = threadIdx.x >> 5, warp_m = warp >> 2, warp_n = warp & 3;
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTileM;

@@ -99,7 +99,7 @@ TEST(IntLinearCuda, LargeKAndTileEdgesMatchCpu) {
 TEST(IntLinearCuda, SpecialValuesMatchCpu) {
   REE_SKIP_WITHOUT_GPU();
   Problem p;
-  p.m = 5;
+  p.m = 6;
   p.n = 7;
   p.k = 300;
   p.w_dtype = DType::kF32;
@@ -112,6 +112,10 @@ TEST(IntLinearCuda, SpecialValuesMatchCpu) {
     p.x.set(static_cast<size_t>(2 * 300 + i), bitsFloat(1u + static_cast<uint32_t>(i)));
     p.x.set(static_cast<size_t>(3 * 300 + i), i == 5 ? 3e38f : (i % 2 ? 1e-38f : 0.0f));
     p.x.set(static_cast<size_t>(4 * 300 + i), i % 2 ? -0.0f : 0.0f);
+    // The largest digits: |W| rounds up to 2^20, x's integers reach 2^27 - 8.
+    p.w.set(static_cast<size_t>(3 * 300 + i), (i % 3 ? 1.0f : -1.0f) * 0.99999994f);
+    p.w.set(static_cast<size_t>(4 * 300 + i), -0.99999994f);
+    p.x.set(static_cast<size_t>(5 * 300 + i), (i % 5 ? -1.0f : 1.0f) * 0.99999994f);
   }
   std::vector<uint8_t> gpu_y = p.runCuda();
   std::vector<uint8_t> cpu_y = p.runCpu();

@@ -1,9 +1,11 @@
 // Linear layer RepOp, spec version repops-2 (docs/repops-spec/linear-int.md): the dot product of
 // each output is computed in exact integer arithmetic. x and w are scaled per row and per K-block
-// of 128 by a power of two and rounded to integers (20 bits for x, 13 for w); each block's integer
-// dot product is exact, so any evaluation order (SIMD, int8 tensor-core slices) gives the same
-// integer; blocks are then added in increasing order in binary64 and rounded once to fp32.
-// Bias, NaN canonicalisation, output rounding and accumulate are repops-1's (linear.h).
+// of 128 by a power of two and rounded to integers (27 bits for x, 20 for w), written as balanced
+// base-128 digits (4 for x, 3 for w); a block's product is the exact integer sum of the nine digit
+// pairs of weight 2^14 and above (the triangle i + j <= 3), so any evaluation order (SIMD, int8
+// tensor-core slices) gives the same integer; blocks are then added in increasing order in
+// binary64 and rounded once to fp32. Bias, NaN canonicalisation, output rounding and accumulate
+// are repops-1's (linear.h).
 //
 // The functions below are the one arithmetic source of both backends (host and device).
 #pragma once
@@ -19,11 +21,15 @@ namespace ree::repops {
 namespace int_linear {
 
 constexpr int kBlock = 128;  // K-block length B: one exponent per row and block
-constexpr int kXShift = 20;  // Sx: |X| <= 2^20 (three 7-bit int8 slices on the GPU)
-constexpr int kWShift = 13;  // Sw: |W| <= 2^13 (two slices)
-constexpr int kXSlices = 3;  // X = d0 * 2^14 + d1 * 2^7 + d2
-constexpr int kWSlices = 2;  // W = e0 * 2^7 + e1
+constexpr int kXShift = 27;  // Sx: |X| <= 2^27 (four base-128 digits)
+constexpr int kWShift = 20;  // Sw: |W| <= 2^20 (three digits)
+constexpr int kXSlices = 4;  // X = d0 * 2^21 + d1 * 2^14 + d2 * 2^7 + d3
+constexpr int kWSlices = 3;  // W = e0 * 2^14 + e1 * 2^7 + e2
 constexpr int kSliceBits = 7;
+// Digit pairs (i, j) with i + j <= 3 are kept; the block product counts in units of their lowest
+// weight, 2^(7 * (3 + 2 - 3)) = 2^14, which the block scale puts back.
+constexpr int kKeptPairSum = 3;
+constexpr int kProductUnitShift = 14;
 
 // The exponent recorded for a block holding a NaN or an infinity (never a real exponent, which
 // lies in [-148, 128]). Such a block's term is NaN, so the output is the canonical NaN.
@@ -56,7 +62,7 @@ REE_HD double powerOfTwo(int power) {
 }
 
 // RNE(v * 2^(shift - exponent)) for a finite v with |v| < 2^exponent (or v = 0): |result| <=
-// 2^shift. The product is exact in binary64 (a float times a power of two in [2^-115, 2^168]);
+// 2^shift. The product is exact in binary64 (a float times a power of two in [2^-108, 2^175]);
 // adding and subtracting 1.5 * 2^52 then rounds it to an integer, to nearest with ties to even
 // (binary64 addition in the default rounding mode; exact for |t| < 2^51). An fma could not change
 // it either (the product is exact), so contraction is harmless.
@@ -74,39 +80,46 @@ REE_HD int32_t lowSlice(int32_t v) {
   return ((v + 64) & 127) - 64;
 }
 
-// X = d[0] * 2^14 + d[1] * 2^7 + d[2] (|X| <= 2^20: d[0] in [-65, 65], d[1], d[2] in [-64, 63]).
+// v as `count` balanced base-128 digits, most significant first: v = sum d[i] * 2^(7 (count-1-i)),
+// the low digits in [-64, 63], d[0] in [-65, 65] (|v| <= 2^(7 count - 1)). Each step is exact:
+// v - lowSlice(v) is a multiple of 128.
+template <int kCount>
+REE_HD void splitDigits(int32_t v, int8_t d[kCount]) {
+  for (int i = kCount - 1; i > 0; --i) {
+    const int32_t digit = lowSlice(v);
+    d[i] = static_cast<int8_t>(digit);
+    v = (v - digit) >> kSliceBits;
+  }
+  d[0] = static_cast<int8_t>(v);
+}
+
+// X = d[0] * 2^21 + d[1] * 2^14 + d[2] * 2^7 + d[3] (|X| <= 2^27).
 REE_HD void splitX(int32_t x, int8_t d[kXSlices]) {
-  int32_t d2 = lowSlice(x);
-  int32_t r = (x - d2) >> 7;  // exact: x - d2 is a multiple of 128
-  int32_t d1 = lowSlice(r);
-  d[0] = static_cast<int8_t>((r - d1) >> 7);
-  d[1] = static_cast<int8_t>(d1);
-  d[2] = static_cast<int8_t>(d2);
+  splitDigits<kXSlices>(x, d);
 }
 
-// W = e[0] * 2^7 + e[1] (|W| <= 2^13: e[0] in [-65, 65], e[1] in [-64, 63]).
+// W = e[0] * 2^14 + e[1] * 2^7 + e[2] (|W| <= 2^20).
 REE_HD void splitW(int32_t w, int8_t e[kWSlices]) {
-  int32_t e1 = lowSlice(w);
-  e[0] = static_cast<int8_t>((w - e1) >> 7);
-  e[1] = static_cast<int8_t>(e1);
+  splitDigits<kWSlices>(w, e);
 }
 
-// The block product from the sums of slice-pair products grouped by weight: c21 = sum d0 e0,
-// c14 = sum d0 e1 + d1 e0, c7 = sum d1 e1 + d2 e0, c0 = sum d2 e1 (each |c| < 2^22), exactly in
-// int64: P = c21 * 2^21 + c14 * 2^14 + c7 * 2^7 + c0.
+// The block product (in units of 2^14) from the sums of the kept digit-pair products grouped by
+// weight: c21 = sum d0 e0, c14 = sum d0 e1 + d1 e0, c7 = sum d0 e2 + d1 e1 + d2 e0,
+// c0 = sum d1 e2 + d2 e1 + d3 e0 (each |c| < 2^22), exactly in int64:
+// P = c21 * 2^21 + c14 * 2^14 + c7 * 2^7 + c0 (|P| < 2^41).
 REE_HD int64_t combineShiftClasses(int32_t c21, int32_t c14, int32_t c7, int32_t c0) {
   return static_cast<int64_t>(c21) * (int64_t{1} << 21) +
          static_cast<int64_t>(c14) * (int64_t{1} << 14) +
          static_cast<int64_t>(c7) * (int64_t{1} << 7) + static_cast<int64_t>(c0);
 }
 
-// 2^(e_x + e_w - Sx - Sw) as a binary64 (always a normal number: the exponent lies in
+// 2^(e_x + e_w - Sx - Sw + 14) as a binary64 (always a normal number: the exponent lies in
 // [-329, 223]); NaN when either block holds a non-finite value.
 REE_HD double blockScale(int x_exponent, int w_exponent) {
   if (x_exponent == kNonFiniteExponent || w_exponent == kNonFiniteExponent) {
     return bitsDouble(0x7ff8000000000000ull);
   }
-  return powerOfTwo(x_exponent + w_exponent - kXShift - kWShift);
+  return powerOfTwo(x_exponent + w_exponent - kXShift - kWShift + kProductUnitShift);
 }
 
 // One step of the across-block sum: acc + P * scale. P * scale is exact (|P| < 2^41, a power of
