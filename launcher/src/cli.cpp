@@ -121,6 +121,14 @@ Status readModelFlags(const Flags& flags, EngineOptions* engine) {
 Status readExecutionFlags(const Flags& flags, LaunchOptions* out) {
   EngineOptions& engine = out->engine;
   REE_RETURN_IF_ERROR(parseOperationSet(flags.text("operation-set"), &engine.operation_set));
+  REE_RETURN_IF_ERROR(
+      parseRepOpsSpec(flags.text("repops-spec"), "--repops-spec", &engine.repops_spec));
+  if (engine.repops_spec != kDefaultRepOpsSpec &&
+      engine.operation_set != OperationSetKind::kReproducible) {
+    return REE_FAIL(Status::kInvalidArgument,
+                    "--repops-spec %s applies to --operation-set reproducible only (got %s)",
+                    repOpsSpecName(engine.repops_spec), operationSetName(engine.operation_set));
+  }
   if (flags.given("cpu-only") && flags.given("device") && flags.text("device") != "cpu") {
     return REE_FAIL(Status::kInvalidArgument, "--cpu-only contradicts --device %s",
                     printableText(flags.text("device"), 40).c_str());

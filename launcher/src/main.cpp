@@ -26,6 +26,7 @@ nlohmann::json resultJson(const ree::GenerationResult& result, const ree::Engine
                           double load_seconds) {
   return {{"model", options.model},
           {"operation_set", ree::operationSetName(options.operation_set)},
+          {"repops_spec", ree::repOpsSpecName(options.repops_spec)},
           {"device", options.device.str()},
           {"n_partitions", options.n_partitions},
           {"prompt_ids", result.prompt_ids},
@@ -95,10 +96,14 @@ void printResults(const std::vector<ree::GenerationResult>& results,
   }
   std::fflush(stdout);
   std::fprintf(stderr,
-               "[ree] %zu tokens in %.3f s: %.1f tokens/s (model load %.2f s, %s, %s, %d "
+               "[ree] %zu tokens in %.3f s: %.1f tokens/s (model load %.2f s, %s%s%s, %s, %d "
                "stage(s))\n",
                tokens, gen_seconds, gen_seconds > 0 ? tokens / gen_seconds : 0.0, load_seconds,
                ree::operationSetName(options.engine.operation_set),
+               options.engine.operation_set == ree::OperationSetKind::kReproducible ? " " : "",
+               options.engine.operation_set == ree::OperationSetKind::kReproducible
+                   ? ree::repOpsSpecName(options.engine.repops_spec)
+                   : "",
                options.engine.device.str().c_str(), options.engine.n_partitions);
 }
 
@@ -148,8 +153,8 @@ int generateMain(int argc, char** argv) {
   if (options.help || options.version) {
     if (options.help) std::fputs(options.help_text.c_str(), stdout);
     if (options.version) {
-      std::printf("ree-launch %s (RepOps spec %s)\n", ree::kRuntimeVersion,
-                  ree::kRepOpsSpecVersion);
+      std::printf("ree-launch %s (RepOps specs %s; default %s)\n", ree::kRuntimeVersion,
+                  ree::kRepOpsSpecVersions, ree::repOpsSpecName(ree::kDefaultRepOpsSpec));
     }
     ree::launcher::finishProcess(&role);
     return 0;

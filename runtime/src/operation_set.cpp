@@ -1,5 +1,7 @@
 #include "ree/runtime/operation_set.h"
 
+#include "ree/core/text.h"
+
 #include "aten/aten_ops.h"
 #include "reproducible_ops.h"
 
@@ -58,10 +60,33 @@ Status StepBatch::finalize() {
   return Status::kSuccess;
 }
 
+const char* repOpsSpecName(RepOpsSpec spec) {
+  return spec == RepOpsSpec::kRepOps2 ? "repops-2" : "repops-1";
+}
+
+Status parseRepOpsSpec(const std::string& text, const char* what, RepOpsSpec* out) {
+  for (RepOpsSpec spec : {RepOpsSpec::kRepOps1, RepOpsSpec::kRepOps2}) {
+    if (text == repOpsSpecName(spec)) {
+      *out = spec;
+      return Status::kSuccess;
+    }
+  }
+  return REE_FAIL(Status::kInvalidArgument,
+                  "%s: '%s' is not a RepOps spec this release implements (repops-1, repops-2)",
+                  what, printableText(text, 40).c_str());
+}
+
 Status createOperationSet(OperationSetKind kind, Device device,
                           std::unique_ptr<OperationSet>* out) {
+  return createOperationSet(kind, device, kDefaultRepOpsSpec, out);
+}
+
+Status createOperationSet(OperationSetKind kind, Device device, RepOpsSpec spec,
+                          std::unique_ptr<OperationSet>* out) {
   REE_CHECK_ARG(out != nullptr, "createOperationSet: out is null");
-  if (kind == OperationSetKind::kReproducible) return createReproducibleOperationSet(device, out);
+  if (kind == OperationSetKind::kReproducible) {
+    return createReproducibleOperationSet(device, spec, out);
+  }
   return createAtenOperationSet(kind, device, out);
 }
 

@@ -1,13 +1,15 @@
 // The reproducible operation set: every operator is a RepOp (kernels/), so the bits depend only on
 // the inputs, never on the device, the batch composition or the thread count. Activations are fp32;
 // the KV cache keeps bf16 for bf16/f16 weights (rounding happens once, when a row is appended, so
-// prefill and decode read identical cache bits) and fp32 for fp32 weights.
+// prefill and decode read identical cache bits) and fp32 for fp32 weights. The spec version picks
+// the linear layers' arithmetic: repops-1's fp32 chain or repops-2's exact integers.
 #include "reproducible_ops.h"
 
 #include <algorithm>
 #include <list>
 
 #include "ree/kernels/attention.h"
+#include "ree/kernels/int_linear.h"
 #include "ree/kernels/linear.h"
 #include "ree/kernels/pointwise.h"
 #include "ree/kernels/rope.h"
@@ -31,7 +33,7 @@ using namespace repops;
 
 class ReproducibleOps final : public OperationSet {
  public:
-  explicit ReproducibleOps(Device device) : device_(device) {}
+  ReproducibleOps(Device device, RepOpsSpec spec) : device_(device), spec_(spec) {}
   ~ReproducibleOps() override {
 #if defined(REE_WITH_CUDA)
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -261,6 +263,10 @@ class ReproducibleOps final : public OperationSet {
     REE_CHECK_ARG(x.dim(-1) == args.k && out.numel() == args.m * args.n,
                   "linear: x %s, weight %s, out %s", x.describe().c_str(),
                   weight.describe().c_str(), out.describe().c_str());
+    if (spec_ == RepOpsSpec::kRepOps2) {
+      if (!device_.isCuda()) return cpu::intLinear(args);
+      return REE_CUDA_ONLY(cuda::intLinear(args, stream_));
+    }
     if (!device_.isCuda()) return cpu::linear(args);
     return REE_CUDA_ONLY(cuda::linear(args, stream_));
   }
@@ -338,13 +344,15 @@ class ReproducibleOps final : public OperationSet {
   Tensor device_inv_freq_;
   const std::vector<float>* device_inv_freq_key_ = nullptr;
   Device device_;
+  RepOpsSpec spec_;
   cudaStream_t stream_ = nullptr;
 };
 
 }  // namespace
 
-Status createReproducibleOperationSet(Device device, std::unique_ptr<OperationSet>* out) {
-  auto ops = std::make_unique<ReproducibleOps>(device);
+Status createReproducibleOperationSet(Device device, RepOpsSpec spec,
+                                      std::unique_ptr<OperationSet>* out) {
+  auto ops = std::make_unique<ReproducibleOps>(device, spec);
   REE_RETURN_IF_ERROR(ops->init());
   *out = std::move(ops);
   return Status::kSuccess;

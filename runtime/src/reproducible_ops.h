@@ -7,6 +7,7 @@
 
 namespace ree {
 
-Status createReproducibleOperationSet(Device device, std::unique_ptr<OperationSet>* out);
+Status createReproducibleOperationSet(Device device, RepOpsSpec spec,
+                                      std::unique_ptr<OperationSet>* out);
 
 }  // namespace ree

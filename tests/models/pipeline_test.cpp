@@ -43,13 +43,14 @@ struct Layout {
   int n = 1;
   std::vector<int64_t> layers;  // explicit split, or empty
   int micro_batches = 0;
+  RepOpsSpec spec = kDefaultRepOpsSpec;
 };
 
 std::string describe(const Layout& layout) {
   std::string out = "n=" + std::to_string(layout.n) + " split=";
   for (int64_t l : layout.layers)
     out += std::to_string(l) + ",";
-  return out + " micro=" + std::to_string(layout.micro_batches);
+  return out + " micro=" + std::to_string(layout.micro_batches) + " " + repOpsSpecName(layout.spec);
 }
 
 std::unique_ptr<Engine> makeEngine(const std::string& model, const Layout& layout, bool trace) {
@@ -61,6 +62,7 @@ std::unique_ptr<Engine> makeEngine(const std::string& model, const Layout& layou
   options.n_partitions = layout.n;
   options.partition_layers = layout.layers;
   options.micro_batches = layout.micro_batches;
+  options.repops_spec = layout.spec;
   options.trace_layer_hashes = trace;
   std::unique_ptr<Engine> engine;
   Status status = Engine::create(options, &engine);
@@ -151,6 +153,18 @@ TEST(Pipeline, EveryArchitectureIsIdenticalForEveryPartitionCount) {
     SCOPED_TRACE(name);
     checkLayoutsAgree(dir + "/" + name,
                       {{1, {}, 0}, {2, {}, 0}, {3, {}, 3}, {2, {1, 2}, 2}, {2, {2, 1}, 0}});
+  }
+}
+
+// repops-2 (integer linear layers): the same guarantees for every architecture, n = 1..4.
+TEST(Pipeline, EveryArchitectureIsIdenticalForEveryPartitionCountUnderRepOps2) {
+  std::string dir = hfModelsDir();
+  if (dir.empty()) GTEST_SKIP() << "REE_PYTHON with torch/transformers is not configured";
+  const RepOpsSpec two = RepOpsSpec::kRepOps2;
+  checkLayoutsAgree("builtin:tiny-llama", {{1, {}, 0, two}, {4, {}, 0, two}, {2, {1, 3}, 2, two}});
+  for (const std::string& name : test::referenceModelNames()) {
+    SCOPED_TRACE(name);
+    checkLayoutsAgree(dir + "/" + name, {{1, {}, 0, two}, {2, {}, 0, two}, {3, {}, 3, two}});
   }
 }
 

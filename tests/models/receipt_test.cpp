@@ -122,8 +122,10 @@ std::vector<GenerationRequest> twoRequests() {
 
 // The receipt of a generation on an engine with `n_partitions` stages.
 Receipt generateReceipt(bool trace, int n_partitions = 1,
-                        std::vector<GenerationRequest> requests = twoRequests()) {
+                        std::vector<GenerationRequest> requests = twoRequests(),
+                        RepOpsSpec spec = kDefaultRepOpsSpec) {
   EngineOptions options;
+  options.repops_spec = spec;
   options.trace_layer_hashes = trace;
   options.n_partitions = n_partitions;
   options.max_context = 128;
@@ -541,6 +543,47 @@ TEST(ReceiptVerify, TamperedButRehashedFieldsAreMismatches) {
     EXPECT_EQ(report.verdict, Verdict::kMismatch) << report.summary;
     EXPECT_EQ(report.field, "receipt");
   }
+}
+
+// A receipt names its RepOps spec and verify re-executes with that version: a repops-2 receipt
+// verifies on any partition count, and the same receipt relabelled repops-1 (rehashed, so only
+// re-execution can tell) diverges at its first step.
+TEST(ReceiptVerify, TheReceiptsSpecVersionIsTheOneReExecuted) {
+  Receipt receipt = generateReceipt(/*trace=*/false, 1, twoRequests(), RepOpsSpec::kRepOps2);
+  EXPECT_EQ(receipt.repops_spec, "repops-2");
+  for (int n : {1, 2}) {
+    VerifyReport report = verify(receipt, n);
+    EXPECT_EQ(report.verdict, Verdict::kVerified) << "n " << n << ": " << report.summary;
+  }
+  Receipt relabelled = receipt;
+  relabelled.repops_spec = "repops-1";
+  rehash(&relabelled);
+  VerifyReport report = verify(relabelled);
+  EXPECT_EQ(report.verdict, Verdict::kMismatch) << report.summary;
+  EXPECT_EQ(report.step, 0) << report.summary;
+}
+
+TEST(ReceiptHostile, UnknownOrMisappliedSpecVersionsAreRefused) {
+  Receipt receipt = generateReceipt(/*trace=*/false, 1, twoRequests(), RepOpsSpec::kRepOps2);
+  std::string text = fileText(receipt);
+  const std::string field = "\"repops_spec\": \"repops-2\"";
+  ASSERT_NE(text.find(field), std::string::npos) << text.substr(0, 400);
+  text.replace(text.find(field), field.size(), "\"repops_spec\": \"repops-9\"");
+  std::string message;
+  EXPECT_EQ(parseText(text, &message), Status::kIoError);
+  EXPECT_NE(message.find("runtime.repops_spec: 'repops-9' is not a RepOps spec this release "
+                         "implements (repops-1, repops-2)"),
+            std::string::npos)
+      << message;
+  Receipt aten = receipt;  // a RepOps spec other than the default on an ATen set
+  aten.operation_set = "default";
+  rehash(&aten);
+  EXPECT_EQ(validateReceipt(aten, nullptr), Status::kMismatch);
+  EXPECT_NE(std::string(lastErrorMessage())
+                .find("runtime.repops_spec: 'repops-2' with "
+                      "run.operation_set 'default'"),
+            std::string::npos)
+      << lastErrorMessage();
 }
 
 TEST(ReceiptVerify, AnotherModelCannotVerify) {

@@ -1,9 +1,11 @@
 // Cross-hardware identity of whole models in reproducible mode: the CPU and the GPU produce
 // identical output ids and identical SHA-256 hashes of every step's logits, for the built-in
 // model and for transformers-made models of every architecture (scripts/reference/hf_reference.py),
-// greedy and sampled; on the GPU, a prompt alone equals the prompt inside a mixed batch.
+// greedy and sampled, under both RepOps spec versions (repops-1, repops-2); on the GPU, a prompt
+// alone equals the prompt inside a mixed batch.
 #include <cstdlib>
 #include <filesystem>
+#include <tuple>
 
 #include "architectures.h"
 #include "ree/models/engine.h"
@@ -33,10 +35,11 @@ std::string modelDir(const std::string& name) {
   return dir + "/" + name;
 }
 
-std::vector<GenerationResult> run(const std::string& model, Device device,
+std::vector<GenerationResult> run(const std::string& model, RepOpsSpec spec, Device device,
                                   const std::vector<GenerationRequest>& requests, int max_batch) {
   EngineOptions options;
   options.model = modelDir(model);
+  options.repops_spec = spec;
   options.device = device;
   options.max_batch = max_batch;
   options.max_context = 200;
@@ -71,16 +74,17 @@ std::vector<GenerationRequest> requests(bool ids) {
   return out;
 }
 
-class GpuIdentity : public ::testing::TestWithParam<std::string> {};
+class GpuIdentity : public ::testing::TestWithParam<std::tuple<std::string, RepOpsSpec>> {};
 
 TEST_P(GpuIdentity, CpuAndGpuGiveIdenticalBits) {
   REE_SKIP_WITHOUT_GPU();
-  std::string model = GetParam();
+  const std::string model = std::get<0>(GetParam());
+  const RepOpsSpec spec = std::get<1>(GetParam());
   bool builtin = model.rfind("builtin:", 0) == 0;
   std::vector<GenerationRequest> reqs = requests(!builtin);
-  auto cpu = run(model, Device::cpu(), reqs, 8);
-  auto gpu = run(model, Device::cuda(0), reqs, 8);
-  auto gpu_narrow = run(model, Device::cuda(0), reqs, 3);
+  auto cpu = run(model, spec, Device::cpu(), reqs, 8);
+  auto gpu = run(model, spec, Device::cuda(0), reqs, 8);
+  auto gpu_narrow = run(model, spec, Device::cuda(0), reqs, 3);
   ASSERT_EQ(cpu.size(), reqs.size());
   ASSERT_EQ(gpu.size(), reqs.size());
   for (size_t i = 0; i < reqs.size(); ++i) {
@@ -88,8 +92,10 @@ TEST_P(GpuIdentity, CpuAndGpuGiveIdenticalBits) {
     EXPECT_EQ(cpu[i].step_logits_sha256, gpu[i].step_logits_sha256) << model << " prompt " << i;
     EXPECT_EQ(gpu_narrow[i].step_logits_sha256, gpu[i].step_logits_sha256) << model << " " << i;
   }
-  std::printf("%s: 8 prompts x %zu+ steps, CPU == GPU bitwise; output ids sha256 of prompt 0: %s\n",
-              model.c_str(), gpu[0].output_ids.size(), gpu[0].output_ids_sha256.c_str());
+  std::printf(
+      "%s %s: 8 prompts x %zu+ steps, CPU == GPU bitwise; output ids sha256 of prompt 0: %s\n",
+      model.c_str(), repOpsSpecName(spec), gpu[0].output_ids.size(),
+      gpu[0].output_ids_sha256.c_str());
 }
 
 // The built-in model, then every architecture's reference model (architectures.h).
@@ -100,14 +106,17 @@ std::vector<std::string> gpuIdentityModels() {
   return models;
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GpuIdentity, ::testing::ValuesIn(gpuIdentityModels()),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& c : name) {
-                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, GpuIdentity,
+    ::testing::Combine(::testing::ValuesIn(gpuIdentityModels()),
+                       ::testing::Values(RepOpsSpec::kRepOps1, RepOpsSpec::kRepOps2)),
+    [](const auto& info) {
+      std::string name = std::get<0>(info.param);
+      for (char& c : name) {
+        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+      }
+      return name + (std::get<1>(info.param) == RepOpsSpec::kRepOps1 ? "_repops1" : "_repops2");
+    });
 
 }  // namespace
 }  // namespace ree

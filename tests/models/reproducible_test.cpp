@@ -1,8 +1,10 @@
-// Reproducible-mode guarantees of the whole model, on the CPU (bitwise, via SHA-256 of logits):
+// Reproducible-mode guarantees of the whole model, on the CPU (bitwise, via SHA-256 of logits),
+// for every RepOps spec version (repops-1 and repops-2):
 // - a prompt gives identical output ids and per-step logits alone and inside a batch of 8
 //   mixed-length prompts (and with fewer KV slots than prompts, so some wait and join later);
 // - the results do not depend on the CPU thread count;
 // - logits of position t are identical from decode and from one prefill over the sequence;
+// - the two spec versions give different bits (the selection reaches the linear layers);
 // - bad inputs give clear errors.
 #include <cstdlib>
 
@@ -13,9 +15,10 @@
 namespace ree {
 namespace {
 
-std::unique_ptr<Engine> makeEngine(int max_batch) {
+std::unique_ptr<Engine> makeEngine(int max_batch, RepOpsSpec spec = kDefaultRepOpsSpec) {
   EngineOptions options;
   options.model = "builtin:tiny-llama";
+  options.repops_spec = spec;
   options.device = Device::cpu();
   options.max_batch = max_batch;
   options.max_context = 256;
@@ -48,16 +51,18 @@ std::vector<GenerationRequest> mixedRequests() {
   return requests;
 }
 
-TEST(Reproducible, PromptAloneEqualsPromptInMixedBatch) {
+class Reproducible : public ::testing::TestWithParam<RepOpsSpec> {};
+
+TEST_P(Reproducible, PromptAloneEqualsPromptInMixedBatch) {
   std::vector<GenerationRequest> requests = mixedRequests();
-  std::unique_ptr<Engine> batched = makeEngine(8);
+  std::unique_ptr<Engine> batched = makeEngine(8, GetParam());
   std::vector<GenerationResult> together;
   ASSERT_EQ(batched->generate(requests, &together), Status::kSuccess) << lastErrorMessage();
   // Fewer slots than prompts: later prompts are prefilled while others decode.
-  std::unique_ptr<Engine> narrow = makeEngine(3);
+  std::unique_ptr<Engine> narrow = makeEngine(3, GetParam());
   std::vector<GenerationResult> staggered;
   ASSERT_EQ(narrow->generate(requests, &staggered), Status::kSuccess) << lastErrorMessage();
-  std::unique_ptr<Engine> single = makeEngine(1);
+  std::unique_ptr<Engine> single = makeEngine(1, GetParam());
   for (size_t i = 0; i < requests.size(); ++i) {
     // Alone: the same request index keys the sampler, so pass the request at its index.
     std::vector<GenerationRequest> alone(i + 1, requests[i]);
@@ -71,9 +76,9 @@ TEST(Reproducible, PromptAloneEqualsPromptInMixedBatch) {
   }
 }
 
-TEST(Reproducible, ThreadCountDoesNotChangeBits) {
+TEST_P(Reproducible, ThreadCountDoesNotChangeBits) {
   std::vector<GenerationRequest> requests = mixedRequests();
-  std::unique_ptr<Engine> engine = makeEngine(8);
+  std::unique_ptr<Engine> engine = makeEngine(8, GetParam());
   std::vector<std::vector<std::string>> hashes;
   for (int threads : {1, 2, 5}) {
     setCpuThreads(threads);
@@ -89,8 +94,8 @@ TEST(Reproducible, ThreadCountDoesNotChangeBits) {
   EXPECT_EQ(hashes[0], hashes[2]);
 }
 
-TEST(Reproducible, DecodeLogitsEqualPrefillLogits) {
-  std::unique_ptr<Engine> engine = makeEngine(2);
+TEST_P(Reproducible, DecodeLogitsEqualPrefillLogits) {
+  std::unique_ptr<Engine> engine = makeEngine(2, GetParam());
   GenerationRequest request;
   request.prompt_text = "Prefill and decode agree";
   request.max_new_tokens = 40;
@@ -109,7 +114,44 @@ TEST(Reproducible, DecodeLogitsEqualPrefillLogits) {
   }
 }
 
-TEST(Reproducible, BadInputsAreReported) {
+INSTANTIATE_TEST_SUITE_P(Specs, Reproducible,
+                         ::testing::Values(RepOpsSpec::kRepOps1, RepOpsSpec::kRepOps2),
+                         [](const ::testing::TestParamInfo<RepOpsSpec>& info) {
+                           return info.param == RepOpsSpec::kRepOps1 ? "repops1" : "repops2";
+                         });
+
+// The selection reaches the linear layers: the two versions differ in their logits' bits.
+TEST(ReproducibleSpecs, VersionsGiveDifferentLogitsBits) {
+  std::vector<GenerationRequest> requests = mixedRequests();
+  std::vector<GenerationResult> one, two;
+  ASSERT_EQ(makeEngine(8, RepOpsSpec::kRepOps1)->generate(requests, &one), Status::kSuccess)
+      << lastErrorMessage();
+  ASSERT_EQ(makeEngine(8, RepOpsSpec::kRepOps2)->generate(requests, &two), Status::kSuccess)
+      << lastErrorMessage();
+  for (size_t i = 0; i < requests.size(); ++i)
+    EXPECT_NE(one[i].step_logits_sha256[0], two[i].step_logits_sha256[0]) << "prompt " << i;
+}
+
+TEST(ReproducibleSpecs, ASpecOtherThanTheDefaultNeedsTheReproducibleSet) {
+  EngineOptions options;
+  options.model = "builtin:tiny-llama";
+  options.operation_set = OperationSetKind::kDefault;
+  options.repops_spec = RepOpsSpec::kRepOps2;
+  std::unique_ptr<Engine> engine;
+  EXPECT_EQ(Engine::create(options, &engine), Status::kInvalidArgument);
+  EXPECT_NE(std::string(lastErrorMessage())
+                .find("--repops-spec repops-2 applies to the "
+                      "reproducible operation set only"),
+            std::string::npos)
+      << lastErrorMessage();
+  RepOpsSpec spec;
+  EXPECT_EQ(parseRepOpsSpec("repops-3", "--repops-spec", &spec), Status::kInvalidArgument);
+  EXPECT_NE(std::string(lastErrorMessage()).find("--repops-spec: 'repops-3' is not a RepOps spec"),
+            std::string::npos)
+      << lastErrorMessage();
+}
+
+TEST(ReproducibleInputs, BadInputsAreReported) {
   std::unique_ptr<Engine> engine = makeEngine(1);
   GenerationRequest request;
   request.prompt_ids = {1, 2, 100000};

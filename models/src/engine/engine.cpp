@@ -55,7 +55,8 @@ Status EngineState::loadStage(const partitioner::Stage& stage, Device device) {
   LocalStage local;
   local.stage = stage;
   REE_RETURN_IF_ERROR(setCurrentDevice(device));
-  Status status = createOperationSet(options.operation_set, device, &local.ops);
+  Status status =
+      createOperationSet(options.operation_set, device, options.repops_spec, &local.ops);
   if (status != Status::kSuccess &&
       options.names.operation_set != EngineOptionNames().operation_set) {
     return setError(status, nullptr, 0, "%s '%s': %s", options.names.operation_set.c_str(),
@@ -122,6 +123,11 @@ Status Engine::create(const EngineOptions& options, std::unique_ptr<Engine>* out
                 options.names.max_context.c_str(), options.max_context);
   REE_CHECK_ARG(options.micro_batches >= 0, "--micro-batches must be >= 0 (got %d)",
                 options.micro_batches);
+  REE_CHECK_ARG(options.repops_spec == kDefaultRepOpsSpec ||
+                    options.operation_set == OperationSetKind::kReproducible,
+                "%s %s applies to the reproducible operation set only (%s is %s)",
+                options.names.repops_spec.c_str(), repOpsSpecName(options.repops_spec),
+                options.names.operation_set.c_str(), operationSetName(options.operation_set));
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.options = options;

@@ -229,6 +229,7 @@ Status EngineState::runFingerprint(RunFingerprint* out) const {
   out->weights = sha256Digest(weights.data(), weights.size());
   const EngineOptions& o = options;
   std::string text = std::string(operationSetName(o.operation_set)) + "|" +
+                     repOpsSpecName(o.repops_spec) + "|" +
                      (o.weight_dtype ? ::ree::dtypeName(*o.weight_dtype) : "checkpoint") + "|" +
                      std::to_string(o.max_batch) + "|" + std::to_string(max_context) + "|" +
                      std::to_string(o.trace_layer_hashes) + "|";

@@ -171,7 +171,7 @@ Status makeReceipt(const ReceiptRunInfo& run, const std::vector<GenerationReques
   REE_CHECK_ARG(weight_dtype != "unsupported", "makeReceipt: weight dtype is not f32/bf16/f16");
   Receipt r;
   r.runtime_version = run.runtime_version;
-  r.repops_spec = run.repops_spec;
+  r.repops_spec = repOpsSpecName(run.options.repops_spec);
   r.model_source = validUtf8(run.model);
   r.identity = run.identity;
   r.operation_set = operationSetName(run.options.operation_set);

@@ -249,6 +249,12 @@ Status parseRuntimeAndModel(const Reader& in, const Json& j, Receipt* r) {
   REE_RETURN_IF_ERROR(in.string(runtime["name"], "runtime.name", &r->runtime_name));
   REE_RETURN_IF_ERROR(in.string(runtime["version"], "runtime.version", &r->runtime_version));
   REE_RETURN_IF_ERROR(in.string(runtime["repops_spec"], "runtime.repops_spec", &r->repops_spec));
+  RepOpsSpec spec;
+  if (parseRepOpsSpec(r->repops_spec, "runtime.repops_spec", &spec) != Status::kSuccess) {
+    return in.fail("runtime.repops_spec", "'" + printableText(r->repops_spec, 40) +
+                                              "' is not a RepOps spec this release implements (" +
+                                              kRepOpsSpecVersions + ")");
+  }
   const Json& model = j["model"];
   REE_RETURN_IF_ERROR(
       in.keys(model, "model",

@@ -90,6 +90,12 @@ Status validateLengths(const ReceiptRequest& r, const std::string& path, int64_t
 }  // namespace
 
 Status validateReceipt(const Receipt& receipt, std::string* summary) {
+  if (receipt.repops_spec != repOpsSpecName(kDefaultRepOpsSpec) &&
+      receipt.operation_set != operationSetName(OperationSetKind::kReproducible)) {
+    return inconsistent("runtime.repops_spec",
+                        "'" + receipt.repops_spec + "' with run.operation_set '" +
+                            receipt.operation_set + "' (a RepOps spec applies to reproducible)");
+  }
   int64_t steps = 0;
   size_t layers = 0;
   for (size_t i = 0; i < receipt.requests.size(); ++i) {
@@ -110,6 +116,7 @@ Status validateReceipt(const Receipt& receipt, std::string* summary) {
   if (summary != nullptr) {
     *summary = "valid: " + std::to_string(receipt.requests.size()) + " request(s), " +
                std::to_string(steps) + " step(s), operation set " + receipt.operation_set +
+               (receipt.operation_set == "reproducible" ? " (" + receipt.repops_spec + ")" : "") +
                (receipt.trace_layer_hashes ? ", layer hashes" : "") +
                "; receipt, prompt/output ids and logits-chain hashes consistent";
   }
@@ -123,6 +130,8 @@ Status receiptEngineOptions(const Receipt& receipt, EngineOptions* options) {
   if (receipt.weight_dtype == "f32") options->weight_dtype = DType::kF32;
   if (receipt.weight_dtype == "bf16") options->weight_dtype = DType::kBF16;
   if (receipt.weight_dtype == "f16") options->weight_dtype = DType::kF16;
+  REE_RETURN_IF_ERROR(
+      parseRepOpsSpec(receipt.repops_spec, "receipt runtime.repops_spec", &options->repops_spec));
   options->trace_layer_hashes = receipt.trace_layer_hashes;
   options->allow_extra_tensors = receipt.allow_extra_tensors;
   options->allow_non_finite_weights = receipt.allow_non_finite_weights;
@@ -139,6 +148,7 @@ Status receiptEngineOptions(const Receipt& receipt, EngineOptions* options) {
   options->max_context = static_cast<int>(needed);
   // The engine's errors name these, not the flags: the user passed none of them to verify.
   options->names.operation_set = "the receipt's run.operation_set";
+  options->names.repops_spec = "the receipt's runtime.repops_spec";
   options->names.max_batch = "verify's batch (one request at a time)";
   options->names.max_context = "the context of the receipt's longest request (requests[" +
                                std::to_string(longest) + "]: prompt_ids + output_ids, tokens)";

@@ -31,14 +31,16 @@ namespace models {
 class Tokenizer;
 }
 
-// The runtime's version and the RepOps spec it implements (receipts record both).
-inline constexpr const char* kRuntimeVersion = "0.2.0";
-inline constexpr const char* kRepOpsSpecVersion = "repops-1";
+// The runtime's version (receipts record it, and the RepOps spec of the run: EngineOptions).
+inline constexpr const char* kRuntimeVersion = "0.3.0";
+// The RepOps spec versions this release implements, oldest first (receipts of each verify).
+inline constexpr const char* kRepOpsSpecVersions = "repops-1, repops-2";
 
 // How the engine's messages name the options that can come from elsewhere than ree-launch's
 // flags: `verify` takes them from the receipt, and its errors must say so. Defaults: the flags.
 struct EngineOptionNames {
   std::string operation_set = "--operation-set";
+  std::string repops_spec = "--repops-spec";
   std::string max_batch = "--max-batch";
   std::string max_context = "--max-context";
 };
@@ -47,6 +49,9 @@ struct EngineOptions {
   // A model directory (config.json, *.safetensors, tokenizer.json, ...), or "builtin:tiny-llama".
   std::string model;
   OperationSetKind operation_set = OperationSetKind::kReproducible;
+  // The arithmetic of the reproducible set (runtime/operation_set.h); only kReproducible uses it,
+  // and the engine refuses another spec than the default with the ATen sets.
+  RepOpsSpec repops_spec = kDefaultRepOpsSpec;
   Device device = Device::cpu();
   // Weights are converted to this dtype at load time when set (default: the checkpoint's dtype).
   std::optional<DType> weight_dtype;

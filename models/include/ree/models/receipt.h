@@ -35,7 +35,6 @@ struct ReceiptRunInfo {
   std::vector<partitioner::Stage> plan;    // informational
   std::vector<std::string> stage_devices;  // informational, one per stage
   std::string runtime_version = kRuntimeVersion;
-  std::string repops_spec = kRepOpsSpecVersion;
 };
 
 struct ReceiptRequest {

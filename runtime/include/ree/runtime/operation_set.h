@@ -26,6 +26,18 @@ const char* operationSetName(OperationSetKind kind);
 // "default", "deterministic" or "reproducible"; the error names --operation-set.
 Status parseOperationSet(const std::string& text, OperationSetKind* out);
 
+// The RepOps spec version the reproducible set computes with (docs/repops-spec.md). Every version
+// a release ever shipped stays implemented, so that receipts that name it still verify.
+//   repops-1  every matrix product is an fp32 fma chain in a fixed order (linear.md).
+//   repops-2  linear layers (and the lm_head) are exact-integer products on int8 digits
+//             (linear-int.md); every other operator is repops-1's.
+enum class RepOpsSpec : int { kRepOps1 = 1, kRepOps2 = 2 };
+inline constexpr RepOpsSpec kDefaultRepOpsSpec = RepOpsSpec::kRepOps1;
+
+const char* repOpsSpecName(RepOpsSpec spec);
+// "repops-1" or "repops-2"; the error names `what` (e.g. "--repops-spec").
+Status parseRepOpsSpec(const std::string& text, const char* what, RepOpsSpec* out);
+
 enum class ActivationKind : int { kSilu = 0, kGeluTanh = 1, kGeluErf = 2 };
 
 // Rotary embedding parameters (half-split "rotate_half" layout unless interleaved).
@@ -107,7 +119,10 @@ class OperationSet {
 };
 
 // Creates the operation set `kind` on `device` (kUnsupported when this build lacks LibTorch for
-// default/deterministic, or CUDA for a cuda device).
+// default/deterministic, or CUDA for a cuda device). `spec` selects the reproducible set's
+// arithmetic; the ATen sets ignore it.
 Status createOperationSet(OperationSetKind kind, Device device, std::unique_ptr<OperationSet>* out);
+Status createOperationSet(OperationSetKind kind, Device device, RepOpsSpec spec,
+                          std::unique_ptr<OperationSet>* out);
 
 }  // namespace ree
