@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""End-to-end generation benchmark on one GPU: REE (reproducible and default operation sets) side
-by side with Hugging Face transformers (eager attention, same GPU, same weights) in one run.
+"""End-to-end generation benchmark on one GPU: REE (reproducible under repops-1 and repops-2, and
+the default operation set) side by side with Hugging Face transformers (eager attention, same GPU,
+same weights) in one run.
 
 Models are Llama-shaped with RANDOM bf16 weights generated on the GPU (nothing downloaded):
   llama3-8b  (hidden 4096, 32 layers, 32/8 heads, MLP 14336, vocab 128256)
   llama3-1b  (Llama-3.2-1B shape: hidden 2048, 16 layers, 32/8 heads, MLP 8192, tied)
 
 usage: e2e_bench.py --ree BUILD/launcher/ree-launch --work DIR [--shape llama3-8b] [--tokens 128]
+                    [--skip-hf] [--skip-repops2]
 Prints a table; timings are medians of --repeats runs; tokens/s are decode tokens/s.
 """
 import argparse
@@ -74,14 +76,20 @@ def prompt(n, seed=0):
     return [128000] + [(seed * 7919 + k * 104729) % 120000 + 1000 for k in range(n - 1)]
 
 
-def ree_run(ree, model, opset, prompts, new_tokens, work):
+# The REE configurations measured: (label, --operation-set, --repops-spec or None).
+CONFIGS = [("ree reproducible", "reproducible", "repops-1"),
+           ("ree repops-2", "reproducible", "repops-2"),
+           ("ree default", "default", None)]
+
+
+def ree_run(ree, model, opset, prompts, new_tokens, work, spec=None):
     path = os.path.join(work, "prompts.jsonl")
     with open(path, "w") as f:
         for p in prompts:
             f.write(json.dumps({"prompt_ids": p}) + "\n")
     cmd = [ree, "--model", model, "--prompt-file", path, "--max-new-tokens", str(new_tokens),
            "--operation-set", opset, "--device", "cuda:0", "--json", "--max-batch", str(len(prompts)),
-           "--max-context", "4096"]
+           "--max-context", "4096"] + (["--repops-spec", spec] if spec else [])
     start = time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -128,6 +136,8 @@ def main():
     parser.add_argument("--shape", default="llama3-8b")
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--skip-hf", action="store_true")
+    parser.add_argument("--skip-repops2", action="store_true",
+                        help="leave out the reproducible set under --repops-spec repops-2")
     parser.add_argument("--cold-start", action="store_true",
                         help="only measure cold start to first token of a llama3-1b-shaped model")
     args = parser.parse_args()
@@ -153,18 +163,19 @@ def main():
             print(f"  {row[0]:18s} {row[1]:22s} {row[2]:10.1f} {row[3]}", flush=True)
 
     rows = Rows()
+    configs = [c for c in CONFIGS if c[2] != "repops-2" or not args.skip_repops2]
     for batch in (1, 8):
         prompts = [prompt(32, seed=b) for b in range(batch)]
-        for opset in ("reproducible", "default"):
-            results, wall = ree_run(args.ree, model_dir, opset, prompts, args.tokens, args.work)
-            rows.append((f"decode batch {batch}", f"ree {opset}", ree_decode_tps(results), "tok/s"))
+        for label, opset, spec in configs:
+            results, wall = ree_run(args.ree, model_dir, opset, prompts, args.tokens, args.work, spec)
+            rows.append((f"decode batch {batch}", label, ree_decode_tps(results), "tok/s"))
             if batch == 1:
                 same = results[0]["output_ids_sha256"]
-                print(f"# ree {opset} batch 1 output ids sha256 {same}", flush=True)
+                print(f"# {label} batch 1 output ids sha256 {same}", flush=True)
     for n in (512, 2048):
-        for opset in ("reproducible", "default"):
-            results, _ = ree_run(args.ree, model_dir, opset, [prompt(n)], 1, args.work)
-            rows.append((f"prefill {n}", f"ree {opset}", n / results[0]["timing"]["prefill_seconds"], "tok/s"))
+        for label, opset, spec in configs:
+            results, _ = ree_run(args.ree, model_dir, opset, [prompt(n)], 1, args.work, spec)
+            rows.append((f"prefill {n}", label, n / results[0]["timing"]["prefill_seconds"], "tok/s"))
     if not args.skip_hf:
         model = hf_model(model_dir)
         for batch in (1, 8):
