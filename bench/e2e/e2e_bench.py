@@ -8,7 +8,7 @@ Models are Llama-shaped with RANDOM bf16 weights generated on the GPU (nothing d
   llama3-1b  (Llama-3.2-1B shape: hidden 2048, 16 layers, 32/8 heads, MLP 8192, tied)
 
 usage: e2e_bench.py --ree BUILD/launcher/ree-launch --work DIR [--shape llama3-8b] [--tokens 128]
-                    [--skip-hf] [--skip-repops2]
+                    [--skip-hf] [--skip-repops2] [--quick]
 Prints a table; timings are medians of --repeats runs; tokens/s are decode tokens/s.
 """
 import argparse
@@ -138,6 +138,8 @@ def main():
     parser.add_argument("--skip-hf", action="store_true")
     parser.add_argument("--skip-repops2", action="store_true",
                         help="leave out the reproducible set under --repops-spec repops-2")
+    parser.add_argument("--quick", action="store_true",
+                        help="the reproducible set only (both specs), decode batch 1 and prefill 2048")
     parser.add_argument("--cold-start", action="store_true",
                         help="only measure cold start to first token of a llama3-1b-shaped model")
     args = parser.parse_args()
@@ -164,7 +166,11 @@ def main():
 
     rows = Rows()
     configs = [c for c in CONFIGS if c[2] != "repops-2" or not args.skip_repops2]
-    for batch in (1, 8):
+    batches, prefills = (1, 8), (512, 2048)
+    if args.quick:
+        configs = [c for c in configs if c[1] == "reproducible"]
+        batches, prefills = (1,), (2048,)
+    for batch in batches:
         prompts = [prompt(32, seed=b) for b in range(batch)]
         for label, opset, spec in configs:
             results, wall = ree_run(args.ree, model_dir, opset, prompts, args.tokens, args.work, spec)
@@ -172,7 +178,7 @@ def main():
             if batch == 1:
                 same = results[0]["output_ids_sha256"]
                 print(f"# {label} batch 1 output ids sha256 {same}", flush=True)
-    for n in (512, 2048):
+    for n in prefills:
         for label, opset, spec in configs:
             results, _ = ree_run(args.ree, model_dir, opset, [prompt(n)], 1, args.work, spec)
             rows.append((f"prefill {n}", label, n / results[0]["timing"]["prefill_seconds"], "tok/s"))

@@ -5,7 +5,7 @@
 # MPI tests (and the CPU tests, which are quick there), then the GPU benchmarks.
 #
 #   scripts/gpu/run.sh [--out DIR] [--tests REGEX] [--no-tests] [--no-bench] [--bench REGEX]
-#                      [--arch LIST] [--target NAME]   (--target: build only that target)
+#                      [--arch LIST] [--target NAMES]  (--target: build only these, comma-separated)
 #
 # Logs go to --out, else $REE_GPU_OUT, else $OUT (the device tool's folder), else <repo>/out/gpu.
 set -uo pipefail
@@ -66,7 +66,9 @@ cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DREE_CUDA=ON -
 rc=$?
 if [ $rc -ne 0 ]; then tail -n 40 "$out/configure.log"; note "configure: FAILED"; exit $rc; fi
 grep "REE:" "$out/configure.log" | tee -a "$summary"
-cmake --build "$build" --parallel "$(nproc)" ${target:+--target "$target"} >"$out/build.log" 2>&1
+targets=()
+[ -n "$target" ] && IFS=, read -r -a names <<<"$target" && targets=(--target "${names[@]}")
+cmake --build "$build" --parallel "$(nproc)" "${targets[@]}" >"$out/build.log" 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then grep -E "error|FAILED" "$out/build.log" | head -n 40; note "build: FAILED"; exit $rc; fi
 note "build: ok in $(($(date +%s) - start)) s"
