@@ -50,6 +50,10 @@ UNICODE_CORPUS = [
     "ctrl\u0001\u0008\u000b\u001f\u007f x\u200bzero\ufeffbom\u2581lower\u2028line",
     "literal <0x41> and <unk> and <s> text ▁▁ ▁x",
     "mixed ﬁ１２ é한 ①e\u0301",
+    # Newer than tokenizers' normalization tables, or cased/marked differently by Rust's std than
+    # by utf8proc (tokenizer_unicode_tables.cpp).
+    "new: \u32ff \ua7f2 \U00011935\U00011930 \U00011938 \ua7cb \U00010d50 a\u0898\u0301 "
+    "e\u1dfa\u0316 \u1ac1x\u0301 \U0001e030 ä\u1df6",
 ]
 
 QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"

@@ -1,24 +1,26 @@
-// Unicode operations of the tokenizer (see tokenizer_unicode.h), on utf8proc's tables.
+// Unicode operations of the tokenizer (see tokenizer_unicode.h), on utf8proc's tables corrected
+// where tokenizers answers otherwise (tokenizer_unicode_tables.h).
 #include "tokenizer_unicode.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include <utf8proc.h>
 
 #include "tokenizer_text.h"
+#include "tokenizer_unicode_tables.h"
 
 namespace ree::models::tokenizer_internal {
+namespace {
 
-uint32_t nextCodePoint(std::string_view text, size_t* at) {
-  const size_t length = text::utf8SequenceLength(static_cast<unsigned char>(text[*at]));
-  const uint32_t code_point = text::firstCodePoint(text.substr(*at, length));
-  *at += length;
-  return code_point;
+bool contains(const std::vector<uint32_t>& sorted, uint32_t code_point) {
+  return std::binary_search(sorted.begin(), sorted.end(), code_point);
 }
 
-Status normalizeUnicode(NormalizationForm form, std::string* text) {
-  if (text->empty()) return Status::kSuccess;
+utf8proc_option_t optionsOf(NormalizationForm form) {
   // utf8proc_NFC and friends are these options over a NUL-terminated string; utf8proc_map takes
   // the length, so a U+0000 inside the text is normalized like any other character.
   int options = UTF8PROC_STABLE;
@@ -36,21 +38,59 @@ Status normalizeUnicode(NormalizationForm form, std::string* text) {
       options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
       break;
   }
+  return static_cast<utf8proc_option_t>(options);
+}
+
+// utf8proc_map on one run of text.
+Status mapWithUtf8proc(NormalizationForm form, std::string_view text, std::string* out) {
+  out->clear();
+  if (text.empty()) return Status::kSuccess;
   utf8proc_uint8_t* mapped = nullptr;
   const utf8proc_ssize_t length =
-      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text->data()),
-                   static_cast<utf8proc_ssize_t>(text->size()), &mapped,
-                   static_cast<utf8proc_option_t>(options));
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                   static_cast<utf8proc_ssize_t>(text.size()), &mapped, optionsOf(form));
   std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(mapped, &std::free);
   if (length < 0) {
     return REE_FAIL(Status::kInternal, "tokenizer: Unicode normalization failed: %s",
                     utf8proc_errmsg(length));
   }
-  text->assign(reinterpret_cast<const char*>(mapped), static_cast<size_t>(length));
+  out->assign(reinterpret_cast<const char*>(mapped), static_cast<size_t>(length));
+  return Status::kSuccess;
+}
+
+}  // namespace
+
+uint32_t nextCodePoint(std::string_view text, size_t* at) {
+  const size_t length = text::utf8SequenceLength(static_cast<unsigned char>(text[*at]));
+  const uint32_t code_point = text::firstCodePoint(text.substr(*at, length));
+  *at += length;
+  return code_point;
+}
+
+// The characters tokenizers' tables do not know stay as they are and cut the text: each run
+// between them is normalized alone (for tokenizers they are starters that compose with nothing,
+// so nothing reorders or composes across them).
+Status normalizeUnicode(NormalizationForm form, std::string* text) {
+  const auto& opaque = unicodeExceptions().normalization_opaque;
+  const std::string_view input(*text);
+  std::string result, mapped;
+  size_t run_begin = 0;
+  for (size_t at = 0; at < input.size();) {
+    const size_t begin = at;
+    if (!contains(opaque, nextCodePoint(input, &at))) continue;
+    REE_RETURN_IF_ERROR(mapWithUtf8proc(form, input.substr(run_begin, begin - run_begin), &mapped));
+    result += mapped;
+    result.append(input.substr(begin, at - begin));
+    run_begin = at;
+  }
+  REE_RETURN_IF_ERROR(mapWithUtf8proc(form, input.substr(run_begin), &mapped));
+  result += mapped;
+  *text = std::move(result);
   return Status::kSuccess;
 }
 
 std::string lowercaseUnicode(std::string_view text) {
+  const auto& table = unicodeExceptions().lowercase;
   std::string out;
   out.reserve(text.size());
   for (size_t at = 0; at < text.size();) {
@@ -61,6 +101,11 @@ std::string lowercaseUnicode(std::string_view text) {
       out += "i\xCC\x87";
       continue;
     }
+    auto it = std::lower_bound(table.begin(), table.end(), std::make_pair(code_point, 0u));
+    if (it != table.end() && it->first == code_point) {
+      out += text::encodeUtf8(it->second);
+      continue;
+    }
     out += text::encodeUtf8(
         static_cast<uint32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(code_point))));
   }
@@ -68,16 +113,16 @@ std::string lowercaseUnicode(std::string_view text) {
 }
 
 std::string withoutCombiningMarks(std::string_view text) {
+  const auto& flips = unicodeExceptions().mark_flips;
   std::string out;
   out.reserve(text.size());
   for (size_t at = 0; at < text.size();) {
     const size_t begin = at;
-    const auto category =
-        utf8proc_category(static_cast<utf8proc_int32_t>(nextCodePoint(text, &at)));
-    if (category == UTF8PROC_CATEGORY_MN || category == UTF8PROC_CATEGORY_MC ||
-        category == UTF8PROC_CATEGORY_ME) {
-      continue;
-    }
+    const uint32_t code_point = nextCodePoint(text, &at);
+    const auto category = utf8proc_category(static_cast<utf8proc_int32_t>(code_point));
+    const bool mark = category == UTF8PROC_CATEGORY_MN || category == UTF8PROC_CATEGORY_MC ||
+                      category == UTF8PROC_CATEGORY_ME;
+    if (mark != contains(flips, code_point)) continue;
     out.append(text.substr(begin, at - begin));
   }
   return out;
