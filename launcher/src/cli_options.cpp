@@ -23,7 +23,8 @@ std::shared_ptr<cxxopts::Value> value(const char* default_value = nullptr) {
 void addModelAndPrompt(cxxopts::Options& options) {
   // clang-format off
   options.add_options("Model")
-    ("model", "Hugging Face model directory (config.json, *.safetensors, tokenizer.json), or "
+    ("model", "Hugging Face model directory (config.json, *.safetensors, tokenizer.json), a "
+              ".gguf file (llama/qwen2/qwen3; no tokenizer yet: use --prompt-ids), or "
               "builtin:tiny-llama (random weights generated from a seed)", value())
     ("model-name", "Alias of --model", value())
     ("dtype", "Weight dtype: auto (as stored), f32, bf16, f16", value("auto"))

@@ -464,6 +464,20 @@ run err validate-two-receipts "unexpected argument" "$launch" validate "$work/re
 run err validate-unknown-option "unknown option '--bogus'" "$launch" validate --bogus \
   "$work/receipt.json"
 
+# --- GGUF files (tests/models/gguf_test.cpp has the full table) ------------------------------
+gg="$work/gguf"
+mkdir -p "$gg"
+printf 'GGUF\003\000\000' >"$gg/short.gguf"
+printf 'GGML\003\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000' >"$gg/magic.gguf"
+printf 'GGUF\003\000\000\000\377\377\377\377\377\377\377\377\000\000\000\000\000\000\000\000' >"$gg/count.gguf"
+mkfifo "$gg/fifo.gguf"
+run err gguf-truncated "short.gguf" "$launch" --model "$gg/short.gguf" "${g[@]}"
+run err gguf-bad-magic "no 'GGUF' magic" "$launch" --model "$gg/magic.gguf" "${g[@]}"
+run err gguf-huge-tensor-count "tensor count" "$launch" --model "$gg/count.gguf" "${g[@]}"
+run err gguf-fifo "fifo.gguf" "$launch" --model "$gg/fifo.gguf" "${g[@]}"
+run err gguf-prompt-text "tokenizer" "$launch" --model "$source_dir/tests/fuzz/corpus/gguf/llama_q8_0_tied.gguf" \
+  --cpu-only --prompt-text hi
+
 # --- MPI runs ---------------------------------------------------------------------------------
 if [ -n "$mpiexec" ]; then
   mpirun=("$mpiexec" --oversubscribe --allow-run-as-root --bind-to none)

@@ -28,6 +28,7 @@
 #include "ree/models/gguf_config.h"
 #include "ree/models/gguf_dequant.h"
 #include "ree/models/gguf_source.h"
+#include "ree/models/model_identity.h"
 
 namespace ree::models {
 namespace {
@@ -172,6 +173,26 @@ TEST(GgufModel, GivesTheLogitsOfTheSameWeightsFromSafetensors) {
     EXPECT_EQ(gguf.generated.output_ids, hf.generated.output_ids);
     EXPECT_EQ(gguf.generated.step_logits_sha256, hf.generated.step_logits_sha256);
   }
+}
+
+// Receipts name a GGUF model by the config its metadata gives and its dequantized weights.
+TEST(GgufModel, IdentityHashesTheDerivedConfigAndTheDequantizedWeights) {
+  REQUIRE_GGUF_REFERENCE();
+  const std::string dir = Reference::get().dir();
+  ModelIdentity f32, quant;
+  ASSERT_EQ(computeModelIdentity(dir + "/llama_f32.gguf", &f32), Status::kSuccess)
+      << lastErrorMessage();
+  ASSERT_EQ(computeModelIdentity(dir + "/llama_quant.gguf", &quant), Status::kSuccess)
+      << lastErrorMessage();
+  EXPECT_EQ(f32.weights_kind, "gguf");
+  EXPECT_EQ(f32.tokenizer_sha256, "");
+  EXPECT_EQ(f32.config_sha256, quant.config_sha256);  // same metadata
+  EXPECT_NE(f32.weights_sha256, quant.weights_sha256);
+  std::string manifest;
+  ASSERT_EQ(weightsManifest(dir + "/llama_quant.gguf", &manifest), Status::kSuccess)
+      << lastErrorMessage();
+  EXPECT_NE(manifest.find("model.layers.0.self_attn.q_proj.weight\tF32\t64,64\t"),
+            std::string::npos);
 }
 
 TEST(GgufModel, ConfigComesFromTheMetadata) {

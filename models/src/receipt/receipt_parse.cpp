@@ -266,7 +266,7 @@ Status parseRuntimeAndModel(const Reader& in, const Json& j, Receipt* r) {
                                 &r->identity.tokenizer_sha256, /*allow_empty=*/true));
   REE_RETURN_IF_ERROR(
       in.sha256(model["weights_sha256"], "model.weights_sha256", &r->identity.weights_sha256));
-  return in.oneOf(model["weights_kind"], "model.weights_kind", {"safetensors", "synthetic"},
+  return in.oneOf(model["weights_kind"], "model.weights_kind", {"safetensors", "gguf", "synthetic"},
                   &r->identity.weights_kind);
 }
 

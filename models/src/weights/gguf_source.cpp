@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "ree/core/text.h"
 #include "ree/models/gguf_dequant.h"
@@ -167,10 +168,18 @@ Status GgufSource::info(const std::string& name, TensorInfo* out) const {
 
 Status GgufSource::dequantize(const Entry& entry, std::vector<float>* values) const {
   const GgufTensorInfo& tensor = *entry.tensor;
-  values->resize(tensor.elements);
-  dequantizeGgml(tensor.type, file_->tensorData(tensor), static_cast<int64_t>(tensor.elements),
-                 values->data());
-  if (entry.unpermute_heads > 0) unpermuteRows(values, entry.shape[0], entry.unpermute_heads);
+  try {
+    values->resize(tensor.elements);
+    dequantizeGgml(tensor.type, file_->tensorData(tensor), static_cast<int64_t>(tensor.elements),
+                   values->data());
+    if (entry.unpermute_heads > 0) unpermuteRows(values, entry.shape[0], entry.unpermute_heads);
+  } catch (const std::bad_alloc&) {
+    values->clear();
+    return REE_FAIL(Status::kOutOfMemory,
+                    "GGUF file '%s': tensor '%s': no memory for its %llu dequantized values",
+                    printableText(path_, 400).c_str(), printableText(tensor.name).c_str(),
+                    static_cast<unsigned long long>(tensor.elements));
+  }
   return Status::kSuccess;
 }
 
