@@ -84,6 +84,9 @@ Status UnigramModel::segment(const std::string& word, std::vector<std::string_vi
   // Back from the end; consecutive unk pieces become one.
   size_t unk_begin = 0, unk_end = 0;
   for (size_t end = text.size(); end > 0;) {
+    if (best[end].start < 0) {  // every character boundary is reached; a guard, not a path
+      return REE_FAIL(Status::kInternal, "encode: no Unigram path ends at byte %zu", end);
+    }
     const auto start = static_cast<size_t>(best[end].start);
     if (has_unk && best[end].id == unk_id) {
       if (unk_end == 0) unk_end = end;
