@@ -14,6 +14,7 @@ writes into OUT_DIR:
                  the HF directory holds gguf.quants.dequantize's values, un-permuted the way
                  transformers' GGUF loader does
     qwen2_f32    Qwen2 (tied embeddings, q/k/v biases; no permutation), F32
+    qwen3_f32    Qwen3 (q/k norms, head_dim from attention.key_length), F32
   manifest.json the list of the above
 """
 import json
@@ -84,6 +85,7 @@ def write_types(out):
 LAYER_NAMES = {
     "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
     "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+    "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
     "post_attention_layernorm": "ffn_norm", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
     "mlp.down_proj": "ffn_down",
 }
@@ -122,10 +124,13 @@ def tiny_model(kind):
                   num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
                   max_position_embeddings=128, rms_norm_eps=1e-5, rope_theta=ROPE_THETA,
                   bos_token_id=1, eos_token_id=2)
-    torch.manual_seed(7 if kind == "llama" else 8)
+    torch.manual_seed({"llama": 7, "qwen2": 8, "qwen3": 9}[kind])
     if kind == "llama":
         config = transformers.LlamaConfig(tie_word_embeddings=False, **common)
         model = transformers.LlamaForCausalLM(config)
+    elif kind == "qwen3":
+        config = transformers.Qwen3Config(tie_word_embeddings=False, head_dim=16, **common)
+        model = transformers.Qwen3ForCausalLM(config)
     else:
         config = transformers.Qwen2Config(tie_word_embeddings=True, **common)
         model = transformers.Qwen2ForCausalLM(config)
@@ -147,7 +152,11 @@ def metadata(writer, arch, config):
     writer.add_head_count_kv(config.num_key_value_heads)
     writer.add_layer_norm_rms_eps(config.rms_norm_eps)
     writer.add_rope_freq_base(ROPE_THETA)
-    writer.add_rope_dimension_count(config.hidden_size // config.num_attention_heads)
+    head_dim = config.hidden_size // config.num_attention_heads
+    writer.add_rope_dimension_count(head_dim)
+    if arch == "qwen3":
+        writer.add_key_length(head_dim)
+        writer.add_value_length(head_dim)
     writer.add_bos_token_id(config.bos_token_id)
     writer.add_eos_token_id(config.eos_token_id)
 
@@ -202,7 +211,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     manifest = {"types": write_types(out), "models": []}
     for label, kind, quantize in (("llama_f32", "llama", False), ("llama_quant", "llama", True),
-                                  ("qwen2_f32", "qwen2", False)):
+                                  ("qwen2_f32", "qwen2", False), ("qwen3_f32", "qwen3", False)):
         write_model(out, label, kind, quantize)
         manifest["models"].append(label)
     with open(os.path.join(out, "manifest.json"), "w") as f:

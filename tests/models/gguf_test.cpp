@@ -3,7 +3,8 @@
 // Against the PyPI `gguf` package (tests/models/gguf_reference.py, run with REE_PYTHON):
 // - every supported tensor type dequantizes to exactly gguf.quants.dequantize's values (bitwise:
 //   both do the same fp32 operations in the same order, docs/repops-spec/gguf-dequant.md);
-// - tiny Llama (F32, and Q8_0/Q4_1 quantized) and Qwen2 models written as GGUF give bitwise the
+// - tiny Llama (F32, and Q8_0/Q4_1 quantized), Qwen2 and Qwen3 models written as GGUF give bitwise
+// the
 //   logits and tokens of the same weights loaded from a Hugging Face safetensors directory (for
 //   Llama the GGUF holds llama.cpp's permuted q/k rows, so this checks their un-permutation).
 // Without Python: a table of malformed files, each refused with its one-line error (no crash),
@@ -159,7 +160,7 @@ RunOutput runModel(const std::string& model) {
 TEST(GgufModel, GivesTheLogitsOfTheSameWeightsFromSafetensors) {
   REQUIRE_GGUF_REFERENCE();
   const Reference& ref = Reference::get();
-  ASSERT_EQ(ref.manifest()["models"].size(), 3u);
+  ASSERT_EQ(ref.manifest()["models"].size(), 4u);
   for (const auto& label_json : ref.manifest()["models"]) {
     const std::string label = label_json.get<std::string>();
     SCOPED_TRACE(label);
@@ -427,6 +428,13 @@ std::vector<MalformedCase> malformedCases() {
       {"string_past_end",
        [] { return withBuilder([](B b) { b.addEntry("x", 8, u64le(1ull << 40)); }); },
        "metadata key 'x': string of 1099511627776 bytes at byte"},
+      {"string_array_element_past_end",
+       [] {
+         return withBuilder([](B b) {
+           b.addEntry("x", 9, u32le(8) + u64le(2) + ggufString("a") + u64le(1000000));
+         });
+       },
+       "metadata key 'x'[1]: string at byte"},
       {"bool_not_0_or_1", [] { return withBuilder([](B b) { b.addEntry("x", 7, "\x02"); }); },
        "BOOL value 2"},
       {"alignment_not_power_of_two",
@@ -591,7 +599,7 @@ std::vector<MalformedCase> malformedCases() {
 
 TEST(GgufMalformed, EveryCaseIsRefusedWithItsOneLineError) {
   const std::vector<MalformedCase> cases = malformedCases();
-  EXPECT_GE(cases.size(), 45u);
+  EXPECT_GE(cases.size(), 50u);
   for (const MalformedCase& c : cases) {
     SCOPED_TRACE(c.name);
     const std::string path = testRoot() + "/malformed_" + c.name + ".gguf";

@@ -340,8 +340,13 @@ Status GgufParser::readArray(const std::string& what, GgufValue* value) {
   }
   value->strings.resize(value->count);  // at most left() / 8 entries
   for (uint64_t i = 0; i < value->count; ++i) {
-    REE_RETURN_IF_ERROR(
-        readString(what + "[" + std::to_string(i) + "]", UINT64_MAX, &value->strings[i]));
+    // The context is built only on failure: token lists hold 10^5 strings.
+    uint64_t length = 0;
+    const unsigned char* p = nullptr;
+    if (!u64(&length) || !take(length, &p)) {
+      return truncated(what + "[" + std::to_string(i) + "]: string");
+    }
+    value->strings[i] = std::string_view(reinterpret_cast<const char*>(p), length);
   }
   return Status::kSuccess;
 }
