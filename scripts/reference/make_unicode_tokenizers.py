@@ -18,12 +18,16 @@ gives on a multilingual corpus (tokenize_reference.py's corpus plus UNICODE_CORP
   qwen2_nfc.json             Qwen2-style byte-level BPE: NFC, Split(Qwen2 regex) + ByteLevel.
   bytelevel_nfkd_lower.json  byte-level BPE behind Sequence[NFKD, StripAccents, Lowercase,
                              Strip]; bytelevel_nfd.json the same behind NFD only.
+  unigram_random.json, unigram_ties.json
+                             Unigram models of 20,000 random pieces (random scores; scores from
+                             21 values, for ties), with the ids of a 100 kB random text.
 
 Usage: make_unicode_tokenizers.py OUTPUT_DIR
 Writes the files and OUTPUT_DIR/reference.json (tokenize_reference.py's format).
 """
 import json
 import os
+import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -113,6 +117,32 @@ def make_unigrams(out_dir):
     make_tokenizers.save(data, os.path.join(out_dir, "unigram_whitespace.json"))
 
 
+RANDOM_ALPHABET = "abcdefghijklmnopqrstuvwxyzéü日本語▁"
+
+
+def make_random_unigrams(out_dir):
+    """Unigram models with 20,000 random pieces and random scores over a small alphabet, and a
+    100 kB random text: the Viterbi search meets many overlapping candidates. unigram_ties.json
+    draws its scores from 21 values, so that equal path scores are frequent."""
+    for name, ties in (("unigram_random.json", False), ("unigram_ties.json", True)):
+        rng = random.Random(20240517)
+        pieces = set()
+        while len(pieces) < 20000:
+            pieces.add("".join(rng.choice(RANDOM_ALPHABET) for _ in range(rng.randint(1, 8))))
+        score = (lambda: -float(rng.randint(0, 20))) if ties else (lambda: -rng.random() * 20)
+        vocab = [["<unk>", 0.0]] + [[piece, score()] for piece in sorted(pieces)]
+        data = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+                "normalizer": None, "pre_tokenizer": None, "post_processor": None,
+                "decoder": None, "model": {"type": "Unigram", "unk_id": 0,
+                                           "byte_fallback": False, "vocab": vocab}}
+        make_tokenizers.save(data, os.path.join(out_dir, name))
+
+
+def random_text():
+    rng = random.Random(7)
+    return "".join(rng.choice(RANDOM_ALPHABET + " x") for _ in range(100000))
+
+
 def train_bpe(normalizer, pre_tokenizer, trainer):
     tokenizer = Tokenizer(models.BPE())
     tokenizer.normalizer = normalizer
@@ -163,6 +193,7 @@ def make_bpes(out_dir):
     make_tokenizers.save(data, os.path.join(out_dir, "bytelevel_nfd.json"))
 
 
+RANDOM_FILES = ["unigram_random.json", "unigram_ties.json"]
 FILES = ["unigram_nfkc.json", "unigram_byte_fallback.json", "unigram_whitespace.json",
          "bpe_nfc_byte_fallback.json", "qwen2_nfc.json", "bytelevel_nfkd_lower.json",
          "bytelevel_nfd.json"]
@@ -219,12 +250,18 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     make_unigrams(out_dir)
     make_bpes(out_dir)
+    make_random_unigrams(out_dir)
     tokenize_reference.CORPUS = tokenize_reference.CORPUS + UNICODE_CORPUS
     result = {}
     for name in FILES:
         path = os.path.join(out_dir, name)
         result[name] = tokenize_reference.reference(path)
         result[name]["scores_off_by_serde"] = check_unigram_scores(path)
+    text = random_text()
+    for name in RANDOM_FILES:
+        path = os.path.join(out_dir, name)
+        result[name] = {"scores_off_by_serde": check_unigram_scores(path), "long_text": text,
+                        "long_ids": Tokenizer.from_file(path).encode(text).ids}
     with open(os.path.join(out_dir, "reference.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, ensure_ascii=False)
     return 0

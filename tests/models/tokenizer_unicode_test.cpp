@@ -136,6 +136,29 @@ TEST(TokenizerUnicodeReference, EncodeMatchesTokenizers) {
   EXPECT_GT(compared, 800u);
 }
 
+// 20,000 random pieces over a small alphabet, a 100 kB random text: many overlapping candidates
+// at every position, and (unigram_ties.json) many equal path scores.
+TEST(TokenizerUnicodeReference, RandomUnigramsMatchTokenizersOnALongText) {
+  REQUIRE_REFERENCE();
+  for (const char* file : {"unigram_random.json", "unigram_ties.json"}) {
+    auto tokenizer = loadOrFail(ref.dir + "/" + file);
+    ASSERT_TRUE(tokenizer) << file;
+    const json& entry = ref.data[file];
+    std::vector<int32_t> ids;
+    ASSERT_EQ(tokenizer->encode(entry["long_text"].get<std::string>(), false, &ids),
+              Status::kSuccess)
+        << ree::lastErrorMessage();
+    const std::vector<int32_t> expected = idsOf(entry["long_ids"]);
+    ASSERT_EQ(ids.size(), expected.size()) << file;
+    size_t first_difference = 0;
+    while (first_difference < ids.size() && ids[first_difference] == expected[first_difference])
+      ++first_difference;
+    EXPECT_EQ(first_difference, ids.size())
+        << file << ": ids differ from index " << first_difference;
+    EXPECT_GT(ids.size(), 50000u);
+  }
+}
+
 // decode (both skip modes) and DecodeStream chunk by chunk on one id sequence.
 void checkDecoding(const Tokenizer& tokenizer, const std::string& what, const json& entry) {
   const std::vector<int32_t> ids = idsOf(entry["ids"]);
@@ -198,6 +221,7 @@ TEST(TokenizerUnicodeReference, CorpusReachesTheNewPaths) {
   size_t off_by_serde = 0;
   for (const char* file : kFiles)
     off_by_serde += ref.data[file]["scores_off_by_serde"].get<size_t>();
+  off_by_serde += ref.data["unigram_random.json"]["scores_off_by_serde"].get<size_t>();
   EXPECT_GT(off_by_serde, 0u) << "no Unigram score where serde_json and strtod differ";
 }
 
