@@ -3,7 +3,8 @@
 # --trace-hashes, 2 prompts, greedy and sampled), `validate` and `verify` exit codes (0 / 1 / 2),
 # the verdict line, --json, a tampered-and-rehashed receipt naming the first divergent step and
 # layer, another model's weights or config ("could not verify"), malformed receipts, bad flags,
-# and the independent Python recomputation of the receipt hash.
+# the receipts of earlier releases (tests/launcher/receipts/), and the independent Python
+# recomputation of the receipt hash.
 #   receipt_cli.sh PATH/TO/ree-launch WORK_DIR [PYTHON SOURCE_DIR]
 set -u
 launch="$1"
@@ -50,6 +51,17 @@ expect 0 "verified: 2 request(s)" "${v[@]}" "$work/traced.json" "${m[@]}" --n-pa
 expect 0 "verified" "${v[@]}" "$work/greedy.json" "${m[@]}" --n-partitions 2 --partition-layers 3,1
 expect 0 '"verdict":"verified"' "${v[@]}" "$work/traced.json" "${m[@]}" --json
 expect 0 '"verdict":"valid"' "$launch" validate "$work/greedy.json" --json
+
+# Receipts written by earlier releases (tests/launcher/receipts/README.md) verify with this one,
+# bit for bit, each with the RepOps spec it names.
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+old_receipts=("$here"/receipts/*.json)
+[ "${#old_receipts[@]}" -ge 3 ] || fail "expected the receipts of earlier releases in $here/receipts"
+for old in "${old_receipts[@]}"; do
+  expect 0 "verified: 3 request(s)" "${v[@]}" "$old" "${m[@]}"
+  expect 0 "verified: 3 request(s)" "${v[@]}" "$old" "${m[@]}" --n-partitions 3
+done
+expect 0 "(repops-2)" "$launch" validate "$here/receipts/ree-0.3.0-repops-2-sampled-traced-n2.json"
 
 # Independent recomputation of every internal hash.
 if [ -n "$python" ] && [ -n "$source_dir" ]; then
