@@ -16,6 +16,8 @@ writes into OUT_DIR:
     qwen2_f32    Qwen2 (tied embeddings, q/k/v biases; no permutation), F32
     qwen3_f32    Qwen3 (q/k norms, head_dim from attention.key_length), F32
   manifest.json the list of the above
+Each HF directory is checked to hold exactly what transformers' own GGUF loader
+(load_gguf_checkpoint: dequantization, q/k un-permutation, names) reads from the GGUF.
 """
 import json
 import os
@@ -157,6 +159,7 @@ def metadata(writer, arch, config):
     if arch == "qwen3":
         writer.add_key_length(head_dim)
         writer.add_value_length(head_dim)
+    writer.add_vocab_size(config.vocab_size)
     writer.add_bos_token_id(config.bos_token_id)
     writer.add_eos_token_id(config.eos_token_id)
 
@@ -165,6 +168,18 @@ def quant_type(name, quantize):
     if not quantize or not name.endswith(".weight") or "norm" in name or "embed" in name:
         return None
     return Q.Q8_0 if "self_attn" in name else Q.Q4_1
+
+
+def check_against_transformers(path, model, hf_weights):
+    """transformers' own GGUF loader (dequantization, q/k un-permutation, names) must give exactly
+    the weights of the HF directory."""
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+    loaded = load_gguf_checkpoint(path, return_tensors=True, model_to_load=model)["tensors"]
+    assert sorted(loaded) == sorted(hf_weights), (sorted(loaded), sorted(hf_weights))
+    for name, values in hf_weights.items():
+        theirs = np.asarray(loaded[name], dtype=np.float32)
+        assert theirs.shape == values.shape and np.array_equal(theirs.view(np.uint32),
+                                                               values.view(np.uint32)), name
 
 
 def write_model(out, label, kind, quantize):
@@ -199,6 +214,7 @@ def write_model(out, label, kind, quantize):
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+    check_against_transformers(os.path.join(out, label + ".gguf"), model, hf_weights)
     hf_dir = os.path.join(out, label + "_hf")
     os.makedirs(hf_dir, exist_ok=True)
     config.save_pretrained(hf_dir)
