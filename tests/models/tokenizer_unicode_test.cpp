@@ -338,6 +338,49 @@ TEST(TokenizerUnigram, MalformedModelsNameTheField) {
   }
 }
 
+// Fields tokenizers requires, found missing by tests/fuzz/tokenizer_differential.py on inputs
+// grown from the Unigram seeds: REE refused nothing there and loaded what tokenizers refuses.
+TEST(TokenizerStrictness, FieldsTokenizersRequires) {
+  struct Case {
+    const char* stage;
+    const char* value;
+    const char* field;
+  };
+  const Case cases[] = {
+      {"normalizer", R"({"type": "Prepend"})", "normalizer.prepend"},
+      {"normalizer", R"({"type": "Prepend", "prepend": null})", "normalizer.prepend"},
+      {"normalizer", R"({"type": "Replace", "pattern": {"String": "a"}})", "normalizer.content"},
+      {"normalizer", R"({"type": "Strip", "strip_left": true})", "normalizer.strip_right"},
+      {"decoder", R"({"type": "Replace", "pattern": {"String": "a"}})", "decoder.content"},
+      {"decoder", R"({"type": "Strip", "content": " ", "start": 1})", "decoder.stop"},
+      {"decoder", R"({"type": "Metaspace"})", "decoder.replacement"},
+      {"pre_tokenizer", R"({"type": "Metaspace", "replacement": null})",
+       "pre_tokenizer.replacement"},
+      {"pre_tokenizer", R"({"type": "Metaspace", "replacement": "_", "add_prefix_space": false})",
+       "pre_tokenizer.add_prefix_space"},
+      {"pre_tokenizer", R"({"type": "Metaspace", "replacement": "_", "prepend_scheme": null})",
+       "pre_tokenizer.prepend_scheme"},
+      {"pre_tokenizer", R"({"type": "ByteLevel", "add_prefix_space": false})",
+       "pre_tokenizer.trim_offsets"},
+  };
+  for (const Case& c : cases) {
+    json file = unigram(json::parse(R"([["<unk>", 0.0], ["a", -1.0]])"));
+    file[c.stage] = json::parse(c.value);
+    std::unique_ptr<Tokenizer> tokenizer;
+    EXPECT_EQ(loadText(file.dump(), &tokenizer), Status::kIoError) << c.value;
+    const std::string message = ree::lastErrorMessage();
+    EXPECT_NE(message.find("field '" + std::string(c.field) + "'"), std::string::npos)
+        << "should name " << c.field << ": " << message;
+  }
+  // What tokenizers accepts still loads: a legacy add_prefix_space that agrees with the scheme.
+  json file = unigram(json::parse(R"([["<unk>", 0.0], ["a", -1.0]])"));
+  file["pre_tokenizer"] = json::parse(
+      R"({"type": "Metaspace", "replacement": "_", "add_prefix_space": false,
+          "prepend_scheme": "never", "split": null})");
+  std::unique_ptr<Tokenizer> tokenizer;
+  EXPECT_EQ(loadText(file.dump(), &tokenizer), Status::kSuccess) << ree::lastErrorMessage();
+}
+
 // Normalizers on hand-picked characters (the reference test covers them against tokenizers).
 TEST(TokenizerNormalizers, FormsLowercaseAndStrip) {
   json file = unigram(json::parse(R"([["<unk>", 0.0]])"));

@@ -130,13 +130,13 @@ void decodeMetaspace(std::vector<std::string>* tokens, const std::string& replac
 Status parseStrip(const LoadContext& ctx, const json& object, const std::string& field,
                   Decoder* out) {
   out->kind = Decoder::Kind::kStrip;
-  REE_RETURN_IF_ERROR(ctx.getString(object, "content", field, &out->content));
+  REE_RETURN_IF_ERROR(ctx.getRequiredString(object, "content", field, &out->content));
   if (out->content.empty() || text::utf8SequenceLength(static_cast<unsigned char>(
                                   out->content[0])) != out->content.size()) {
     return ctx.malformed(field + ".content", "expected a single character");
   }
-  REE_RETURN_IF_ERROR(ctx.getSize(object, "start", field, &out->strip_start));
-  return ctx.getSize(object, "stop", field, &out->strip_stop);
+  REE_RETURN_IF_ERROR(ctx.getRequiredSize(object, "start", field, &out->strip_start));
+  return ctx.getRequiredSize(object, "stop", field, &out->strip_stop);
 }
 
 }  // namespace
@@ -193,7 +193,7 @@ Status parseDecoder(const LoadContext& ctx, const json& object, const std::strin
   }
   if (type == "Replace") {
     out->kind = Decoder::Kind::kReplace;
-    REE_RETURN_IF_ERROR(ctx.getString(object, "content", field, &out->content));
+    REE_RETURN_IF_ERROR(ctx.getRequiredString(object, "content", field, &out->content));
     if (!object.contains("pattern")) return ctx.malformed(field + ".pattern", "missing");
     return parsePattern(ctx, object["pattern"], field + ".pattern", &out->pattern);
   }

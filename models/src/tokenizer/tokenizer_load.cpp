@@ -61,6 +61,24 @@ Status LoadContext::getRequiredBool(const json& object, const std::string& key,
   return Status::kSuccess;
 }
 
+Status LoadContext::getRequiredString(const json& object, const std::string& key,
+                                      const std::string& field, std::string* out) const {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) {
+    return malformed(field + "." + key, "missing (tokenizers refuses the file without it)");
+  }
+  return getString(object, key, field, out);
+}
+
+Status LoadContext::getRequiredSize(const json& object, const std::string& key,
+                                    const std::string& field, size_t* out) const {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) {
+    return malformed(field + "." + key, "missing (tokenizers refuses the file without it)");
+  }
+  return getSize(object, key, field, out);
+}
+
 Status checkByteLevelFields(const LoadContext& ctx, const json& object, const std::string& field) {
   bool unused = false;
   REE_RETURN_IF_ERROR(ctx.getRequiredBool(object, "add_prefix_space", field, &unused));

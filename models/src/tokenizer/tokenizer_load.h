@@ -64,6 +64,12 @@ struct LoadContext {
   // A boolean that must be present (tokenizers refuses the file without it).
   Status getRequiredBool(const json& object, const std::string& key, const std::string& field,
                          bool* out) const;
+  // A string or unsigned integer that must be present and not null (tokenizers refuses the file
+  // without it).
+  Status getRequiredString(const json& object, const std::string& key, const std::string& field,
+                           std::string* out) const;
+  Status getRequiredSize(const json& object, const std::string& key, const std::string& field,
+                         size_t* out) const;
   Status getSize(const json& object, const std::string& key, const std::string& field,
                  size_t* out) const;
   Status getType(const json& object, const std::string& field, std::string* type) const;

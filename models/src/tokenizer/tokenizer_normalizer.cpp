@@ -53,7 +53,7 @@ std::string nmtNormalize(const std::string& text) {
 Status parseReplace(const LoadContext& ctx, const json& object, const std::string& field,
                     Normalizer* out) {
   out->kind = Normalizer::Kind::kReplace;
-  REE_RETURN_IF_ERROR(ctx.getString(object, "content", field, &out->content));
+  REE_RETURN_IF_ERROR(ctx.getRequiredString(object, "content", field, &out->content));
   if (!object.contains("pattern")) return ctx.malformed(field + ".pattern", "missing");
   REE_RETURN_IF_ERROR(parsePattern(ctx, object["pattern"], field + ".pattern", &out->pattern));
   if (out->pattern.regex && out->pattern.regex->canMatchEmpty()) {
@@ -145,7 +145,7 @@ Status parseNormalizer(const LoadContext& ctx, const json& object, const std::st
   if (type == "Sequence") return parseSequence(ctx, object, field, out);
   if (type == "Prepend") {
     out->kind = Normalizer::Kind::kPrepend;
-    return ctx.getString(object, "prepend", field, &out->content);
+    return ctx.getRequiredString(object, "prepend", field, &out->content);
   }
   if (type == "Replace") return parseReplace(ctx, object, field, out);
   if (type == "Strip") {

@@ -2,6 +2,8 @@
 // tokenizer_pre_tokenizer.h).
 #include "tokenizer_pre_tokenizer.h"
 
+#include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "tokenizer_byte_level.h"
@@ -144,32 +146,49 @@ Status PreTokenizer::apply(std::vector<Piece>* pieces) const {
   return Status::kSuccess;
 }
 
+namespace {
+
+// prepend_scheme (default always; null refused, as tokenizers), reconciled with the legacy
+// add_prefix_space as tokenizers does: false requires the scheme never, true changes nothing.
+Status parsePrependScheme(const LoadContext& ctx, const json& object, const std::string& field,
+                          PrependScheme* scheme) {
+  *scheme = PrependScheme::kAlways;
+  if (object.contains("prepend_scheme")) {
+    std::string name;
+    if (object["prepend_scheme"].is_null()) {
+      return ctx.malformed(field + ".prepend_scheme", "null (tokenizers refuses it)");
+    }
+    REE_RETURN_IF_ERROR(ctx.getString(object, "prepend_scheme", field, &name));
+    static const std::pair<const char*, PrependScheme> kSchemes[] = {
+        {"always", PrependScheme::kAlways},
+        {"first", PrependScheme::kFirst},
+        {"never", PrependScheme::kNever}};
+    auto it = std::find_if(std::begin(kSchemes), std::end(kSchemes),
+                           [&](const auto& entry) { return name == entry.first; });
+    if (it == std::end(kSchemes)) {
+      return ctx.unsupported(field + ".prepend_scheme", "unknown scheme '" + name + "'");
+    }
+    *scheme = it->second;
+  }
+  bool add_prefix_space = true;
+  REE_RETURN_IF_ERROR(ctx.getBool(object, "add_prefix_space", field, &add_prefix_space));
+  if (!add_prefix_space && *scheme != PrependScheme::kNever) {
+    return ctx.malformed(field + ".add_prefix_space",
+                         "false does not match the prepend_scheme (tokenizers refuses the file)");
+  }
+  return Status::kSuccess;
+}
+
+}  // namespace
+
 Status parseMetaspaceOptions(const LoadContext& ctx, const json& object, const std::string& field,
                              std::string* replacement, PrependScheme* scheme, bool* split) {
-  REE_RETURN_IF_ERROR(ctx.getString(object, "replacement", field, replacement));
+  REE_RETURN_IF_ERROR(ctx.getRequiredString(object, "replacement", field, replacement));
   if (replacement->empty() || text::utf8SequenceLength(static_cast<unsigned char>(
                                   (*replacement)[0])) != replacement->size()) {
     return ctx.malformed(field + ".replacement", "expected a single character");
   }
-  bool add_prefix_space = true;
-  const bool has_add_prefix_space = object.contains("add_prefix_space");
-  REE_RETURN_IF_ERROR(ctx.getBool(object, "add_prefix_space", field, &add_prefix_space));
-  std::string scheme_name;
-  bool has_scheme = false;
-  REE_RETURN_IF_ERROR(ctx.getString(object, "prepend_scheme", field, &scheme_name, &has_scheme));
-  if (has_scheme) {
-    if (scheme_name == "always") {
-      *scheme = PrependScheme::kAlways;
-    } else if (scheme_name == "first") {
-      *scheme = PrependScheme::kFirst;
-    } else if (scheme_name == "never") {
-      *scheme = PrependScheme::kNever;
-    } else {
-      return ctx.unsupported(field + ".prepend_scheme", "unknown scheme '" + scheme_name + "'");
-    }
-  } else if (has_add_prefix_space) {
-    *scheme = add_prefix_space ? PrependScheme::kAlways : PrependScheme::kNever;
-  }
+  REE_RETURN_IF_ERROR(parsePrependScheme(ctx, object, field, scheme));
   if (split) REE_RETURN_IF_ERROR(ctx.getBool(object, "split", field, split));
   return Status::kSuccess;
 }
@@ -193,7 +212,10 @@ Status parsePreTokenizer(const LoadContext& ctx, const json& object, const std::
   if (type == "Split") return parseSplit(ctx, object, field, out);
   if (type == "ByteLevel") {
     out->kind = PreTokenizer::Kind::kByteLevel;
-    REE_RETURN_IF_ERROR(ctx.getBool(object, "add_prefix_space", field, &out->add_prefix_space));
+    REE_RETURN_IF_ERROR(
+        ctx.getRequiredBool(object, "add_prefix_space", field, &out->add_prefix_space));
+    bool trim_offsets = false;  // offsets only; required as tokenizers requires it
+    REE_RETURN_IF_ERROR(ctx.getRequiredBool(object, "trim_offsets", field, &trim_offsets));
     REE_RETURN_IF_ERROR(ctx.getBool(object, "use_regex", field, &out->use_regex));
     if (!out->use_regex) return Status::kSuccess;
     return builtinPattern(ctx, kGpt2Pattern, field + " (the GPT-2 regex of use_regex)",

@@ -53,7 +53,8 @@ Status parseVocab(const LoadContext& ctx, const json& model, const std::string& 
                   UnigramModel* out) {
   if (!model.contains("vocab")) return ctx.malformed("model.vocab", "missing");
   const json& vocab = model["vocab"];
-  if (!vocab.is_array()) return ctx.malformed("model.vocab", "expected [[piece, score], ...]");
+  if (!vocab.is_array())
+    return ctx.malformed("model.vocab", "expected a Unigram vocabulary [[piece, score], ...]");
   if (vocab.empty()) return ctx.malformed("model.vocab", "empty (a Unigram model needs pieces)");
   if (vocab.size() > kMaxVocabEntries) {
     return ctx.overLimit("model.vocab", vocab.size(), kMaxVocabEntries, "pieces");
