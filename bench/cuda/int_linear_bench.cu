@@ -1,8 +1,8 @@
 // repops-2 (integer, int8 tensor cores) linear beside repops-1 (fp32 FFMA), cuBLAS SGEMM and
-// cuBLAS bf16 GemmEx, in one run: effective TFLOP/s = 2 M N K / time at M = 1, 64, 2048, 8192 on
-// the Llama-3-8B projections (K x N = 4096 x 4096, 4096 x 14336, 14336 x 4096), bf16 x and w,
-// fp32 y, plus the share of repops-2's time spent in its two quantisation kernels (x and w to
-// int8 slice planes; w is quantised on every call in this first version).
+// cuBLAS bf16 GemmEx, in one run: effective TFLOP/s = 2 M N K / time at M = 1, 8, 64, 2048, 8192
+// on the Llama-3-8B projections (K x N = 4096 x 4096, 4096 x 14336, 14336 x 4096), bf16 x and w,
+// fp32 y, plus the share of repops-2's time spent in its quantisation kernels (x, and w for the
+// GEMM, to int8 digit planes; the GEMV of M <= 4 quantises w on the fly, inside its own time).
 // Usage: bench_gpu_int_linear_bench [iterations]
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   ree::bench::LinearBenchContext context(argc, argv);
   std::printf("device %s, %d SMs; bf16 x and w, fp32 y; TFLOP/s = 2MNK / time\n", context.prop.name,
               context.prop.multiProcessorCount);
-  for (int m : {1, 64, 2048, 8192}) {
+  for (int m : {1, 8, 64, 2048, 8192}) {
     for (auto& shape : ree::bench::kLlamaProjections)
       run(m, shape[0], shape[1], context.iterations, context.cublas);
   }

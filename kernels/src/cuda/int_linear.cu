@@ -15,6 +15,8 @@
 //    accumulator (int_linear.h), in increasing block order, by the thread that owns the output.
 //    Then the fp32 rounding, bias, NaN canonicalisation, accumulate and output rounding of repops-1
 //    (linear.h).
+// 3. For m <= 4 (decode) a GEMV replaces the GEMM: it reads w in its stored dtype and quantises it
+//    on the fly (int_linear_gemv.cuh), so w is read once and never written as planes.
 // The bits are the CPU reference's: same integers, same binary64 sequence, same finishing steps.
 #include <cuda_runtime.h>
 
@@ -299,6 +301,14 @@ __global__ void __launch_bounds__(kThreads, 1) intGemmKernel(GemmArgs a) {
   }
 }
 
+}  // namespace
+}  // namespace ree::repops::cuda
+
+#include "int_linear_gemv.cuh"
+
+namespace ree::repops::cuda {
+namespace {
+
 // ---- host side
 
 int64_t roundUp(int64_t value, int64_t multiple) {
@@ -334,8 +344,10 @@ Status launchQuantize(const void* src, DType dtype, int64_t stride, int64_t rows
   return Status::kSuccess;
 }
 
-// Shapes of the padded planes and the scratch layout of one call.
+// Shapes of the padded planes and the scratch layout of one call. The GEMV (m <= kGemvMaxRows)
+// reads w directly: x is not padded to a tile and w gets no planes.
 struct Layout {
+  bool gemv;
   int64_t m_padded, n_padded, k_padded;
   int blocks;
   int64_t x_planes, w_planes, x_exponents, w_exponents, bytes;  // byte offsets, total
@@ -343,8 +355,9 @@ struct Layout {
 
 Layout layoutOf(const LinearArgs& args) {
   Layout l;
-  l.m_padded = roundUp(args.m, kTileM);
-  l.n_padded = roundUp(args.n, kTileN);
+  l.gemv = args.m <= kGemvMaxRows;
+  l.m_padded = l.gemv ? args.m : roundUp(args.m, kTileM);
+  l.n_padded = l.gemv ? 0 : roundUp(args.n, kTileN);
   l.blocks = static_cast<int>((args.k + kBlock - 1) / kBlock);
   l.k_padded = static_cast<int64_t>(l.blocks) * kBlock;
   l.x_planes = 0;
@@ -355,7 +368,7 @@ Layout layoutOf(const LinearArgs& args) {
   return l;
 }
 
-// Enqueues the quantisation kernels and (unless quantize_only) the GEMM on `scratch`.
+// Enqueues the quantisation kernels and (unless quantize_only) the GEMM or GEMV on `scratch`.
 Status enqueue(const LinearArgs& args, const Layout& l, int8_t* scratch, bool quantize_only,
                cudaStream_t stream) {
   const int64_t x_stride = args.xStride(), w_stride = args.wStride();
@@ -366,9 +379,11 @@ Status enqueue(const LinearArgs& args, const Layout& l, int8_t* scratch, bool qu
   REE_RETURN_IF_ERROR(launchQuantize<int_linear::kXSlices>(
       args.x, args.x_dtype, x_stride, args.m, l.m_padded, args.k, l.blocks, int_linear::kXShift,
       x_planes, l.k_padded, x_exponents, stream));
-  REE_RETURN_IF_ERROR(launchQuantize<int_linear::kWSlices>(
-      args.w, args.w_dtype, w_stride, args.n, l.n_padded, args.k, l.blocks, int_linear::kWShift,
-      w_planes, l.k_padded, w_exponents, stream));
+  if (!l.gemv) {
+    REE_RETURN_IF_ERROR(launchQuantize<int_linear::kWSlices>(
+        args.w, args.w_dtype, w_stride, args.n, l.n_padded, args.k, l.blocks, int_linear::kWShift,
+        w_planes, l.k_padded, w_exponents, stream));
+  }
   if (quantize_only) return Status::kSuccess;
   GemmArgs g{};
   g.x_planes = x_planes;
@@ -387,6 +402,7 @@ Status enqueue(const LinearArgs& args, const Layout& l, int8_t* scratch, bool qu
   g.y_stride = args.yStride();
   g.y_is_bf16 = args.y_dtype == DType::kBF16;
   g.accumulate = args.accumulate;
+  if (l.gemv) return launchGemv(g, args, stream);
   REE_RETURN_IF_ERROR(allowFullSharedMemory(intGemmKernel));
   dim3 grid(static_cast<unsigned>(l.n_padded / kTileN), static_cast<unsigned>(l.m_padded / kTileM));
   intGemmKernel<<<grid, kThreads, kSharedBytes, stream>>>(g);

@@ -160,14 +160,14 @@ void setIntLinearSimdEnabled(bool enabled);
 
 namespace cuda {
 
-// Enqueues repops-2 linear on `stream` (quantisation kernels, then the int8 tensor-core GEMM);
-// returns once launched. Takes stream-ordered scratch memory (cudaMallocAsync) for the int8
-// slice planes, freed on the stream after the GEMM.
+// Enqueues repops-2 linear on `stream` (quantisation kernels, then the int8 tensor-core GEMM; for
+// m <= 4 a GEMV that quantises w on the fly); returns once launched. Takes stream-ordered
+// scratch memory (cudaMallocAsync) for the int8 digit planes, freed on the stream afterwards.
 Status intLinear(const LinearArgs& args, cudaStream_t stream);
 
-// For benchmarks: only the two quantisation kernels of intLinear (x and w into slice planes and
-// exponents, on scratch memory freed on the stream), so that their share of the time can be
-// measured. Writes nothing to args.y.
+// For benchmarks: only the quantisation kernels of intLinear (x, and w unless m <= 4, into digit
+// planes and exponents, on scratch memory freed on the stream), so that their share of the time
+// can be measured. Writes nothing to args.y.
 Status intLinearQuantizeOnly(const LinearArgs& args, cudaStream_t stream);
 
 }  // namespace cuda
