@@ -203,18 +203,19 @@ __attribute__((target("avx2"))) inline __m256i wideLaneSums4(__m256i a, __m256i 
                           _mm256_permute2x128_si256(ab, cd, 0x31));
 }
 
-// The block products at offset `at` of one x row with 4 w rows, as int64 lanes.
-__attribute__((target("avx2"))) inline __m256i blockDots4Avx2(const RowPlanes& x,
-                                                              const RowPlanes* w, int64_t at) {
-  __m256i hh[4], hl[4], lh_dd[4];
-  for (int c = 0; c < 4; ++c)
+// The three sums of one block for w rows c and c + 1 (six accumulators, so that with x's three
+// planes and w's loads they stay within the 16 ymm registers).
+__attribute__((target("avx2"))) inline void blockSums2Avx2(const RowPlanes& x, const RowPlanes* w,
+                                                           int64_t at, __m256i* hh, __m256i* hl,
+                                                           __m256i* lh_dd) {
+  for (int c = 0; c < 2; ++c)
     hh[c] = hl[c] = lh_dd[c] = _mm256_setzero_si256();
 #pragma GCC unroll 1
   for (int64_t k = at; k < at + kBlock; k += 16) {
     __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.p[0] + k));
     __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.p[1] + k));
     __m256i xd = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.p[2] + k));
-    for (int c = 0; c < 4; ++c) {
+    for (int c = 0; c < 2; ++c) {
       __m256i wh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[c].p[0] + k));
       __m256i wl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[c].p[1] + k));
       __m256i we = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[c].p[2] + k));
@@ -224,6 +225,14 @@ __attribute__((target("avx2"))) inline __m256i blockDots4Avx2(const RowPlanes& x
           lh_dd[c], _mm256_add_epi32(_mm256_madd_epi16(xl, wh), _mm256_madd_epi16(xd, we)));
     }
   }
+}
+
+// The block products at offset `at` of one x row with 4 w rows, as int64 lanes.
+__attribute__((target("avx2"))) inline __m256i blockDots4Avx2(const RowPlanes& x,
+                                                              const RowPlanes* w, int64_t at) {
+  __m256i hh[4], hl[4], lh_dd[4];
+  blockSums2Avx2(x, w, at, hh, hl, lh_dd);
+  blockSums2Avx2(x, w + 2, at, hh + 2, hl + 2, lh_dd + 2);
   // Per lane: 16 products each, |hl| < 2^31 per lane, the others far less.
   return _mm256_add_epi64(
       _mm256_add_epi64(_mm256_slli_epi64(laneSums4(hh[0], hh[1], hh[2], hh[3]), 14),
