@@ -71,10 +71,72 @@ inline void wPlanes(int32_t v, int16_t out[kPlanes]) {
   out[2] = e[1];
 }
 
+// The planes of one block's 128 values with exponent `exponent`: RNE(v * 2^(shift - exponent))
+// (int_linear::quantize), then x's or w's planes.
+void blockPlanesPortable(const float* values, int exponent, int shift, bool is_x,
+                         int16_t* const (&out)[kPlanes]) {
+  for (int i = 0; i < kBlock; ++i) {
+    int16_t digits[kPlanes];
+    const int32_t v = int_linear::quantize(values[i], exponent, shift);
+    if (is_x) {
+      xPlanes(v, digits);
+    } else {
+      wPlanes(v, digits);
+    }
+    for (int p = 0; p < kPlanes; ++p)
+      out[p][i] = digits[p];
+  }
+}
+
+#if defined(REE_INT_LINEAR_X86)
+// ((v + 64) & 127) - 64 in each lane: int_linear::lowSlice.
+__attribute__((target("avx2"))) inline __m256i lowSlice8(__m256i v) {
+  return _mm256_sub_epi32(
+      _mm256_and_si256(_mm256_add_epi32(v, _mm256_set1_epi32(64)), _mm256_set1_epi32(127)),
+      _mm256_set1_epi32(64));
+}
+
+// The three planes of 8 integers (int32 lanes), as int32 lanes, from the digit recurrence of
+// int_linear::splitDigits: with low = lowSlice(q), r = (q - low) / 2^7, mid = lowSlice(r) and
+// top = (r - mid) / 2^7, x's planes (d0 * 2^7 + d1, d2 * 2^7 + d3, d2) and w's (e0, e1 * 2^7 + e2,
+// e1) are both (top, q - top * 2^14, mid).
+__attribute__((target("avx2"))) inline void planes8(__m256i q, __m256i (&out)[kPlanes]) {
+  const __m256i low = lowSlice8(q);
+  const __m256i r = _mm256_srai_epi32(_mm256_sub_epi32(q, low), 7);
+  const __m256i mid = lowSlice8(r);
+  const __m256i top = _mm256_srai_epi32(_mm256_sub_epi32(r, mid), 7);
+  out[0] = top;
+  out[1] = _mm256_sub_epi32(q, _mm256_slli_epi32(top, 14));
+  out[2] = mid;
+}
+
+// blockPlanesPortable, 16 values a step. The scaling is a binary32 product: v times 2^p is exact
+// for |p| <= 100 unless it falls below 2^-126, and then |v * 2^p| < 2^-26 rounds to 0 either
+// way; the conversion rounds to nearest even (the default MXCSR mode, as the portable path's
+// binary64 addition assumes). Other exponents (and non-finite blocks) take the portable path.
+__attribute__((target("avx2"))) void blockPlanesAvx2(const float* values, int exponent, int shift,
+                                                     bool is_x, int16_t* const (&out)[kPlanes]) {
+  const int power = shift - exponent;
+  if (exponent == int_linear::kNonFiniteExponent || power < -100 || power > 100) {
+    return blockPlanesPortable(values, exponent, shift, is_x, out);
+  }
+  const __m256 scale = _mm256_castsi256_ps(_mm256_set1_epi32((127 + power) << 23));
+  for (int i = 0; i < kBlock; i += 16) {
+    __m256i a[kPlanes], b[kPlanes];
+    planes8(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(values + i), scale)), a);
+    planes8(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(values + i + 8), scale)), b);
+    for (int p = 0; p < kPlanes; ++p) {
+      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(a[p], b[p]), 0xD8);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[p] + i), packed);
+    }
+  }
+}
+#endif
+
 // Row `row` of `q` from `src` (k_total elements of type T): per block the exponent
-// (int_linear::blockExponentOfMaxBits), RNE(v * 2^(shift - e)) (int_linear::quantize) and its
-// planes (x's when is_x, else w's).
-template <typename T>
+// (int_linear::blockExponentOfMaxBits) and the planes of its integers (x's when is_x, else w's),
+// through kPlanesOf (blockPlanesPortable or blockPlanesAvx2: the same integers).
+template <typename T, void (*kPlanesOf)(const float*, int, int, bool, int16_t* const (&)[kPlanes])>
 __attribute__((always_inline)) inline void quantizeRowBody(const T* src, int64_t k_total, int shift,
                                                            bool is_x, int64_t row,
                                                            QuantizedRows* q) {
@@ -93,33 +155,24 @@ __attribute__((always_inline)) inline void quantizeRowBody(const T* src, int64_t
     int exponent = int_linear::blockExponentOfMaxBits(max_bits);
     q->exponents[row * q->blocks + b] = exponent;
     const int64_t at = row * q->padded_k + begin;
-    for (int i = 0; i < kBlock; ++i) {
-      int16_t digits[kPlanes];
-      const int32_t v = int_linear::quantize(values[i], exponent, shift);
-      if (is_x) {
-        xPlanes(v, digits);
-      } else {
-        wPlanes(v, digits);
-      }
-      for (int p = 0; p < kPlanes; ++p)
-        q->planes[p][at + i] = digits[p];
-    }
+    int16_t* const out[kPlanes] = {q->planes[0].data() + at, q->planes[1].data() + at,
+                                   q->planes[2].data() + at};
+    kPlanesOf(values, exponent, shift, is_x, out);
   }
 }
 
 template <typename T>
 void quantizeRowPortable(const T* src, int64_t k_total, int shift, bool is_x, int64_t row,
                          QuantizedRows* q) {
-  quantizeRowBody(src, k_total, shift, is_x, row, q);
+  quantizeRowBody<T, blockPlanesPortable>(src, k_total, shift, is_x, row, q);
 }
 
 #if defined(REE_INT_LINEAR_X86)
-// The same source compiled for AVX2 (the compiler vectorises the conversions 4 doubles wide);
-// the same integers, since every step is exact or correctly rounded.
+// The loads and the block maximum compiled for AVX2, the integers and planes by blockPlanesAvx2.
 template <typename T>
 __attribute__((target("avx2"))) void quantizeRowAvx2(const T* src, int64_t k_total, int shift,
                                                      bool is_x, int64_t row, QuantizedRows* q) {
-  quantizeRowBody(src, k_total, shift, is_x, row, q);
+  quantizeRowBody<T, blockPlanesAvx2>(src, k_total, shift, is_x, row, q);
 }
 #endif
 
