@@ -18,6 +18,9 @@ gives on a multilingual corpus (tokenize_reference.py's corpus plus UNICODE_CORP
   qwen2_nfc.json             Qwen2-style byte-level BPE: NFC, Split(Qwen2 regex) + ByteLevel.
   bytelevel_nfkd_lower.json  byte-level BPE behind Sequence[NFKD, StripAccents, Lowercase,
                              Strip]; bytelevel_nfd.json the same behind NFD only.
+  unigram_precompiled.json   T5/ALBERT-style Unigram from a SentencePiece model trained here:
+                             Precompiled(nmt_nfkc charsmap) + Replace, Metaspace;
+                             unigram_precompiled_cf.json the same with nmt_nfkc_cf.
   unigram_random.json, unigram_ties.json
                              Unigram models of 20,000 random pieces (random scores; scores from
                              21 values, for ties), with the ids of a 100 kB random text.
@@ -25,9 +28,11 @@ gives on a multilingual corpus (tokenize_reference.py's corpus plus UNICODE_CORP
 Usage: make_unicode_tokenizers.py OUTPUT_DIR
 Writes the files and OUTPUT_DIR/reference.json (tokenize_reference.py's format).
 """
+import io
 import json
 import os
 import random
+import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -36,6 +41,12 @@ import tokenize_reference  # noqa: E402
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers  # noqa: E402
 from tokenizers import pre_tokenizers, processors, trainers  # noqa: E402
+
+try:
+    import sentencepiece  # noqa: E402
+except ImportError as error:  # the C++ test reports this line
+    sys.exit(f"make_unicode_tokenizers.py: the Python package 'sentencepiece' is missing ({error}); "
+             f"install requirements.txt in the interpreter given by REE_PYTHON")
 
 UNICODE_CORPUS = [
     "ﬁne ﬂow oﬀer eﬃcient ﬄ ﬆ office",
@@ -143,6 +154,71 @@ def random_text():
     return "".join(rng.choice(RANDOM_ALPHABET + " x") for _ in range(100000))
 
 
+def proto_fields(data):
+    """(field number, value) of a protobuf message: varints, length-delimited bytes, fixed32."""
+    def varint(at):
+        value, shift = 0, 0
+        while True:
+            byte = data[at]
+            value, shift, at = value | (byte & 0x7F) << shift, shift + 7, at + 1
+            if byte < 0x80:
+                return value, at
+    at = 0
+    while at < len(data):
+        key, at = varint(at)
+        wire = key & 7
+        if wire == 0:
+            value, at = varint(at)
+        elif wire == 2:
+            length, at = varint(at)
+            value, at = data[at:at + length], at + length
+        elif wire == 5:
+            value, at = data[at:at + 4], at + 4
+        else:
+            value, at = data[at:at + 8], at + 8
+        yield key >> 3, value
+
+
+def train_sentencepiece(rule):
+    """A SentencePiece Unigram model trained here with the normalization rule `rule`: its pieces
+    as [piece, score], the index of <unk>, and its precompiled_charsmap."""
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(training_corpus()), model_writer=model, vocab_size=250,
+        model_type="unigram", normalization_rule_name=rule, minloglevel=2)
+    vocab, unk_id, charsmap = [], 0, b""
+    for number, value in proto_fields(model.getvalue()):
+        if number == 1:  # ModelProto.pieces: piece (1), score (2, float), type (3; 2 = UNKNOWN)
+            piece = dict(proto_fields(value))
+            if piece.get(3) == 2:
+                unk_id = len(vocab)
+            score = struct.unpack("<f", piece.get(2, bytes(4)))[0]
+            vocab.append([piece[1].decode("utf-8"), score])
+        elif number == 3:  # ModelProto.normalizer_spec: precompiled_charsmap (2)
+            charsmap = dict(proto_fields(value)).get(2, b"")
+    return vocab, unk_id, charsmap
+
+
+def make_precompiled(out_dir):
+    """T5/ALBERT-style files as transformers writes them from a SentencePiece model: the
+    Precompiled normalizer (nmt_nfkc, and nmt_nfkc_cf which also case-folds) before a Replace of
+    space runs, Metaspace, the Unigram pieces and scores of the model."""
+    for name, rule in (("unigram_precompiled.json", "nmt_nfkc"),
+                       ("unigram_precompiled_cf.json", "nmt_nfkc_cf")):
+        vocab, unk_id, charsmap = train_sentencepiece(rule)
+        data = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+                "normalizer": state(normalizers.Sequence([
+                    normalizers.Precompiled(charsmap),
+                    normalizers.Replace(Regex(" {2,}"), " ")])),
+                "pre_tokenizer": state(pre_tokenizers.Metaspace(replacement="▁",
+                                                                prepend_scheme="always")),
+                "post_processor": None,
+                "decoder": state(decoders.Metaspace(replacement="▁", prepend_scheme="always")),
+                "model": {"type": "Unigram", "unk_id": unk_id, "byte_fallback": False,
+                          "vocab": vocab}}
+        make_tokenizers.save(data, os.path.join(out_dir, name))
+
+
 def train_bpe(normalizer, pre_tokenizer, trainer):
     tokenizer = Tokenizer(models.BPE())
     tokenizer.normalizer = normalizer
@@ -195,6 +271,7 @@ def make_bpes(out_dir):
 
 RANDOM_FILES = ["unigram_random.json", "unigram_ties.json"]
 FILES = ["unigram_nfkc.json", "unigram_byte_fallback.json", "unigram_whitespace.json",
+         "unigram_precompiled.json", "unigram_precompiled_cf.json",
          "bpe_nfc_byte_fallback.json", "qwen2_nfc.json", "bytelevel_nfkd_lower.json",
          "bytelevel_nfd.json"]
 
@@ -251,6 +328,7 @@ def main():
     make_unigrams(out_dir)
     make_bpes(out_dir)
     make_random_unigrams(out_dir)
+    make_precompiled(out_dir)
     tokenize_reference.CORPUS = tokenize_reference.CORPUS + UNICODE_CORPUS
     result = {}
     for name in FILES:

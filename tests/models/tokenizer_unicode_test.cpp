@@ -9,6 +9,7 @@
 // Viterbi ties, serde_json's score parsing and the refusal of malformed Unigram models.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -28,10 +29,10 @@ using ree::Status;
 using ree::models::DecodeStream;
 using ree::models::Tokenizer;
 
-const char* const kFiles[] = {"unigram_nfkc.json",       "unigram_byte_fallback.json",
-                              "unigram_whitespace.json", "bpe_nfc_byte_fallback.json",
-                              "qwen2_nfc.json",          "bytelevel_nfkd_lower.json",
-                              "bytelevel_nfd.json"};
+const char* const kFiles[] = {
+    "unigram_nfkc.json",        "unigram_byte_fallback.json",  "unigram_whitespace.json",
+    "unigram_precompiled.json", "unigram_precompiled_cf.json", "bpe_nfc_byte_fallback.json",
+    "qwen2_nfc.json",           "bytelevel_nfkd_lower.json",   "bytelevel_nfd.json"};
 
 std::string envOrEmpty(const char* name) {
   const char* value = std::getenv(name);
@@ -379,6 +380,63 @@ TEST(TokenizerStrictness, FieldsTokenizersRequires) {
           "prepend_scheme": "never", "split": null})");
   std::unique_ptr<Tokenizer> tokenizer;
   EXPECT_EQ(loadText(file.dump(), &tokenizer), Status::kSuccess) << ree::lastErrorMessage();
+}
+
+std::string base64(const std::string& bytes) {
+  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t at = 0; at < bytes.size(); at += 3) {
+    uint32_t bits = 0;
+    for (size_t k = 0; k < 3; ++k)
+      bits = bits << 8 | (at + k < bytes.size() ? static_cast<unsigned char>(bytes[at + k]) : 0);
+    const size_t chars = std::min<size_t>(4, (bytes.size() - at) * 4 / 3 + 1);
+    for (size_t k = 0; k < 4; ++k)
+      out += k < chars ? kAlphabet[bits >> (18 - 6 * k) & 63] : '=';
+  }
+  return out;
+}
+
+std::string littleEndian32(uint32_t value) {
+  std::string out;
+  for (int k = 0; k < 4; ++k)
+    out += static_cast<char>(value >> (8 * k) & 0xFF);
+  return out;
+}
+
+// Charsmaps tokenizers cannot parse (it panics while loading) are refused naming the field; one
+// whose trie leads outside itself (tokenizers loads it, then panics in encode) fails encode.
+TEST(TokenizerPrecompiled, MalformedCharsmaps) {
+  struct Case {
+    std::string charsmap;
+    Status status;
+  };
+  const std::string one_unit = littleEndian32(4) + littleEndian32(0);
+  const Case cases[] = {
+      {"QQ=x", Status::kIoError},                                 // '=' inside
+      {"QR==", Status::kIoError},                                 // non-zero trailing bits
+      {base64("ab"), Status::kIoError},                           // shorter than the size
+      {base64(littleEndian32(40) + "abcd"), Status::kIoError},    // trie past the end
+      {base64(one_unit + "\xFF"), Status::kIoError},              // replacements not UTF-8
+      {base64(littleEndian32(0) + "abc"), Status::kUnsupported},  // empty trie: panics on use
+  };
+  for (const Case& c : cases) {
+    json file = unigram(json::parse(R"([["<unk>", 0.0], ["a", -1.0]])"));
+    file["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", c.charsmap}};
+    std::unique_ptr<Tokenizer> tokenizer;
+    EXPECT_EQ(loadText(file.dump(), &tokenizer), c.status) << c.charsmap;
+    const std::string message = ree::lastErrorMessage();
+    EXPECT_NE(message.find("field 'normalizer.precompiled_charsmap'"), std::string::npos)
+        << message;
+  }
+  json file = unigram(json::parse(R"([["<unk>", 0.0], ["a", -1.0]])"));
+  file["normalizer"] = {{"type", "Precompiled"}, {"precompiled_charsmap", base64(one_unit + "x")}};
+  std::unique_ptr<Tokenizer> tokenizer;
+  ASSERT_EQ(loadText(file.dump(), &tokenizer), Status::kSuccess) << ree::lastErrorMessage();
+  std::vector<int32_t> ids;
+  EXPECT_EQ(tokenizer->encode("Hello", false, &ids), Status::kInvalidArgument);
+  const std::string message = ree::lastErrorMessage();
+  EXPECT_NE(message.find("Precompiled"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
 }
 
 // Normalizers on hand-picked characters (the reference test covers them against tokenizers).

@@ -62,12 +62,13 @@ Status LoadContext::getRequiredBool(const json& object, const std::string& key,
 }
 
 Status LoadContext::getRequiredString(const json& object, const std::string& key,
-                                      const std::string& field, std::string* out) const {
+                                      const std::string& field, std::string* out,
+                                      size_t max_bytes) const {
   auto it = object.find(key);
   if (it == object.end() || it->is_null()) {
     return malformed(field + "." + key, "missing (tokenizers refuses the file without it)");
   }
-  return getString(object, key, field, out);
+  return getString(object, key, field, out, nullptr, max_bytes);
 }
 
 Status LoadContext::getRequiredSize(const json& object, const std::string& key,

@@ -5,6 +5,7 @@
 //   tokenizer_added      added/special tokens: ids, leftmost-longest matching, lstrip/rstrip
 //   tokenizer_normalizer Sequence, Prepend, Replace, NFC/NFD/NFKC/NFKD, Lowercase, Strip, ...
 //   tokenizer_unicode    the Unicode operations of the normalizers (utf8proc)
+//   tokenizer_precompiled  the Precompiled normalizer (SentencePiece's compiled rules)
 //   tokenizer_pre_tokenizer  Sequence, Split, ByteLevel, Metaspace
 //   tokenizer_model      the model stage: BPE or Unigram by "type"
 //   tokenizer_bpe        the BPE model (vocabulary, merges, byte fallback, unk)
@@ -67,7 +68,7 @@ struct LoadContext {
   // A string or unsigned integer that must be present and not null (tokenizers refuses the file
   // without it).
   Status getRequiredString(const json& object, const std::string& key, const std::string& field,
-                           std::string* out) const;
+                           std::string* out, size_t max_bytes = kMaxOptionBytes) const;
   Status getRequiredSize(const json& object, const std::string& key, const std::string& field,
                          size_t* out) const;
   Status getSize(const json& object, const std::string& key, const std::string& field,

@@ -134,6 +134,8 @@ Status Normalizer::apply(std::string* text) const {
     case Kind::kNmt:
       *text = nmtNormalize(*text);
       return Status::kSuccess;
+    case Kind::kPrecompiled:
+      return charsmap->apply(text);
   }
   return Status::kSuccess;
 }
@@ -153,11 +155,18 @@ Status parseNormalizer(const LoadContext& ctx, const json& object, const std::st
     REE_RETURN_IF_ERROR(ctx.getRequiredBool(object, "strip_left", field, &out->strip_left));
     return ctx.getRequiredBool(object, "strip_right", field, &out->strip_right);
   }
+  if (type == "Precompiled") {
+    out->kind = Normalizer::Kind::kPrecompiled;
+    auto charsmap = std::make_shared<PrecompiledCharsmap>();
+    REE_RETURN_IF_ERROR(PrecompiledCharsmap::parse(ctx, object, field, charsmap.get()));
+    out->charsmap = std::move(charsmap);
+    return Status::kSuccess;
+  }
   if (parseSimple(type, out)) return Status::kSuccess;
   return ctx.unsupported(field + ".type",
                          "unsupported normalizer '" + type +
                              "' (supported: Sequence, Prepend, Replace, NFC, NFD, NFKC, NFKD, "
-                             "Lowercase, Strip, StripAccents, Nmt)");
+                             "Lowercase, Strip, StripAccents, Nmt, Precompiled)");
 }
 
 }  // namespace ree::models::tokenizer_internal

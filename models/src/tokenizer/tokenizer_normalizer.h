@@ -1,12 +1,14 @@
 // Internal to the tokenizer: normalizers (Sequence, Prepend, Replace, the Unicode normalization
-// forms NFC/NFD/NFKC/NFKD, Lowercase, Strip, StripAccents, Nmt).
+// forms NFC/NFD/NFKC/NFKD, Lowercase, Strip, StripAccents, Nmt, Precompiled).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "tokenizer_load.h"
 #include "tokenizer_pattern.h"
+#include "tokenizer_precompiled.h"
 #include "tokenizer_unicode.h"
 
 namespace ree::models::tokenizer_internal {
@@ -20,13 +22,15 @@ struct Normalizer {
     kLowercase,
     kStrip,
     kStripAccents,
-    kNmt
+    kNmt,
+    kPrecompiled
   } kind = Kind::kSequence;
   std::vector<Normalizer> children;
   std::string content;  // Prepend: prefix; Replace: replacement
   Pattern pattern;
-  NormalizationForm form = NormalizationForm::kNfc;  // kUnicodeForm
-  bool strip_left = false, strip_right = false;      // kStrip
+  NormalizationForm form = NormalizationForm::kNfc;     // kUnicodeForm
+  bool strip_left = false, strip_right = false;         // kStrip
+  std::shared_ptr<const PrecompiledCharsmap> charsmap;  // kPrecompiled
 
   Status apply(std::string* text) const;
 };

@@ -128,6 +128,26 @@ std::string withoutCombiningMarks(std::string_view text) {
   return out;
 }
 
+std::vector<std::string_view> graphemeClusters(std::string_view text) {
+  std::vector<std::string_view> clusters;
+  utf8proc_int32_t state = 0;
+  uint32_t previous = 0;
+  size_t begin = 0;
+  for (size_t at = 0; at < text.size();) {
+    const size_t start = at;
+    const uint32_t code_point = nextCodePoint(text, &at);
+    if (start > 0 &&
+        utf8proc_grapheme_break_stateful(static_cast<utf8proc_int32_t>(previous),
+                                         static_cast<utf8proc_int32_t>(code_point), &state)) {
+      clusters.push_back(text.substr(begin, start - begin));
+      begin = start;
+    }
+    previous = code_point;
+  }
+  if (begin < text.size()) clusters.push_back(text.substr(begin));
+  return clusters;
+}
+
 bool isUnicodeWhitespace(uint32_t c) {
   return (c >= 0x9 && c <= 0xD) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
          (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ree/core/status.h"
 
@@ -23,6 +24,10 @@ std::string lowercaseUnicode(std::string_view text);
 
 // Without the characters of general category Mark (Mn, Mc, Me): tokenizers' StripAccents.
 std::string withoutCombiningMarks(std::string_view text);
+
+// The extended grapheme clusters of `text` (Unicode's default segmentation, as the
+// unicode-segmentation crate's graphemes(true)).
+std::vector<std::string_view> graphemeClusters(std::string_view text);
 
 // Rust's char::is_whitespace: the Unicode White_Space property.
 bool isUnicodeWhitespace(uint32_t code_point);
