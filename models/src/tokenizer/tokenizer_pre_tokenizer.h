@@ -15,8 +15,13 @@ namespace ree::models::tokenizer_internal {
 enum class PrependScheme { kAlways, kFirst, kNever };
 
 struct PreTokenizer {
-  enum class Kind { kSequence, kSplit, kByteLevel, kMetaspace, kWhitespaceSplit } kind =
-      Kind::kSequence;
+  enum class Kind {
+    kSequence,
+    kSplit,
+    kByteLevel,
+    kMetaspace,
+    kWhitespaceSplit
+  } kind = Kind::kSequence;
   std::vector<PreTokenizer> children;
   // Split; ByteLevel with use_regex: the GPT-2 regex.
   Pattern pattern;
