@@ -54,7 +54,7 @@ def type_tensor(rng, qtype):
     values = rng.standard_normal((ROWS, COLS)).astype(np.float32)
     if qtype in (Q.F32, Q.F16):
         return gguf.quants.quantize(values, qtype)
-    if qtype in (Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q4_1):
+    if qtype in (Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1):
         return gguf.quants.quantize(values, qtype)
     block_size, type_size = gguf.GGML_QUANT_SIZES[qtype]
     n_blocks = ROWS * COLS // block_size
@@ -66,7 +66,8 @@ def write_types(out):
     os.makedirs(os.path.join(out, "types"), exist_ok=True)
     writer = gguf.GGUFWriter(os.path.join(out, "types.gguf"), "types")
     names = []
-    for qtype in (Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q4_K, Q.Q5_K, Q.Q6_K):
+    for qtype in (Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q4_K, Q.Q5_K,
+                  Q.Q6_K):
         stored = type_tensor(rng, qtype)
         raw = qtype not in (Q.F32, Q.F16)
         writer.add_tensor(qtype.name, stored, raw_dtype=qtype if raw else None)

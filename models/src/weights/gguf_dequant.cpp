@@ -46,6 +46,30 @@ void blockQ4_1(const unsigned char* b, float* y) {
   }
 }
 
+// The 5-bit code of element j of a Q5_0/Q5_1 block: low 4 bits as Q4_0, bit 4 = bit j of the
+// little-endian uint32 qh.
+int code5(const unsigned char* qh, const unsigned char* qs, int j) {
+  const uint32_t high_bits = qh[0] | (qh[1] << 8) | (qh[2] << 16) | (uint32_t{qh[3]} << 24);
+  const int low = j < kQK / 2 ? (qs[j] & 0x0F) : (qs[j - kQK / 2] >> 4);
+  return low | static_cast<int>(((high_bits >> j) & 1u) << 4);
+}
+
+// Q5_0: d (fp16), qh (4 bytes), 16 bytes of low nibbles. y = (q - 16) * d.
+void blockQ5_0(const unsigned char* b, float* y) {
+  const float d = halfAt(b);
+  for (int j = 0; j < kQK; ++j)
+    y[j] = static_cast<float>(code5(b + 2, b + 6, j) - 16) * d;
+}
+
+// Q5_1: d, m (fp16), qh, 16 bytes of low nibbles. y = (d * q) + m, two roundings.
+void blockQ5_1(const unsigned char* b, float* y) {
+  const float d = halfAt(b), m = halfAt(b + 2);
+  for (int j = 0; j < kQK; ++j) {
+    const float scaled = d * static_cast<float>(code5(b + 4, b + 8, j));
+    y[j] = scaled + m;
+  }
+}
+
 // The 6-bit scale and min of sub-block j of a Q4_K/Q5_K super-block (12 packed bytes).
 void scaleMinK(const unsigned char* s, int j, int* scale, int* min) {
   if (j < 4) {
@@ -125,6 +149,10 @@ BlockFunction blockFunction(GgmlType type) {
       return blockQ4_0;
     case GgmlType::kQ4_1:
       return blockQ4_1;
+    case GgmlType::kQ5_0:
+      return blockQ5_0;
+    case GgmlType::kQ5_1:
+      return blockQ5_1;
     case GgmlType::kQ4_K:
       return blockQ4_K;
     case GgmlType::kQ5_K:
@@ -157,7 +185,7 @@ bool isDequantizableGgmlType(GgmlType type) {
 }
 
 const char* dequantizableGgmlTypeNames() {
-  return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K";
+  return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K";
 }
 
 void dequantizeGgml(GgmlType type, const unsigned char* data, int64_t elements, float* out) {

@@ -10,10 +10,11 @@
 
 namespace ree::models {
 
-// True for the types REE dequantizes: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K.
+// True for the types REE dequantizes: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
+// Q5_K, Q6_K.
 bool isDequantizableGgmlType(GgmlType type);
 
-// "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K", for messages.
+// "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K", for messages.
 const char* dequantizableGgmlTypeNames();
 
 // Writes the `elements` values held by `data` (elements / block_elems blocks of `type`, which
