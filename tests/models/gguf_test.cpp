@@ -285,6 +285,9 @@ TEST(GgufSourceTest, UndoesTheLlamaQkPermutation) {
             (std::vector<float>{0, 2, 1, 3, 4, 6, 5, 7}));
   EXPECT_EQ(rows("model.layers.0.self_attn.k_proj.weight"), (std::vector<float>{0, 2, 1, 3}));
   EXPECT_EQ(rows("model.layers.0.self_attn.v_proj.weight"), (std::vector<float>{0, 1, 2, 3}));
+  source->releaseDequantized();  // what a GPU-only engine does after loading: redone on demand
+  EXPECT_EQ(rows("model.layers.0.self_attn.q_proj.weight"),
+            (std::vector<float>{0, 2, 1, 3, 4, 6, 5, 7}));
   TensorInfo info;
   ASSERT_EQ(source->info("model.layers.0.self_attn.q_proj.weight", &info), Status::kSuccess);
   EXPECT_EQ(info.shape, (std::vector<int64_t>{8, 32}));

@@ -112,6 +112,7 @@ Status Checkpoint::open(const std::string& path, std::unique_ptr<Checkpoint>* ou
     std::unique_ptr<GgufSource> gguf;
     REE_RETURN_IF_ERROR(GgufSource::open(path, &gguf));
     std::unique_ptr<Checkpoint> checkpoint(new Checkpoint());
+    checkpoint->gguf_ = gguf.get();
     checkpoint->source_ = std::move(gguf);
     checkpoint->options_ = options;
     *out = std::move(checkpoint);
@@ -146,6 +147,7 @@ uint64_t Checkpoint::syntheticSeed() const {
 
 void Checkpoint::releaseSyntheticData() const {
   if (synthetic_ != nullptr) synthetic_->release();
+  if (gguf_ != nullptr) gguf_->releaseDequantized();
 }
 
 Status Checkpoint::info(const std::string& name, TensorInfo* out) const {

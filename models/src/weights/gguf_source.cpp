@@ -198,6 +198,14 @@ Status GgufSource::bytes(const std::string& name, TensorView* out) const {
   return Status::kSuccess;
 }
 
+void GgufSource::releaseDequantized() const {
+  for (const std::unique_ptr<Slot>& slot : slots_) {
+    std::lock_guard<std::mutex> lock(slot->mutex);
+    slot->ready = false;
+    std::vector<float>().swap(slot->values);
+  }
+}
+
 std::map<std::string, std::string> GgufSource::metadata() const {
   std::map<std::string, std::string> out;
   for (const std::string& key : file_->keys()) {

@@ -29,6 +29,7 @@
 namespace ree::models {
 
 class SyntheticSource;
+class GgufSource;
 
 // How strictly a checkpoint is loaded. The defaults are strict; each relaxation is a user's
 // explicit choice (launcher flags --allow-extra-tensors, --allow-non-finite-weights) and belongs
@@ -58,7 +59,8 @@ class Checkpoint {
                           std::unique_ptr<Checkpoint>* out);
   bool isSynthetic() const { return synthetic_ != nullptr; }
   uint64_t syntheticSeed() const;
-  // Frees the generated values (after the model has copied them); later views regenerate them.
+  // Frees the generated values, and a GGUF file's dequantized ones (after the model has copied
+  // them); later views regenerate them.
   void releaseSyntheticData() const;
 
   ~Checkpoint();
@@ -99,6 +101,7 @@ class Checkpoint {
 
   std::unique_ptr<WeightSource> source_;
   const SyntheticSource* synthetic_ = nullptr;  // source_, when synthetic
+  const GgufSource* gguf_ = nullptr;            // source_, when a GGUF file
   bool sharded_ = false;
   CheckpointOptions options_;
   mutable std::mutex mutex_;

@@ -17,7 +17,7 @@
 // llama.attention.head_count for q and head_count_kv for k), as transformers' GGUF loader does.
 //
 // Every tensor must have a dequantizable type (checked at open). A tensor is dequantized the
-// first time its bytes are asked for and kept while the source lives; info() needs no
+// first time its bytes are asked for and kept until releaseDequantized(); info() needs no
 // dequantization. Thread-safe.
 #pragma once
 
@@ -48,6 +48,8 @@ class GgufSource final : public WeightSource {
   GgufSource& operator=(const GgufSource&) = delete;
 
   const GgufFile& file() const { return *file_; }
+  // Frees the dequantized values (views handed out become invalid); later bytes() redo them.
+  void releaseDequantized() const;
 
   const char* formatName() const override { return "gguf"; }
   const std::string& path() const override { return path_; }
