@@ -22,6 +22,19 @@ endif()
 add_library(ree_utf8proc INTERFACE)
 target_include_directories(ree_utf8proc SYSTEM INTERFACE ${UTF8PROC_INCLUDE_DIR})
 target_link_libraries(ree_utf8proc INTERFACE ${UTF8PROC_LIBRARY})
+# cpp-httplib (`ree-launch serve`, server/). Debian builds it as a shared library with OpenSSL, zlib
+# and Brotli support; the same definitions keep httplib.h's structures identical to the library's.
+find_path(HTTPLIB_INCLUDE_DIR httplib.h)
+find_library(HTTPLIB_LIBRARY cpp-httplib)
+if(NOT HTTPLIB_INCLUDE_DIR OR NOT HTTPLIB_LIBRARY)
+  message(FATAL_ERROR "cpp-httplib (httplib.h, libcpp-httplib) was not found: install the Debian "
+                      "package libcpp-httplib-dev (scripts/setup.sh does)")
+endif()
+add_library(ree_httplib INTERFACE)
+target_include_directories(ree_httplib SYSTEM INTERFACE ${HTTPLIB_INCLUDE_DIR})
+target_link_libraries(ree_httplib INTERFACE ${HTTPLIB_LIBRARY} Threads::Threads)
+target_compile_definitions(ree_httplib INTERFACE CPPHTTPLIB_OPENSSL_SUPPORT CPPHTTPLIB_ZLIB_SUPPORT
+                                                 CPPHTTPLIB_BROTLI_SUPPORT)
 
 # MPFR: the oracle of the correctly rounded math tests (test-only dependency). Without it those
 # checks are not built and the crmath tests report one skipped case saying so.

@@ -16,6 +16,7 @@ DEBIAN_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev libcxxopts-dev nlohmann-json3-dev
   libssl-dev libpcre2-dev libutf8proc-dev libmpfr-dev libgmp-dev libopenmpi-dev openmpi-bin
   clang-format clang-14 libclang-rt-14-dev
+  libcpp-httplib-dev
 )
 
 missing=()

@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
   libpcre2-dev libpcre2-8-0 libutf8proc-dev libutf8proc2 libmpfr-dev libmpfr6 libgmp-dev libgmp10
   libssl-dev libssl3
+  libcpp-httplib-dev libcpp-httplib0.11 zlib1g-dev libbrotli-dev libbrotli1
 )
 mkdir -p "$dest"
 cd "$dest"
