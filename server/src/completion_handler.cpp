@@ -1,0 +1,116 @@
+// POST /v1/completions: parse, queue the job, then answer when it is done, or stream its tokens
+// as SSE events while the engine produces them.
+#include <httplib.h>
+
+#include <ctime>
+
+#include "completion_response.h"
+#include "server_context.h"
+#include "stop_strings.h"
+
+namespace ree::server {
+namespace {
+
+bool writeEvent(httplib::DataSink& sink, const std::string& event) {
+  return sink.write(event.data(), event.size());
+}
+
+// Waits for the job's next tokens (or its end); returns them and whether the job is done.
+bool nextTokens(Job& job, std::deque<TokenEvent>* events) {
+  std::unique_lock<std::mutex> lock(job.mutex);
+  job.changed.wait(lock, [&] { return !job.tokens.empty() || job.done; });
+  events->swap(job.tokens);
+  return job.done && job.tokens.empty();
+}
+
+// The stream's tail after the last token: the held-back text, finish_reason with the receipt,
+// the usage event when asked, then [DONE].
+bool finishStream(const CompletionHeader& header, const Job& job, StopScanner& scanner,
+                  const std::string& streamed, httplib::DataSink& sink) {
+  if (job.failed) {
+    return writeEvent(sink, streamErrorEvent(job.error)) && writeEvent(sink, kStreamDone);
+  }
+  // Text the engine completed only at the end (bytes of a character held back across tokens).
+  std::string tail;
+  if (job.result.text.compare(0, streamed.size(), streamed) == 0) {
+    tail = scanner.feed(job.result.text.substr(streamed.size()));
+  }
+  tail += scanner.finish();
+  if (!tail.empty() && !writeEvent(sink, streamTextEvent(header, tail, {}))) return false;
+  std::string reason = openAiFinishReason(job.result, scanner.stopped());
+  if (!writeEvent(sink, streamFinishEvent(header, job, reason))) return false;
+  if (job.request.include_usage && !writeEvent(sink, streamUsageEvent(header, job))) return false;
+  return writeEvent(sink, kStreamDone);
+}
+
+// The whole stream, written from the HTTP thread that owns the connection. Returns false when the
+// client went away (the engine still finishes the job and writes its receipt).
+bool streamJob(ServerContext& context, const std::shared_ptr<Job>& job,
+               const CompletionHeader& header, httplib::DataSink& sink) {
+  StopScanner scanner(job->request.stop);
+  std::string streamed;
+  bool done = false;
+  while (!done) {
+    std::deque<TokenEvent> events;
+    done = nextTokens(*job, &events);
+    for (const TokenEvent& event : events) {
+      streamed += event.text;
+      if (scanner.stopped()) continue;
+      std::string shown = scanner.feed(event.text);
+      if (!writeEvent(sink, streamTextEvent(header, shown, {event.token}))) {
+        context.metrics.countResponse("completions", 499);
+        return false;
+      }
+    }
+  }
+  if (!finishStream(header, *job, scanner, streamed, sink)) {
+    context.metrics.countResponse("completions", 499);
+    return false;
+  }
+  context.metrics.countResponse("completions", 200);
+  sink.done();
+  return true;
+}
+
+void answerWhenDone(ServerContext& context, const std::shared_ptr<Job>& job,
+                    const CompletionHeader& header, httplib::Response& response) {
+  {
+    std::unique_lock<std::mutex> lock(job->mutex);
+    job->changed.wait(lock, [&] { return job->done; });
+  }
+  if (job->failed) return sendError(context, "completions", job->error, response);
+  response.set_header("X-REE-Receipt-SHA256", job->receipt_sha256);
+  response.set_content(completionBody(header, *job), "application/json");
+  context.metrics.countResponse("completions", 200);
+}
+
+}  // namespace
+
+void handleCompletion(ServerContext& context, const httplib::Request& request,
+                      httplib::Response& response) {
+  auto job = std::make_shared<Job>();
+  ApiError error;
+  if (!parseCompletionRequest(request.body, context.limits, &job->request, &error)) {
+    return sendError(context, "completions", error, response);
+  }
+  job->id = newReceiptId();
+  if (context.draining || !context.scheduler.submit(job)) {
+    ApiError closing;
+    closing.http_status = 503;
+    closing.type = "server_error";
+    closing.code = "shutting_down";
+    closing.message = "the server is shutting down and takes no new requests";
+    return sendError(context, "completions", closing, response);
+  }
+  CompletionHeader header{job->id, context.limits.model_name,
+                          static_cast<int64_t>(std::time(nullptr))};
+  response.set_header("X-REE-Receipt-Id", job->id);
+  if (!job->request.stream) return answerWhenDone(context, job, header, response);
+  response.set_header("Cache-Control", "no-cache");
+  response.set_chunked_content_provider("text/event-stream",
+                                        [&context, job, header](size_t, httplib::DataSink& sink) {
+                                          return streamJob(context, job, header, sink);
+                                        });
+}
+
+}  // namespace ree::server

@@ -1,0 +1,38 @@
+// The bodies of /v1/completions answers: the whole completion, and the SSE chunks of a stream.
+// Besides OpenAI's fields each carries REE's: choices[0].token_ids (the ids the text came from),
+// and "receipt": {"id", "sha256", "url"} naming the request's receipt.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "job.h"
+
+namespace ree::server {
+
+struct CompletionHeader {
+  std::string id;     // the job's id (also its receipt's)
+  std::string model;  // as the client named it
+  int64_t created = 0;
+};
+
+// "stop" (a stop string or the end-of-sequence token) or "length".
+std::string openAiFinishReason(const GenerationResult& result, bool stopped_by_string);
+
+// The non-streaming answer of a finished job: text cut at its stop string, usage, receipt.
+std::string completionBody(const CompletionHeader& header, const Job& job);
+
+// One "data: {...}\n\n" event of a stream: `text` and the `token_ids` it covers.
+std::string streamTextEvent(const CompletionHeader& header, const std::string& text,
+                            const std::vector<int32_t>& token_ids);
+// The last choice event: finish_reason, the receipt, and the usage.
+std::string streamFinishEvent(const CompletionHeader& header, const Job& job,
+                              const std::string& finish_reason);
+// With stream_options.include_usage: the usage event (empty choices) before [DONE].
+std::string streamUsageEvent(const CompletionHeader& header, const Job& job);
+// An error inside a stream (the status line is already sent): {"error": {...}}.
+std::string streamErrorEvent(const ApiError& error);
+inline constexpr const char* kStreamDone = "data: [DONE]\n\n";
+
+}  // namespace ree::server

@@ -1,0 +1,58 @@
+// One completion request on its way through the server: the HTTP handler creates it and waits on
+// it; the scheduler fills it (tokens as they are produced, then the result and its receipt).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+
+#include "api_error.h"
+#include "completion_request.h"
+#include "ree/models/engine.h"
+
+namespace ree::server {
+
+struct TokenEvent {
+  int32_t token = 0;
+  std::string text;  // the text that became complete with this token (may be empty)
+};
+
+struct Job {
+  CompletionRequest request;
+  std::string id;  // the completion's and its receipt's id ("cmpl-" + 32 hex digits)
+  std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
+
+  std::mutex mutex;
+  std::condition_variable changed;
+  // Guarded by `mutex`: filled by the scheduler.
+  std::deque<TokenEvent> tokens;  // produced and not yet taken by a streaming handler
+  bool done = false;
+  bool failed = false;
+  ApiError error;  // when failed
+  GenerationResult result;
+  std::string receipt_sha256;
+
+  void pushToken(int32_t token, const std::string& text) {
+    std::lock_guard<std::mutex> lock(mutex);
+    tokens.push_back({token, text});
+    changed.notify_all();
+  }
+  void finish(GenerationResult finished, std::string sha256) {
+    std::lock_guard<std::mutex> lock(mutex);
+    result = std::move(finished);
+    receipt_sha256 = std::move(sha256);
+    done = true;
+    changed.notify_all();
+  }
+  void fail(ApiError why) {
+    std::lock_guard<std::mutex> lock(mutex);
+    error = std::move(why);
+    failed = true;
+    done = true;
+    changed.notify_all();
+  }
+};
+
+}  // namespace ree::server

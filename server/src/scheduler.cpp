@@ -1,0 +1,182 @@
+#include "scheduler.h"
+
+#include <chrono>
+
+#include "ree/core/log.h"
+#include "ree/models/tokenizer.h"
+
+namespace ree::server {
+namespace {
+
+bool isSampled(const Job& job) {
+  return job.request.sampling.temperature != 0.0f;
+}
+
+ApiError contextError(const std::string& param, const std::string& message) {
+  ApiError error = badRequest(param, message);
+  error.code = "context_length_exceeded";
+  return error;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(Engine& engine, ReceiptRunInfo run, ReceiptStore& store, Metrics& metrics)
+    : engine_(engine), run_(std::move(run)), store_(store), metrics_(metrics) {}
+
+Scheduler::~Scheduler() {
+  drain();
+}
+
+void Scheduler::start() {
+  thread_ = std::thread([this] { loop(); });
+}
+
+bool Scheduler::submit(const std::shared_ptr<Job>& job) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (draining_) return false;
+  queue_.push_back(job);
+  metrics_.setQueue(queue_.size(), 0);
+  changed_.notify_all();
+  return true;
+}
+
+void Scheduler::drain() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    draining_ = true;
+    changed_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void Scheduler::loop() {
+  for (;;) {
+    std::vector<std::shared_ptr<Job>> batch = takeBatch();
+    if (batch.empty()) return;  // draining and nothing left
+    runBatch(batch);
+    std::lock_guard<std::mutex> lock(mutex_);
+    metrics_.setQueue(queue_.size(), 0);
+  }
+}
+
+// Arrival order, up to max_batch jobs, the first sampled job at position 0 and no other sampled
+// job (those wait for a later batch, keeping their order).
+std::vector<std::shared_ptr<Job>> Scheduler::takeBatch() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return draining_ || !queue_.empty(); });
+  std::vector<std::shared_ptr<Job>> batch;
+  bool has_sampled = false;
+  const size_t limit = static_cast<size_t>(engine_.options().max_batch);
+  for (auto it = queue_.begin(); it != queue_.end() && batch.size() < limit;) {
+    if (isSampled(**it) && has_sampled) {
+      ++it;
+      continue;
+    }
+    if (isSampled(**it)) {
+      has_sampled = true;
+      batch.insert(batch.begin(), *it);
+    } else {
+      batch.push_back(*it);
+    }
+    it = queue_.erase(it);
+  }
+  metrics_.setQueue(queue_.size(), batch.size());
+  return batch;
+}
+
+// The checks that need the model: the prompt's tokens against the context. A failing job is
+// answered here and left out of the batch, so it cannot fail its batch-mates.
+bool Scheduler::prepare(Job& job, GenerationRequest* request) {
+  const CompletionRequest& req = job.request;
+  std::vector<int32_t> ids = req.prompt_ids;
+  if (!req.prompt_is_ids) {
+    const models::Tokenizer* tokenizer = engine_.tokenizer();
+    if (tokenizer == nullptr) {
+      job.fail(badRequest("prompt", "this model has no tokenizer: send the prompt as token ids"));
+      return false;
+    }
+    if (tokenizer->encode(req.prompt_text, req.add_special_tokens, &ids) != Status::kSuccess) {
+      job.fail(badRequest("prompt", clientMessage(lastErrorMessage())));
+      return false;
+    }
+    if (ids.empty()) {
+      job.fail(badRequest("prompt", "the prompt encodes to no tokens"));
+      return false;
+    }
+  }
+  if (req.max_tokens < 1) {  // the parser refuses it; a batch must never meet it
+    job.fail(badRequest("max_tokens", "max_tokens must be >= 1"));
+    return false;
+  }
+  const int64_t context = engine_.maxContext();
+  if (static_cast<int64_t>(ids.size()) >= context) {
+    job.fail(contextError("prompt", "the prompt has " + std::to_string(ids.size()) +
+                                        " tokens; the context holds " + std::to_string(context)));
+    return false;
+  }
+  if (static_cast<int64_t>(ids.size()) + req.max_tokens > context) {
+    job.fail(contextError("max_tokens",
+                          "prompt (" + std::to_string(ids.size()) + " tokens) + max_tokens (" +
+                              std::to_string(req.max_tokens) + ") is beyond the context of " +
+                              std::to_string(context) + " tokens"));
+    return false;
+  }
+  request->prompt_text = req.prompt_is_ids ? "" : req.prompt_text;
+  request->prompt_ids = req.prompt_is_ids ? req.prompt_ids : std::vector<int32_t>{};
+  request->add_special_tokens = req.add_special_tokens;
+  request->max_new_tokens = req.max_tokens;
+  request->sampling = req.sampling;
+  return true;
+}
+
+void Scheduler::runBatch(const std::vector<std::shared_ptr<Job>>& batch) {
+  std::vector<std::shared_ptr<Job>> jobs;
+  std::vector<GenerationRequest> requests;
+  for (const std::shared_ptr<Job>& job : batch) {
+    GenerationRequest request;
+    if (!prepare(*job, &request)) continue;
+    jobs.push_back(job);
+    requests.push_back(std::move(request));
+  }
+  if (jobs.empty()) return;
+  metrics_.countBatch(jobs.size());
+  std::vector<GenerationResult> results;
+  auto on_token = [&jobs](size_t r, int32_t token, const std::string& text) {
+    jobs[r]->pushToken(token, text);
+  };
+  if (engine_.generate(requests, &results, on_token) != Status::kSuccess) {
+    ApiError error;
+    error.http_status = 500;
+    error.type = "server_error";
+    error.message = "generation failed: " + clientMessage(lastErrorMessage());
+    logMessage(LogLevel::kError, "serve: %s", error.message.c_str());
+    for (const std::shared_ptr<Job>& job : jobs)
+      job->fail(error);
+    return;
+  }
+  for (size_t r = 0; r < jobs.size(); ++r)
+    finishJob(*jobs[r], requests[r], std::move(results[r]));
+}
+
+// The receipt first, then the answer: a client never holds an id whose receipt is not on disk.
+void Scheduler::finishJob(Job& job, const GenerationRequest& request, GenerationResult result) {
+  Receipt receipt;
+  Status status = makeReceipt(run_, {request}, {result}, &receipt);
+  if (status == Status::kSuccess) status = store_.write(job.id, receipt);
+  if (status != Status::kSuccess) {
+    ApiError error;
+    error.http_status = 500;
+    error.type = "server_error";
+    error.message = "the receipt could not be written: " + clientMessage(lastErrorMessage());
+    logMessage(LogLevel::kError, "serve: %s", error.message.c_str());
+    job.fail(error);
+    return;
+  }
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - job.arrived).count();
+  metrics_.countGeneration(static_cast<int64_t>(result.prompt_ids.size()),
+                           static_cast<int64_t>(result.output_ids.size()), seconds);
+  job.finish(std::move(result), receipt.receipt_sha256);
+}
+
+}  // namespace ree::server

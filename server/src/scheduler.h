@@ -1,0 +1,51 @@
+// The scheduler thread: takes the queued jobs and runs them through the one Engine in batches.
+// Jobs arriving while a batch runs wait for the next one. A batch holds at most one sampled job,
+// at position 0: the sampler's key is (seed, position in the batch, step), so position 0 gives a
+// sampled job the bits of `ree-launch run` with one prompt whatever else is in flight, and its
+// receipt (one request, index 0) verifies. Greedy tokens do not depend on the key, so greedy jobs
+// fill the other positions. In reproducible mode nothing else of a job depends on its batch-mates.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "job.h"
+#include "metrics.h"
+#include "receipt_store.h"
+#include "ree/models/receipt.h"
+
+namespace ree::server {
+
+class Scheduler {
+ public:
+  Scheduler(Engine& engine, ReceiptRunInfo run, ReceiptStore& store, Metrics& metrics);
+  ~Scheduler();
+
+  void start();
+  // Queues a job; false once drain() began (the caller answers 503).
+  bool submit(const std::shared_ptr<Job>& job);
+  // Stops taking new jobs, finishes every queued and running one, then joins the thread.
+  void drain();
+
+ private:
+  void loop();
+  std::vector<std::shared_ptr<Job>> takeBatch();
+  bool prepare(Job& job, GenerationRequest* request);
+  void runBatch(const std::vector<std::shared_ptr<Job>>& batch);
+  void finishJob(Job& job, const GenerationRequest& request, GenerationResult result);
+
+  Engine& engine_;
+  ReceiptRunInfo run_;
+  ReceiptStore& store_;
+  Metrics& metrics_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool draining_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ree::server
