@@ -104,7 +104,9 @@ std::string launchHelpText(const cxxopts::Options& options) {
          "or rank.\n"
          "\nSubcommands:\n  ree-launch validate RECEIPT            check a receipt's structure "
          "and hashes\n  ree-launch verify RECEIPT --model DIR  re-execute a receipt and check "
-         "every hash\n\nMulti-process pipeline: mpirun -n N ree-launch --n-partitions N ...\n";
+         "every hash\n  ree-launch serve --model DIR           OpenAI-compatible server with a "
+         "receipt per answer\n\nMulti-process pipeline: mpirun -n N ree-launch --n-partitions N "
+         "...\n";
 }
 
 bool isSwitchFlag(const std::string& name) {

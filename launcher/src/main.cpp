@@ -14,6 +14,7 @@
 #include "receipt_commands.h"
 #include "ree/core/parallel.h"
 #include "ree/models/tokenizer.h"
+#include "serve_command.h"
 
 namespace {
 
@@ -187,6 +188,10 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "validate") == 0) {
     ree::launcher::announceLeaving("it runs `ree-launch validate` and exits");
     return ree::launcher::validateCommand(argc - 1, argv + 1);
+  }
+  if (argc > 1 && std::strcmp(argv[1], "serve") == 0) {
+    ree::launcher::announceLeaving("it runs `ree-launch serve`, which runs in one process");
+    return ree::launcher::serveCommand(argc - 1, argv + 1);
   }
   if (argc > 1 && std::strcmp(argv[1], "verify") == 0) {
     ree::launcher::announceLeaving("it runs `ree-launch verify`, which runs in one process");
