@@ -1,0 +1,484 @@
+#!/usr/bin/env python3
+"""`ree-launch serve` on the CPU, loopback only (docs/serving.md; issue 26).
+
+1. The official openai client: completions, streaming and not, greedy and sampled, text and token
+   id prompts, stop strings. Text, ids and every step's logits hash equal `ree-launch run` for the
+   same prompt, seed and sampling, bitwise; every receipt is served at /v1/receipts/{id}, carries
+   the response's sha256 and verifies with `ree-launch verify` on 1 and 2 stages.
+2. Load: 8 clients x 5 mixed requests (greedy and sampled, streaming and not, some streams
+   cancelled): every completed answer equals its single run; the receipt directory holds exactly
+   one receipt per accepted request (none lost, none duplicated, cancelled ones included).
+3. Malformed requests: each gets a 4xx with the OpenAI error shape; the server keeps serving.
+4. SIGTERM: a stream in flight finishes with its receipt, then the server exits 0.
+
+usage: serve_test.py REE_LAUNCH WORKDIR
+"""
+import concurrent.futures
+import hashlib
+import http.client
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import openai
+
+for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+    os.environ.pop(name, None)
+os.environ["NO_PROXY"] = os.environ["no_proxy"] = "*"
+
+LAUNCH, WORK = sys.argv[1], sys.argv[2]
+MODEL = "builtin:tiny-llama"
+API_KEY = "test-key-123"
+MAX_CONTEXT = 256
+RECEIPTS = os.path.join(WORK, "receipts")
+FAILURES = []
+
+
+def check(condition, what):
+    if not condition:
+        FAILURES.append(what)
+        print("FAIL:", what, flush=True)
+    return condition
+
+
+# ---- the server ---------------------------------------------------------------------------------
+def start_server():
+    proc = subprocess.Popen(
+        [LAUNCH, "serve", "--model", MODEL, "--cpu-only", "--port", "0", "--max-batch", "8",
+         "--max-context", str(MAX_CONTEXT), "--receipt-dir", RECEIPTS, "--api-key", API_KEY,
+         "--max-body-bytes", "65536"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if "listening on http://127.0.0.1:" not in line:
+        proc.kill()
+        sys.exit("server did not start: %r %s" % (line, proc.stderr.read()))
+    port = int(line.split("127.0.0.1:")[1].split()[0])
+    return proc, port
+
+
+def raw(port, method, path, body=None, headers=None, auth=True):
+    """One HTTP exchange on a fresh connection: (status, headers, body bytes)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    hdrs = dict(headers or {})
+    if auth:
+        hdrs["Authorization"] = "Bearer " + API_KEY
+    if isinstance(body, (dict, list)):
+        body = json.dumps(body)
+        hdrs["Content-Type"] = "application/json"
+    conn.request(method, path, body=body, headers=hdrs)
+    resp = conn.getresponse()
+    data = resp.read()
+    conn.close()
+    return resp.status, dict(resp.getheaders()), data
+
+
+# ---- single runs (the reference) ----------------------------------------------------------------
+RUN_CACHE = {}
+RUN_LOCK = threading.Lock()
+
+
+def spec_key(spec):
+    return json.dumps(spec, sort_keys=True)
+
+
+def single_run(spec):
+    key = spec_key(spec)
+    with RUN_LOCK:
+        if key in RUN_CACHE:
+            return RUN_CACHE[key]
+    cmd = [LAUNCH, "run", "--model", MODEL, "--cpu-only", "--json",
+           "--max-context", str(MAX_CONTEXT), "--max-new-tokens", str(spec["max_tokens"]),
+           "--temperature", repr(spec.get("temperature", 0.0)),
+           "--top-p", repr(spec.get("top_p", 1.0)), "--top-k", str(spec.get("top_k", 0)),
+           "--seed", str(spec.get("seed", 0))]
+    if isinstance(spec["prompt"], str):
+        cmd += ["--prompt-text", spec["prompt"]]
+    else:
+        cmd += ["--prompt-ids", ",".join(map(str, spec["prompt"]))]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        sys.exit("ree-launch run failed: %s" % out.stderr)
+    result = json.loads(out.stdout.splitlines()[0])
+    with RUN_LOCK:
+        RUN_CACHE[key] = result
+    return result
+
+
+def cut_at_stop(text, stops):
+    """The server's rule: the stop string complete first (smallest end), earlier start on a tie."""
+    best = None
+    for stop in stops:
+        at = text.find(stop)
+        if at >= 0 and (best is None or (at + len(stop), at) < best):
+            best = (at + len(stop), at)
+    return (text, False) if best is None else (text[:best[1]], True)
+
+
+def request_args(spec):
+    args = {"model": MODEL, "prompt": spec["prompt"], "max_tokens": spec["max_tokens"],
+            "temperature": spec.get("temperature", 0.0), "top_p": spec.get("top_p", 1.0),
+            "seed": spec.get("seed", 0)}
+    extra = {}
+    if spec.get("top_k"):
+        extra["top_k"] = spec["top_k"]
+    if spec.get("stop"):
+        args["stop"] = spec["stop"]
+    return args, extra
+
+
+def complete(client, spec, stream, cancel_after=None):
+    """One completion through the openai client. Returns a dict with text, token_ids,
+    finish_reason, receipt (id, sha256), usage, the header's receipt id, and cancelled."""
+    args, extra = request_args(spec)
+    if not stream:
+        raw_resp = client.completions.with_raw_response.create(**args, extra_body=extra)
+        c = raw_resp.parse()
+        choice = c.choices[0]
+        return {"text": choice.text, "token_ids": choice.model_extra["token_ids"],
+                "finish_reason": choice.finish_reason, "receipt": c.model_extra["receipt"],
+                "usage": c.usage.model_dump(), "header_id": raw_resp.headers.get("x-ree-receipt-id"),
+                "header_sha": raw_resp.headers.get("x-ree-receipt-sha256"), "id": c.id,
+                "cancelled": False}
+    raw_resp = client.completions.with_raw_response.create(
+        **args, stream=True, stream_options={"include_usage": True}, extra_body=extra)
+    header_id = raw_resp.headers.get("x-ree-receipt-id")
+    stream_obj = raw_resp.parse()
+    out = {"text": "", "token_ids": [], "finish_reason": None, "receipt": None, "usage": None,
+           "header_id": header_id, "header_sha": None, "id": None, "cancelled": False}
+    for n, chunk in enumerate(stream_obj):
+        if cancel_after is not None and n >= cancel_after:
+            stream_obj.close()
+            out["cancelled"] = True
+            return out
+        out["id"] = chunk.id
+        extra_fields = chunk.model_extra or {}
+        if extra_fields.get("receipt"):
+            out["receipt"] = extra_fields["receipt"]
+        if chunk.usage is not None and not chunk.choices:
+            out["usage"] = chunk.usage.model_dump()
+        for choice in chunk.choices:
+            out["text"] += choice.text
+            out["token_ids"] += (choice.model_extra or {}).get("token_ids", [])
+            if choice.finish_reason is not None:
+                out["finish_reason"] = choice.finish_reason
+    return out
+
+
+def expected_answer(spec):
+    ref = single_run({k: v for k, v in spec.items() if k != "stop"})
+    text, stopped = cut_at_stop(ref["text"], spec.get("stop") or [])
+    reason = "stop" if stopped or ref["finish_reason"] == "eos" else "length"
+    return ref, text, reason
+
+
+def check_answer(port, spec, got, label, check_ids=True):
+    ref, text, reason = expected_answer(spec)
+    ok = check(got["text"] == text, "%s: text %r != run's %r" % (label, got["text"], text))
+    if check_ids:
+        ok &= check(got["token_ids"] == ref["output_ids"],
+                    "%s: token ids %s != run's %s" % (label, got["token_ids"], ref["output_ids"]))
+    ok &= check(got["finish_reason"] == reason,
+                "%s: finish_reason %s != %s" % (label, got["finish_reason"], reason))
+    usage = got["usage"] or {}
+    ok &= check(usage.get("completion_tokens") == len(ref["output_ids"]) and
+                usage.get("prompt_tokens") == len(ref["prompt_ids"]), "%s: usage %s" % (label, usage))
+    receipt_id = got["receipt"]["id"]
+    ok &= check(got["header_id"] == receipt_id == got["id"], "%s: ids differ" % label)
+    status, _, body = raw(port, "GET", "/v1/receipts/" + receipt_id)
+    if not check(status == 200, "%s: GET receipt -> %d" % (label, status)):
+        return None
+    receipt = json.loads(body)
+    request = receipt["requests"][0]
+    ok &= check(receipt["receipt_sha256"] == got["receipt"]["sha256"], "%s: receipt sha256" % label)
+    ok &= check(request["output_ids_sha256"] == ref["output_ids_sha256"],
+                "%s: receipt output hash != run's" % label)
+    ok &= check(request["step_logits_sha256"] == ref["step_logits_sha256"],
+                "%s: receipt step logits hashes != run's" % label)
+    path = os.path.join(RECEIPTS, receipt_id + ".json")
+    ok &= check(os.path.isfile(path), "%s: receipt file missing" % label)
+    return path
+
+
+def verify(path, partitions):
+    out = subprocess.run([LAUNCH, "verify", path, "--model", MODEL, "--cpu-only",
+                          "--n-partitions", str(partitions)], capture_output=True, text=True,
+                         timeout=60)
+    return check(out.returncode == 0 and out.stdout.startswith("verified"),
+                 "verify %s on %d stage(s): %s %s" % (path, partitions, out.stdout, out.stderr))
+
+
+def verify_all(paths, partitions_list):
+    jobs = [(p, n) for p in paths for n in partitions_list]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        return sum(pool.map(lambda job: verify(*job), jobs))
+
+
+# ---- 1. the openai client -----------------------------------------------------------------------
+def client_for(port, key=API_KEY):
+    return openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % port, api_key=key, max_retries=0,
+                         timeout=60)
+
+
+def basic_part(port):
+    client = client_for(port)
+    specs = [
+        {"prompt": "Hello world", "max_tokens": 16},
+        {"prompt": "The quick brown fox", "max_tokens": 12, "temperature": 0.8, "top_p": 0.9,
+         "top_k": 50, "seed": 1234},
+        {"prompt": [256, 72, 105, 33], "max_tokens": 10},
+        {"prompt": "Sampled stream", "max_tokens": 14, "temperature": 1.3, "seed": 99},
+    ]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        list(pool.map(single_run, specs))
+    paths = []
+    for i, spec in enumerate(specs):
+        for stream in (False, True):
+            got = complete(client, spec, stream)
+            path = check_answer(port, spec, got, "basic %d stream=%s" % (i, stream))
+            if path:
+                paths.append(path)
+    # Stop strings: cut where the run's text first completes one; streaming and not agree.
+    ref = single_run(specs[0])
+    stop_spec = dict(specs[0], stop=[ref["text"][5:7], "never-there"])
+    for stream in (False, True):
+        got = complete(client, stop_spec, stream)
+        check_answer(port, stop_spec, got, "stop stream=%s" % stream, check_ids=not stream)
+    models = client.models.list()
+    check([m.id for m in models.data] == [MODEL], "models: %s" % models)
+    try:
+        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}])
+        check(False, "chat: expected a 400 (no chat template)")
+    except openai.BadRequestError as error:
+        check(error.body.get("code") == "chat_template_unavailable", "chat: %s" % error.body)
+    try:
+        client_for(port, key="wrong").completions.create(model=MODEL, prompt="x", max_tokens=1)
+        check(False, "auth: a wrong key was accepted")
+    except openai.AuthenticationError:
+        pass
+    status, _, body = raw(port, "GET", "/health", auth=False)
+    check(status == 200 and json.loads(body)["status"] == "ok", "health: %d %s" % (status, body))
+    status, _, body = raw(port, "GET", "/metrics", auth=False)
+    text = body.decode()
+    check(status == 200 and 'ree_http_responses_total{endpoint="completions",code="200"}' in text
+          and "ree_request_latency_seconds_bucket" in text and "ree_queue_requests" in text,
+          "metrics: %s" % text[:300])
+    verified = verify_all(paths, [1, 2])
+    print("basic: %d answers equal ree-launch run; %d verifications passed (1 and 2 stages)"
+          % (len(paths), verified), flush=True)
+
+
+# ---- 2. load ------------------------------------------------------------------------------------
+def load_specs(rng):
+    specs = []
+    for i in range(10):
+        prompt = rng.choice(["Once upon a time", "Reproducible inference", "ab" * rng.randint(1, 20),
+                             [256] + [rng.randrange(0, 256) for _ in range(rng.randint(1, 30))]])
+        spec = {"prompt": prompt, "max_tokens": rng.randint(4, 24)}
+        if i % 2:
+            spec.update(temperature=rng.choice([0.5, 0.9, 1.5]), seed=rng.randrange(0, 2**64),
+                        top_p=rng.choice([1.0, 0.95]), top_k=rng.choice([0, 40]))
+        specs.append(spec)
+    return specs
+
+
+def load_part(port):
+    rng = random.Random(26)
+    specs = load_specs(rng)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        list(pool.map(single_run, specs))
+    plan = [[(rng.choice(specs), rng.random() < 0.4, rng.random() < 0.15) for _ in range(5)]
+            for _ in range(8)]
+    results, latencies, accepted = [], [], []
+    lock = threading.Lock()
+
+    def client_thread(jobs):
+        client = client_for(port)
+        for spec, stream, cancel in jobs:
+            start = time.monotonic()
+            got = complete(client, spec, stream or cancel, cancel_after=2 if cancel else None)
+            with lock:
+                latencies.append(time.monotonic() - start)
+                accepted.append(got["header_id"])
+                if not got["cancelled"]:
+                    results.append((spec, got))
+
+    before = {f for f in os.listdir(RECEIPTS) if f.endswith(".json")}
+    start = time.monotonic()
+    threads = [threading.Thread(target=client_thread, args=(jobs,)) for jobs in plan]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.monotonic() - start
+    paths = []
+    for n, (spec, got) in enumerate(results):
+        path = check_answer(port, spec, got, "load %d" % n)
+        if path:
+            paths.append(path)
+    # Cancelled streams still finish in the engine and leave their receipt: wait for them.
+    expected = set(accepted)
+    check(len(expected) == len(accepted), "load: a receipt id was given twice")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        on_disk = {f[:-5] for f in os.listdir(RECEIPTS) if f.endswith(".json")}
+        if expected <= on_disk:  # (the files of the first part are there too)
+            break
+        time.sleep(0.1)
+    on_disk = {f[:-5] for f in os.listdir(RECEIPTS) if f.endswith(".json") and f not in before}
+    check(expected == on_disk, "load: %d receipts lost, %d unexpected"
+          % (len(expected - on_disk), len(on_disk - expected)))
+    check(not any(f.endswith(".tmp") for f in os.listdir(RECEIPTS)), "load: a .tmp left behind")
+    verified = verify_all(paths, [2])
+    # The engine really batched: some batch carried several requests.
+    metrics = dict(line.split(" ", 1) for line in raw(port, "GET", "/metrics", auth=False)[2]
+                   .decode().splitlines() if line.startswith("ree_engine_batch"))
+    batches, batched = int(metrics["ree_engine_batches_total"]), int(
+        metrics["ree_engine_batched_requests_total"])
+    check(batched > batches, "load: no engine batch held more than one request (%d in %d)"
+          % (batched, batches))
+    lat = sorted(latencies)
+    tokens = sum(len(got["token_ids"]) for _, got in results)
+    print("load: %d requests from 8 clients (%d completed, %d cancelled) in %.2f s; latency p50 "
+          "%.3f s p99 %.3f s; %.1f tokens/s; %d receipts verified on 2 stages; %d requests in %d "
+          "engine batches so far"
+          % (len(accepted), len(results), len(accepted) - len(results), wall,
+             lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))], tokens / wall,
+             verified, batched, batches), flush=True)
+    return expected
+
+
+# ---- 3. malformed requests ----------------------------------------------------------------------
+def malformed_cases():
+    ok = {"model": MODEL, "prompt": "hi", "max_tokens": 2}
+
+    def w(**fields):
+        body = dict(ok)
+        body.update(fields)
+        return body
+
+    post = "/v1/completions"
+    return [
+        ("not json", "POST", post, "{", {}),
+        ("empty body", "POST", post, "", {}),
+        ("array body", "POST", post, "[]", {}),
+        ("repeated key", "POST", post, '{"prompt": "a", "prompt": "b", "max_tokens": 2}', {}),
+        ("unknown field", "POST", post, w(frobnicate=1), {}),
+        ("missing prompt", "POST", post, {"model": MODEL, "max_tokens": 2}, {}),
+        ("empty prompt", "POST", post, w(prompt=""), {}),
+        ("prompt number", "POST", post, w(prompt=5), {}),
+        ("prompt list of strings", "POST", post, w(prompt=["a", "b"]), {}),
+        ("id outside vocab", "POST", post, w(prompt=[1, 258]), {}),
+        ("negative id", "POST", post, w(prompt=[-1]), {}),
+        ("empty id list", "POST", post, w(prompt=[]), {}),
+        ("max_tokens 0", "POST", post, w(max_tokens=0), {}),
+        ("max_tokens -1", "POST", post, w(max_tokens=-1), {}),
+        ("max_tokens string", "POST", post, w(max_tokens="10"), {}),
+        ("max_tokens beyond context", "POST", post, w(max_tokens=MAX_CONTEXT), {}),
+        ("prompt too long", "POST", post, w(prompt=[65] * (MAX_CONTEXT + 5)), {}),
+        ("temperature NaN string", "POST", post, w(temperature="NaN"), {}),
+        ("temperature NaN literal", "POST", post, '{"prompt": "a", "temperature": NaN}', {}),
+        ("temperature negative", "POST", post, w(temperature=-1), {}),
+        ("temperature overflow", "POST", post, '{"prompt": "a", "temperature": 1e999}', {}),
+        ("top_p 0", "POST", post, w(top_p=0), {}),
+        ("top_p 1.5", "POST", post, w(top_p=1.5), {}),
+        ("top_k -5", "POST", post, w(top_k=-5), {}),
+        ("seed -1", "POST", post, w(seed=-1), {}),
+        ("seed 1.5", "POST", post, w(seed=1.5), {}),
+        ("five stop strings", "POST", post, w(stop=["a", "b", "c", "d", "e"]), {}),
+        ("empty stop string", "POST", post, w(stop=[""]), {}),
+        ("stream not bool", "POST", post, w(stream="yes"), {}),
+        ("stream_options without stream", "POST", post,
+         w(stream_options={"include_usage": True}), {}),
+        ("n 2", "POST", post, w(n=2), {}),
+        ("logprobs", "POST", post, w(logprobs=1), {}),
+        ("unknown model", "POST", post, w(model="gpt-4"), {}),
+        ("invalid UTF-8", "POST", post, b'{"prompt": "\xff\xfe", "max_tokens": 2}', {}),
+        ("nested 1000 deep", "POST", post, "[" * 1000 + "]" * 1000, {}),
+        ("body over the limit", "POST", post, w(prompt="x" * 70000), {}),
+        ("no API key", "POST", post, ok, {"auth": False}),
+        ("unknown receipt", "GET", "/v1/receipts/cmpl-" + "0" * 32, None, {}),
+        ("bad receipt id", "GET", "/v1/receipts/..%2F..%2Fetc", None, {}),
+        ("unknown path", "GET", "/v1/nothing", None, {}),
+        ("chat malformed", "POST", "/v1/chat/completions", "{", {}),
+    ]
+
+
+def malformed_part(port):
+    passed = 0
+    for label, method, path, body, opts in malformed_cases():
+        status, headers, data = raw(port, method, path, body, auth=opts.get("auth", True))
+        try:
+            error = json.loads(data)["error"]
+            shaped = set(error) == {"message", "type", "param", "code"} and error["message"]
+        except (ValueError, KeyError, TypeError):
+            shaped = False
+        if check(400 <= status < 500 and shaped, "malformed '%s': %d %r" % (label, status, data[:200])):
+            passed += 1
+    status, _, data = raw(port, "POST", "/v1/completions", {"model": MODEL, "prompt": "still", "max_tokens": 3,
+                                                         "temperature": 0})
+    check(status == 200, "after the malformed requests: %d %s" % (status, data[:200]))
+    print("malformed: %d/%d requests got a 4xx JSON error; the server still answers"
+          % (passed, len(malformed_cases())), flush=True)
+
+
+# ---- 4. SIGTERM drain ---------------------------------------------------------------------------
+def drain_part(proc, port):
+    client = client_for(port)
+    spec = {"prompt": "drain", "max_tokens": 120, "temperature": 0.7, "seed": 5}
+    raw_resp = client.completions.with_raw_response.create(**request_args(spec)[0], stream=True)
+    stream = raw_resp.parse()
+    chunks = iter(stream)
+    text = next(chunks).choices[0].text
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    status = None
+    try:
+        status, _, _ = raw(port, "POST", "/v1/completions", {"prompt": "late", "max_tokens": 1})
+    except OSError:
+        status = "refused"
+    check(status in (503, "refused"), "drain: a new request during the drain got %s" % status)
+    receipt = None
+    for chunk in chunks:
+        text += "".join(c.text for c in chunk.choices)
+        receipt = (chunk.model_extra or {}).get("receipt") or receipt
+    ref, want, _ = expected_answer(spec)
+    check(text == want, "drain: the stream in flight did not finish with the run's text")
+    check(receipt and os.path.isfile(os.path.join(RECEIPTS, receipt["id"] + ".json")),
+          "drain: no receipt for the stream in flight")
+    try:
+        code = proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = "hung"
+    check(code == 0, "drain: exit status %s" % code)
+    print("drain: SIGTERM finished the stream in flight (%d tokens, receipt kept), exit %s"
+          % (len(ref["output_ids"]), code), flush=True)
+
+
+def main():
+    start = time.monotonic()
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    os.environ["REE_CACHE_DIR"] = os.path.join(WORK, "cache")
+    proc, port = start_server()
+    try:
+        basic_part(port)
+        load_part(port)
+        malformed_part(port)
+        drain_part(proc, port)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    print("serve_test: %d failure(s) in %.1f s" % (len(FAILURES), time.monotonic() - start))
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
