@@ -10,6 +10,7 @@
    one receipt per accepted request (none lost, none duplicated, cancelled ones included).
 3. Malformed requests: each gets a 4xx with the OpenAI error shape; the server keeps serving.
 4. SIGTERM: a stream in flight finishes with its receipt, then the server exits 0.
+5. Restart on the same receipt directory: the receipts already returned are still served.
 
 usage: serve_test.py REE_LAUNCH WORKDIR
 """
@@ -38,6 +39,7 @@ API_KEY = "test-key-123"
 MAX_CONTEXT = 256
 RECEIPTS = os.path.join(WORK, "receipts")
 FAILURES = []
+KEPT = []  # receipt files of the first part, fetched again after a restart
 
 
 def check(condition, what):
@@ -269,6 +271,7 @@ def basic_part(port):
           and "ree_request_latency_seconds_bucket" in text and "ree_queue_requests" in text,
           "metrics: %s" % text[:300])
     verified = verify_all(paths, [1, 2])
+    KEPT.extend(paths)
     print("basic: %d answers equal ree-launch run; %d verifications passed (1 and 2 stages)"
           % (len(paths), verified), flush=True)
 
@@ -461,6 +464,23 @@ def drain_part(proc, port):
           % (len(ref["output_ids"]), code), flush=True)
 
 
+# ---- 5. restart --------------------------------------------------------------------------------
+def restart_part():
+    proc, port = start_server()
+    try:
+        for path in KEPT:
+            receipt_id = os.path.basename(path)[:-5]
+            status, _, body = raw(port, "GET", "/v1/receipts/" + receipt_id)
+            with open(path, "rb") as f:
+                check(status == 200 and body == f.read(), "restart: receipt %s not served as "
+                      "stored" % receipt_id)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        check(proc.wait(timeout=20) == 0, "restart: exit status %s" % proc.returncode)
+    print("restart: the %d receipts of the first part are served byte for byte" % len(KEPT),
+          flush=True)
+
+
 def main():
     start = time.monotonic()
     shutil.rmtree(WORK, ignore_errors=True)
@@ -472,6 +492,7 @@ def main():
         load_part(port)
         malformed_part(port)
         drain_part(proc, port)
+        restart_part()
     finally:
         if proc.poll() is None:
             proc.kill()
