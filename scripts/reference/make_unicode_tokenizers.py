@@ -21,6 +21,8 @@ gives on a multilingual corpus (tokenize_reference.py's corpus plus UNICODE_CORP
   unigram_precompiled.json   T5/ALBERT-style Unigram from a SentencePiece model trained here:
                              Precompiled(nmt_nfkc charsmap) + Replace, Metaspace;
                              unigram_precompiled_cf.json the same with nmt_nfkc_cf.
+  unigram_first.json         Metaspace(prepend_scheme="first") behind normalizers that remove
+                             the first character of some texts (Nmt, StripAccents, Replace).
   unigram_random.json, unigram_ties.json
                              Unigram models of 20,000 random pieces (random scores; scores from
                              21 values, for ties), with the ids of a 100 kB random text.
@@ -69,6 +71,9 @@ UNICODE_CORPUS = [
     # by utf8proc (tokenizer_unicode_tables.cpp).
     "new: \u32ff \ua7f2 \U00011935\U00011930 \U00011938 \ua7cb \U00010d50 a\u0898\u0301 "
     "e\u1dfa\u0316 \u1ac1x\u0301 \U0001e030 ä\u1df6",
+    # Normalizers that remove the first character: Metaspace(prepend_scheme="first") then sees a
+    # text that no longer starts at offset 0 (unigram_first.json).
+    "\x01\x02start", "\tstart", "\u0301start", "abstart", "qstart", "zstart", "  start",
 ]
 
 QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
@@ -98,6 +103,18 @@ def train_unigram(normalizer, pre_tokenizer, vocab_size):
 def bos_template():
     return state(processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
                                                special_tokens=[("<s>", 1)]))
+
+
+def make_unigram_first(out_dir):
+    """Metaspace(prepend_scheme="first") behind normalizers that may remove the first character
+    (Nmt, StripAccents, Replace removing one or two characters or replacing one)."""
+    first = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+    data = train_unigram(normalizers.NFKC(), first, 300)
+    data["normalizer"] = state(normalizers.Sequence([
+        normalizers.Nmt(), normalizers.StripAccents(), normalizers.Replace("ab", "c"),
+        normalizers.Replace("q", ""), normalizers.Replace("z", "yy")]))
+    data["decoder"] = state(decoders.Metaspace(replacement="▁", prepend_scheme="first"))
+    make_tokenizers.save(data, os.path.join(out_dir, "unigram_first.json"))
 
 
 def make_unigrams(out_dir):
@@ -271,7 +288,7 @@ def make_bpes(out_dir):
 
 RANDOM_FILES = ["unigram_random.json", "unigram_ties.json"]
 FILES = ["unigram_nfkc.json", "unigram_byte_fallback.json", "unigram_whitespace.json",
-         "unigram_precompiled.json", "unigram_precompiled_cf.json",
+         "unigram_precompiled.json", "unigram_precompiled_cf.json", "unigram_first.json",
          "bpe_nfc_byte_fallback.json", "qwen2_nfc.json", "bytelevel_nfkd_lower.json",
          "bytelevel_nfd.json"]
 
@@ -326,6 +343,7 @@ def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
     make_unigrams(out_dir)
+    make_unigram_first(out_dir)
     make_bpes(out_dir)
     make_random_unigrams(out_dir)
     make_precompiled(out_dir)

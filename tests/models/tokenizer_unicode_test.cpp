@@ -32,7 +32,8 @@ using ree::models::Tokenizer;
 const char* const kFiles[] = {
     "unigram_nfkc.json",        "unigram_byte_fallback.json",  "unigram_whitespace.json",
     "unigram_precompiled.json", "unigram_precompiled_cf.json", "bpe_nfc_byte_fallback.json",
-    "qwen2_nfc.json",           "bytelevel_nfkd_lower.json",   "bytelevel_nfd.json"};
+    "qwen2_nfc.json",           "bytelevel_nfkd_lower.json",   "bytelevel_nfd.json",
+    "unigram_first.json"};
 
 std::string envOrEmpty(const char* name) {
   const char* value = std::getenv(name);

@@ -31,7 +31,11 @@ Status Tokenizer::Impl::encode(std::string_view input, bool add_special_tokens,
   whole.at_origin = true;
   added.split(added.raw_matcher, std::move(whole), &pieces);
   for (Piece& piece : pieces) {
-    if (piece.added_id < 0 && has_normalizer) REE_RETURN_IF_ERROR(normalizer.apply(&piece.text));
+    if (piece.added_id < 0 && has_normalizer) {
+      bool keeps_origin = true;
+      REE_RETURN_IF_ERROR(normalizer.apply(&piece.text, &keeps_origin));
+      piece.at_origin = piece.at_origin && keeps_origin;
+    }
     added.split(added.normalized_matcher, std::move(piece), &next);
   }
   pieces.swap(next);

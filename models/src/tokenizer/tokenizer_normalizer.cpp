@@ -27,6 +27,11 @@ std::string stripWhitespace(const std::string& text, bool left, bool right) {
   return text.substr(begin, end - begin);
 }
 
+bool nmtRemoves(uint32_t c) {
+  return (c >= 0x1 && c <= 0x8) || c == 0xB || (c >= 0xE && c <= 0x1F) || c == 0x7F || c == 0x8F ||
+         c == 0x9F;
+}
+
 // tokenizers' Nmt: drops some control characters, turns other separators into spaces.
 std::string nmtNormalize(const std::string& text) {
   std::string out;
@@ -34,10 +39,7 @@ std::string nmtNormalize(const std::string& text) {
   for (size_t at = 0; at < text.size();) {
     const size_t begin = at;
     const uint32_t c = nextCodePoint(text, &at);
-    if ((c >= 0x1 && c <= 0x8) || c == 0xB || (c >= 0xE && c <= 0x1F) || c == 0x7F || c == 0x8F ||
-        c == 0x9F) {
-      continue;
-    }
+    if (nmtRemoves(c)) continue;
     const bool to_space = c == 0x9 || c == 0xA || c == 0xC || c == 0xD || c == 0x1680 ||
                           (c >= 0x200B && c <= 0x200F) || c == 0x2028 || c == 0x2029 ||
                           c == 0x2581 || c == 0xFEFF || c == 0xFFFD;
@@ -109,16 +111,56 @@ bool parseSimple(const std::string& type, Normalizer* out) {
 
 }  // namespace
 
-Status Normalizer::apply(std::string* text) const {
+// Replace keeps the origin unless its first match starts the text and removes its first
+// character without a replacement, or more than one character (tokenizers aligns the replacement
+// with the last character it removed).
+Status Normalizer::replaceKeepsOrigin(const std::string& text, bool* keeps_origin) const {
+  std::vector<Span> matches;
+  REE_RETURN_IF_ERROR(pattern.findAll(text, &matches));
+  if (matches.empty() || matches[0].first != 0) return Status::kSuccess;
+  size_t characters = 0;
+  for (size_t at = 0; at < matches[0].second; ++characters)
+    nextCodePoint(text, &at);
+  if (characters > 1 || content.empty()) *keeps_origin = false;
+  return Status::kSuccess;
+}
+
+// Whether this filter (Nmt, Strip, StripAccents: tokenizers' NormalizedString::filter) removes
+// the first character of `text`.
+bool Normalizer::filtersFirst(const std::string& text) const {
+  if (text.empty()) return false;
+  size_t at = 0;
+  const uint32_t first = nextCodePoint(text, &at);
+  switch (kind) {
+    case Kind::kNmt:
+      return nmtRemoves(first);
+    case Kind::kStrip:
+      return strip_left && isUnicodeWhitespace(first);
+    case Kind::kStripAccents:
+      return isCombiningMark(first);
+    default:
+      return false;
+  }
+}
+
+Status Normalizer::apply(std::string* text, bool* keeps_origin) const {
+  bool unused = true;
+  if (keeps_origin == nullptr) keeps_origin = &unused;
+  if (*keeps_origin && filtersFirst(*text)) *keeps_origin = false;
+  return applyOnly(text, keeps_origin);
+}
+
+Status Normalizer::applyOnly(std::string* text, bool* keeps_origin) const {
   switch (kind) {
     case Kind::kSequence:
       for (const Normalizer& child : children)
-        REE_RETURN_IF_ERROR(child.apply(text));
+        REE_RETURN_IF_ERROR(child.apply(text, keeps_origin));
       return Status::kSuccess;
     case Kind::kPrepend:
       if (!text->empty()) text->insert(0, content);
       return Status::kSuccess;
     case Kind::kReplace:
+      if (*keeps_origin) REE_RETURN_IF_ERROR(replaceKeepsOrigin(*text, keeps_origin));
       return replaceAll(pattern, text, content);
     case Kind::kUnicodeForm:
       return normalizeUnicode(form, text);

@@ -32,7 +32,17 @@ struct Normalizer {
   bool strip_left = false, strip_right = false;         // kStrip
   std::shared_ptr<const PrecompiledCharsmap> charsmap;  // kPrecompiled
 
-  Status apply(std::string* text) const;
+  // `*keeps_origin` (optional) becomes false when the first character of the result no longer
+  // stands at offset 0 of the text for tokenizers' alignments (Metaspace's prepend_scheme "first"
+  // asks): a filter (Nmt, Strip, StripAccents) removed the first character, or a Replace matched
+  // at the start and removed it, or more than one character there. Precompiled's removals at the
+  // start keep it (its alignments lose them), as do the other normalizers.
+  Status apply(std::string* text, bool* keeps_origin = nullptr) const;
+
+ private:
+  Status applyOnly(std::string* text, bool* keeps_origin) const;
+  Status replaceKeepsOrigin(const std::string& text, bool* keeps_origin) const;
+  bool filtersFirst(const std::string& text) const;
 };
 
 Status parseNormalizer(const LoadContext& ctx, const json& object, const std::string& field,

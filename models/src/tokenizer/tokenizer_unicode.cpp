@@ -112,17 +112,19 @@ std::string lowercaseUnicode(std::string_view text) {
   return out;
 }
 
+bool isCombiningMark(uint32_t code_point) {
+  const auto category = utf8proc_category(static_cast<utf8proc_int32_t>(code_point));
+  const bool mark = category == UTF8PROC_CATEGORY_MN || category == UTF8PROC_CATEGORY_MC ||
+                    category == UTF8PROC_CATEGORY_ME;
+  return mark != contains(unicodeExceptions().mark_flips, code_point);
+}
+
 std::string withoutCombiningMarks(std::string_view text) {
-  const auto& flips = unicodeExceptions().mark_flips;
   std::string out;
   out.reserve(text.size());
   for (size_t at = 0; at < text.size();) {
     const size_t begin = at;
-    const uint32_t code_point = nextCodePoint(text, &at);
-    const auto category = utf8proc_category(static_cast<utf8proc_int32_t>(code_point));
-    const bool mark = category == UTF8PROC_CATEGORY_MN || category == UTF8PROC_CATEGORY_MC ||
-                      category == UTF8PROC_CATEGORY_ME;
-    if (mark != contains(flips, code_point)) continue;
+    if (isCombiningMark(nextCodePoint(text, &at))) continue;
     out.append(text.substr(begin, at - begin));
   }
   return out;

@@ -24,6 +24,8 @@ std::string lowercaseUnicode(std::string_view text);
 
 // Without the characters of general category Mark (Mn, Mc, Me): tokenizers' StripAccents.
 std::string withoutCombiningMarks(std::string_view text);
+// Whether StripAccents removes this character.
+bool isCombiningMark(uint32_t code_point);
 
 // The extended grapheme clusters of `text` (Unicode's default segmentation, as the
 // unicode-segmentation crate's graphemes(true)).
