@@ -1,6 +1,8 @@
 // Fuzz target: text (and ids) through fixed small tokenizers built like real ones by
 // scripts/reference/make_tokenizers.py (tests/fuzz/data/: GPT-2 byte-level BPE, Llama 3 regex +
-// byte-level, Llama 2 SentencePiece-style with byte fallback). The first input byte picks the
+// byte-level, Llama 2 SentencePiece-style with byte fallback; a Unigram model with byte fallback
+// behind Nmt, NFKC, a small Precompiled charsmap and Replace, made by
+// scripts/reference/make_unicode_tokenizers.py's helpers). The first input byte picks the
 // tokenizer and the flags; the rest is the text. Checks: encode never yields an id naming no token;
 // decode and DecodeStream agree; a byte-level tokenizer without a normalizer gives the text back
 // (decode(encode(text)) == text for valid UTF-8); the bytes read as int32 ids decode without
@@ -26,6 +28,7 @@ constexpr FixedTokenizer kTokenizers[] = {
     {"gpt2.json", false},  // lstrip/rstrip added tokens swallow spaces,
     {"llama3.json", true},
     {"llama2.json", false},
+    {"unigram.json", false},
 };
 constexpr size_t kTokenizerCount = sizeof(kTokenizers) / sizeof(kTokenizers[0]);
 

@@ -24,7 +24,7 @@ from tokenizers import Tokenizer
 HERE = os.path.dirname(os.path.abspath(__file__))
 SAMPLE_TEXT = ("Hello, world! It's 2024:  tabs\tand\nnewlines... caf\u00e9 \u65e5\u672c "
                "\U0001F600 <|endoftext|> <s>x</s>")
-ENCODE_TOKENIZERS = ["gpt2.json", "llama3.json", "llama2.json"]  # as fuzz_tokenizer_encode.cpp
+ENCODE_TOKENIZERS = ["gpt2.json", "llama3.json", "llama2.json", "unigram.json"]  # as fuzz_tokenizer_encode.cpp
 
 
 def fnv1a(data):
