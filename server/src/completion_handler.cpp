@@ -23,22 +23,34 @@ bool nextTokens(Job& job, std::deque<TokenEvent>* events) {
   return job.done && job.tokens.empty();
 }
 
-// The stream's tail after the last token: the held-back text, finish_reason with the receipt,
-// the usage event when asked, then [DONE].
-bool finishStream(const CompletionHeader& header, const Job& job, StopScanner& scanner,
-                  const std::string& streamed, httplib::DataSink& sink) {
+// What a stream has shown of one choice.
+struct ChoiceStream {
+  explicit ChoiceStream(const std::vector<std::string>& stops) : scanner(stops) {}
+  StopScanner scanner;
+  std::string streamed;  // the engine's text pieces so far
+};
+
+// The stream's tail after the last token: per choice the held-back text and finish_reason with the
+// receipt; the usage event when asked; then [DONE].
+bool finishStream(const CompletionHeader& header, const Job& job,
+                  std::vector<ChoiceStream>& choices, httplib::DataSink& sink) {
   if (job.failed) {
     return writeEvent(sink, streamErrorEvent(job.error)) && writeEvent(sink, kStreamDone);
   }
-  // Text the engine completed only at the end (bytes of a character held back across tokens).
-  std::string tail;
-  if (job.result.text.compare(0, streamed.size(), streamed) == 0) {
-    tail = scanner.feed(job.result.text.substr(streamed.size()));
+  for (size_t c = 0; c < choices.size(); ++c) {
+    const GenerationResult& result = job.results[c];
+    ChoiceStream& choice = choices[c];
+    // Text the engine completed only at the end (bytes of a character held back across tokens).
+    std::string tail;
+    if (result.text.compare(0, choice.streamed.size(), choice.streamed) == 0) {
+      tail = choice.scanner.feed(result.text.substr(choice.streamed.size()));
+    }
+    tail += choice.scanner.finish();
+    const int index = static_cast<int>(c);
+    if (!tail.empty() && !writeEvent(sink, streamTextEvent(header, index, tail, {}))) return false;
+    std::string reason = openAiFinishReason(result, choice.scanner.stopped());
+    if (!writeEvent(sink, streamFinishEvent(header, job, index, reason))) return false;
   }
-  tail += scanner.finish();
-  if (!tail.empty() && !writeEvent(sink, streamTextEvent(header, tail, {}))) return false;
-  std::string reason = openAiFinishReason(job.result, scanner.stopped());
-  if (!writeEvent(sink, streamFinishEvent(header, job, reason))) return false;
   if (job.request.include_usage && !writeEvent(sink, streamUsageEvent(header, job))) return false;
   return writeEvent(sink, kStreamDone);
 }
@@ -47,23 +59,24 @@ bool finishStream(const CompletionHeader& header, const Job& job, StopScanner& s
 // client went away (the engine still finishes the job and writes its receipt).
 bool streamJob(ServerContext& context, const std::shared_ptr<Job>& job,
                const CompletionHeader& header, httplib::DataSink& sink) {
-  StopScanner scanner(job->request.stop);
-  std::string streamed;
+  std::vector<ChoiceStream> choices(static_cast<size_t>(job->request.n),
+                                    ChoiceStream(job->request.stop));
   bool done = false;
   while (!done) {
     std::deque<TokenEvent> events;
     done = nextTokens(*job, &events);
     for (const TokenEvent& event : events) {
-      streamed += event.text;
-      if (scanner.stopped()) continue;
-      std::string shown = scanner.feed(event.text);
-      if (!writeEvent(sink, streamTextEvent(header, shown, {event.token}))) {
+      ChoiceStream& choice = choices[static_cast<size_t>(event.choice)];
+      choice.streamed += event.text;
+      if (choice.scanner.stopped()) continue;
+      std::string shown = choice.scanner.feed(event.text);
+      if (!writeEvent(sink, streamTextEvent(header, event.choice, shown, {event.token}))) {
         context.metrics.countResponse("completions", 499);
         return false;
       }
     }
   }
-  if (!finishStream(header, *job, scanner, streamed, sink)) {
+  if (!finishStream(header, *job, choices, sink)) {
     context.metrics.countResponse("completions", 499);
     return false;
   }

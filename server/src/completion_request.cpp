@@ -190,9 +190,10 @@ bool refuseUnsupported(const Json& body, ApiError* error) {
   auto neutral = [&](const char* key, const Json& value) {
     return !body.contains(key) || body[key].is_null() || body[key] == value;
   };
-  if (!neutral("n", 1))
-    return fail(error, "n", "n must be 1 (several choices are not supported yet)");
-  if (!neutral("best_of", 1)) return fail(error, "best_of", "best_of must be 1");
+  const Json n = body.contains("n") && !body["n"].is_null() ? body["n"] : Json(1);
+  if (!neutral("best_of", n)) {
+    return fail(error, "best_of", "best_of must equal n (no candidates are discarded)");
+  }
   if (!neutral("logprobs", 0)) return fail(error, "logprobs", "logprobs are not supported yet");
   if (!neutral("echo", false)) return fail(error, "echo", "echo is not supported");
   if (!neutral("suffix", "")) return fail(error, "suffix", "suffix is not supported");
@@ -254,6 +255,9 @@ bool parseCompletionRequest(const std::string& body, const RequestLimits& limits
     return false;
   }
   request.max_tokens = static_cast<int>(max_tokens);
+  int64_t n = 1;
+  if (!readInteger(json, "n", 1, limits.max_n, &n, error)) return false;
+  request.n = static_cast<int>(n);
   if (!readSampling(json, &request, error)) return false;
   if (!readStop(json, limits, &request, error)) return false;
   if (!readStreaming(json, &request, error)) return false;

@@ -19,6 +19,7 @@ struct CompletionRequest {
   int max_tokens = 16;             // OpenAI's default for completions
   SamplingParams sampling;         // seed 0 when not given: the same request gives the same bits
   std::vector<std::string> stop;   // cut the text at the first occurrence (finish_reason "stop")
+  int n = 1;  // sequences (choices) generated for the prompt, in one batch at positions 0..n-1
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
 };
@@ -29,6 +30,7 @@ struct RequestLimits {
   int64_t vocab_size = 0;
   size_t max_stop_strings = 4;
   size_t max_stop_bytes = 256;
+  int max_n = 128;
 };
 
 // Parses a /v1/completions body. Returns false and fills `error` (a 4xx) on any bad field.

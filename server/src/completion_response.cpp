@@ -13,9 +13,12 @@ std::string dump(const Json& json) {
   return json.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-Json usageJson(const GenerationResult& result) {
-  const size_t prompt = result.prompt_ids.size();
-  const size_t completion = result.output_ids.size();
+// OpenAI counts the prompt once and the tokens of every choice.
+Json usageJson(const Job& job) {
+  const size_t prompt = job.results.empty() ? 0 : job.results[0].prompt_ids.size();
+  size_t completion = 0;
+  for (const GenerationResult& result : job.results)
+    completion += result.output_ids.size();
   return {{"prompt_tokens", prompt},
           {"completion_tokens", completion},
           {"total_tokens", prompt + completion}};
@@ -41,24 +44,29 @@ std::string openAiFinishReason(const GenerationResult& result, bool stopped_by_s
 }
 
 std::string completionBody(const CompletionHeader& header, const Job& job) {
-  bool stopped = false;
-  std::string text = applyStops(job.result.text, job.request.stop, &stopped);
+  Json choices = Json::array();
+  for (size_t i = 0; i < job.results.size(); ++i) {
+    const GenerationResult& result = job.results[i];
+    bool stopped = false;
+    std::string text = applyStops(result.text, job.request.stop, &stopped);
+    choices.push_back({{"index", i},
+                       {"text", text},
+                       {"logprobs", nullptr},
+                       {"finish_reason", openAiFinishReason(result, stopped)},
+                       {"prompt_token_ids", result.prompt_ids},
+                       {"token_ids", result.output_ids}});
+  }
   Json body = envelope(header);
-  body["choices"] = Json::array({{{"index", 0},
-                                  {"text", text},
-                                  {"logprobs", nullptr},
-                                  {"finish_reason", openAiFinishReason(job.result, stopped)},
-                                  {"prompt_token_ids", job.result.prompt_ids},
-                                  {"token_ids", job.result.output_ids}}});
-  body["usage"] = usageJson(job.result);
+  body["choices"] = std::move(choices);
+  body["usage"] = usageJson(job);
   body["receipt"] = receiptJson(job);
   return dump(body);
 }
 
-std::string streamTextEvent(const CompletionHeader& header, const std::string& text,
+std::string streamTextEvent(const CompletionHeader& header, int choice, const std::string& text,
                             const std::vector<int32_t>& token_ids) {
   Json body = envelope(header);
-  body["choices"] = Json::array({{{"index", 0},
+  body["choices"] = Json::array({{{"index", choice},
                                   {"text", text},
                                   {"logprobs", nullptr},
                                   {"finish_reason", nullptr},
@@ -66,15 +74,15 @@ std::string streamTextEvent(const CompletionHeader& header, const std::string& t
   return "data: " + dump(body) + "\n\n";
 }
 
-std::string streamFinishEvent(const CompletionHeader& header, const Job& job,
+std::string streamFinishEvent(const CompletionHeader& header, const Job& job, int choice,
                               const std::string& finish_reason) {
   Json body = envelope(header);
-  body["choices"] = Json::array({{{"index", 0},
+  body["choices"] = Json::array({{{"index", choice},
                                   {"text", ""},
                                   {"logprobs", nullptr},
                                   {"finish_reason", finish_reason},
                                   {"token_ids", Json::array()}}});
-  body["usage"] = usageJson(job.result);
+  body["usage"] = usageJson(job);
   body["receipt"] = receiptJson(job);
   return "data: " + dump(body) + "\n\n";
 }
@@ -82,7 +90,7 @@ std::string streamFinishEvent(const CompletionHeader& header, const Job& job,
 std::string streamUsageEvent(const CompletionHeader& header, const Job& job) {
   Json body = envelope(header);
   body["choices"] = Json::array();
-  body["usage"] = usageJson(job.result);
+  body["usage"] = usageJson(job);
   body["receipt"] = receiptJson(job);
   return "data: " + dump(body) + "\n\n";
 }

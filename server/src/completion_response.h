@@ -20,14 +20,16 @@ struct CompletionHeader {
 // "stop" (a stop string or the end-of-sequence token) or "length".
 std::string openAiFinishReason(const GenerationResult& result, bool stopped_by_string);
 
-// The non-streaming answer of a finished job: text cut at its stop string, usage, receipt.
+// The non-streaming answer of a finished job: a choice per sequence (text cut at its stop
+// string), usage, receipt.
 std::string completionBody(const CompletionHeader& header, const Job& job);
 
-// One "data: {...}\n\n" event of a stream: `text` and the `token_ids` it covers.
-std::string streamTextEvent(const CompletionHeader& header, const std::string& text,
+// One "data: {...}\n\n" event of a stream: `text` of choice `choice` and the `token_ids` it
+// covers.
+std::string streamTextEvent(const CompletionHeader& header, int choice, const std::string& text,
                             const std::vector<int32_t>& token_ids);
-// The last choice event: finish_reason, the receipt, and the usage.
-std::string streamFinishEvent(const CompletionHeader& header, const Job& job,
+// The last event of a choice: finish_reason, the receipt, and the usage.
+std::string streamFinishEvent(const CompletionHeader& header, const Job& job, int choice,
                               const std::string& finish_reason);
 // With stream_options.include_usage: the usage event (empty choices) before [DONE].
 std::string streamUsageEvent(const CompletionHeader& header, const Job& job);

@@ -7,6 +7,7 @@
 #include <deque>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "api_error.h"
 #include "completion_request.h"
@@ -15,6 +16,7 @@
 namespace ree::server {
 
 struct TokenEvent {
+  int choice = 0;  // which of the request's n sequences
   int32_t token = 0;
   std::string text;  // the text that became complete with this token (may be empty)
 };
@@ -30,18 +32,18 @@ struct Job {
   std::deque<TokenEvent> tokens;  // produced and not yet taken by a streaming handler
   bool done = false;
   bool failed = false;
-  ApiError error;  // when failed
-  GenerationResult result;
+  ApiError error;                         // when failed
+  std::vector<GenerationResult> results;  // one per choice (request.n)
   std::string receipt_sha256;
 
-  void pushToken(int32_t token, const std::string& text) {
+  void pushToken(int choice, int32_t token, const std::string& text) {
     std::lock_guard<std::mutex> lock(mutex);
-    tokens.push_back({token, text});
+    tokens.push_back({choice, token, text});
     changed.notify_all();
   }
-  void finish(GenerationResult finished, std::string sha256) {
+  void finish(std::vector<GenerationResult> finished, std::string sha256) {
     std::lock_guard<std::mutex> lock(mutex);
-    result = std::move(finished);
+    results = std::move(finished);
     receipt_sha256 = std::move(sha256);
     done = true;
     changed.notify_all();

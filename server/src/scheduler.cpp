@@ -59,15 +59,19 @@ void Scheduler::loop() {
   }
 }
 
-// Arrival order, up to max_batch jobs, the first sampled job at position 0 and no other sampled
-// job (those wait for a later batch, keeping their order).
+// Arrival order, up to max_batch sequences (a job brings request.n of them); the first sampled
+// job at positions 0..n-1 and no other sampled job (those wait for a later batch, keeping their
+// order). A job larger than max_batch runs alone (the engine queues what exceeds its slots).
 std::vector<std::shared_ptr<Job>> Scheduler::takeBatch() {
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] { return draining_ || !queue_.empty(); });
   std::vector<std::shared_ptr<Job>> batch;
   bool has_sampled = false;
+  size_t sequences = 0;
   const size_t limit = static_cast<size_t>(engine_.options().max_batch);
-  for (auto it = queue_.begin(); it != queue_.end() && batch.size() < limit;) {
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    const size_t n = static_cast<size_t>((*it)->request.n);
+    if (!batch.empty() && sequences + n > limit) break;
     if (isSampled(**it) && has_sampled) {
       ++it;
       continue;
@@ -78,6 +82,7 @@ std::vector<std::shared_ptr<Job>> Scheduler::takeBatch() {
     } else {
       batch.push_back(*it);
     }
+    sequences += n;
     it = queue_.erase(it);
   }
   metrics_.setQueue(queue_.size(), batch.size());
@@ -132,17 +137,21 @@ bool Scheduler::prepare(Job& job, GenerationRequest* request) {
 void Scheduler::runBatch(const std::vector<std::shared_ptr<Job>>& batch) {
   std::vector<std::shared_ptr<Job>> jobs;
   std::vector<GenerationRequest> requests;
+  std::vector<std::pair<Job*, int>> owner;  // the job and choice of every batch position
   for (const std::shared_ptr<Job>& job : batch) {
     GenerationRequest request;
     if (!prepare(*job, &request)) continue;
     jobs.push_back(job);
-    requests.push_back(std::move(request));
+    for (int choice = 0; choice < job->request.n; ++choice) {
+      requests.push_back(request);
+      owner.emplace_back(job.get(), choice);
+    }
   }
   if (jobs.empty()) return;
   metrics_.countBatch(jobs.size());
   std::vector<GenerationResult> results;
-  auto on_token = [&jobs](size_t r, int32_t token, const std::string& text) {
-    jobs[r]->pushToken(token, text);
+  auto on_token = [&owner](size_t r, int32_t token, const std::string& text) {
+    owner[r].first->pushToken(owner[r].second, token, text);
   };
   if (engine_.generate(requests, &results, on_token) != Status::kSuccess) {
     ApiError error;
@@ -154,14 +163,22 @@ void Scheduler::runBatch(const std::vector<std::shared_ptr<Job>>& batch) {
       job->fail(error);
     return;
   }
-  for (size_t r = 0; r < jobs.size(); ++r)
-    finishJob(*jobs[r], requests[r], std::move(results[r]));
+  size_t first = 0;
+  for (const std::shared_ptr<Job>& job : jobs) {
+    const size_t end = first + static_cast<size_t>(job->request.n);
+    finishJob(*job, {requests.begin() + first, requests.begin() + end},
+              {std::make_move_iterator(results.begin() + first),
+               std::make_move_iterator(results.begin() + end)});
+    first = end;
+  }
 }
 
-// The receipt first, then the answer: a client never holds an id whose receipt is not on disk.
-void Scheduler::finishJob(Job& job, const GenerationRequest& request, GenerationResult result) {
+// The receipt first (its requests are the job's choices, indices 0..n-1), then the answer: a
+// client never holds an id whose receipt is not on disk.
+void Scheduler::finishJob(Job& job, const std::vector<GenerationRequest>& requests,
+                          std::vector<GenerationResult> results) {
   Receipt receipt;
-  Status status = makeReceipt(run_, {request}, {result}, &receipt);
+  Status status = makeReceipt(run_, requests, results, &receipt);
   if (status == Status::kSuccess) status = store_.write(job.id, receipt);
   if (status != Status::kSuccess) {
     ApiError error;
@@ -174,9 +191,11 @@ void Scheduler::finishJob(Job& job, const GenerationRequest& request, Generation
   }
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - job.arrived).count();
-  metrics_.countGeneration(static_cast<int64_t>(result.prompt_ids.size()),
-                           static_cast<int64_t>(result.output_ids.size()), seconds);
-  job.finish(std::move(result), receipt.receipt_sha256);
+  int64_t generated = 0;
+  for (const GenerationResult& result : results)
+    generated += static_cast<int64_t>(result.output_ids.size());
+  metrics_.countGeneration(static_cast<int64_t>(results[0].prompt_ids.size()), generated, seconds);
+  job.finish(std::move(results), receipt.receipt_sha256);
 }
 
 }  // namespace ree::server

@@ -1,9 +1,10 @@
 // The scheduler thread: takes the queued jobs and runs them through the one Engine in batches.
 // Jobs arriving while a batch runs wait for the next one. A batch holds at most one sampled job,
-// at position 0: the sampler's key is (seed, position in the batch, step), so position 0 gives a
-// sampled job the bits of `ree-launch run` with one prompt whatever else is in flight, and its
-// receipt (one request, index 0) verifies. Greedy tokens do not depend on the key, so greedy jobs
-// fill the other positions. In reproducible mode nothing else of a job depends on its batch-mates.
+// first: the sampler's key is (seed, position in the batch, step), so positions 0..n-1 give a
+// sampled job with n choices the bits of `ree-launch run` with its prompt n times, whatever else
+// is in flight, and its receipt (the n choices as requests 0..n-1) verifies. Greedy tokens do not
+// depend on the key, so greedy jobs fill the other positions. In reproducible mode nothing else of
+// a job depends on its batch-mates.
 #pragma once
 
 #include <deque>
@@ -35,7 +36,8 @@ class Scheduler {
   std::vector<std::shared_ptr<Job>> takeBatch();
   bool prepare(Job& job, GenerationRequest* request);
   void runBatch(const std::vector<std::shared_ptr<Job>>& batch);
-  void finishJob(Job& job, const GenerationRequest& request, GenerationResult result);
+  void finishJob(Job& job, const std::vector<GenerationRequest>& requests,
+                 std::vector<GenerationResult> results);
 
   Engine& engine_;
   ReceiptRunInfo run_;

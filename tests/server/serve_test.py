@@ -2,7 +2,7 @@
 """`ree-launch serve` on the CPU, loopback only (docs/serving.md; issue 26).
 
 1. The official openai client: completions, streaming and not, greedy and sampled, text and token
-   id prompts, stop strings. Text, ids and every step's logits hash equal `ree-launch run` for the
+   id prompts, stop strings, n > 1 (equal to a run with the prompt n times). Text, ids and every step's logits hash equal `ree-launch run` for the
    same prompt, seed and sampling, bitwise; every receipt is served at /v1/receipts/{id}, carries
    the response's sha256 and verifies with `ree-launch verify` on 1 and 2 stages.
 2. Load: 8 clients x 5 mixed requests (greedy and sampled, streaming and not, some streams
@@ -90,7 +90,12 @@ def spec_key(spec):
 
 
 def single_run(spec):
-    key = spec_key(spec)
+    return runs(spec, 1)[0]
+
+
+def runs(spec, copies):
+    """`ree-launch run` with the prompt `copies` times (requests 0..copies-1): one result each."""
+    key = spec_key(spec) + str(copies)
     with RUN_LOCK:
         if key in RUN_CACHE:
             return RUN_CACHE[key]
@@ -99,14 +104,21 @@ def single_run(spec):
            "--temperature", repr(spec.get("temperature", 0.0)),
            "--top-p", repr(spec.get("top_p", 1.0)), "--top-k", str(spec.get("top_k", 0)),
            "--seed", str(spec.get("seed", 0))]
-    if isinstance(spec["prompt"], str):
+    if copies > 1:
+        line = {"prompt": spec["prompt"]} if isinstance(spec["prompt"], str) else {
+            "prompt_ids": spec["prompt"]}
+        path = os.path.join(WORK, "prompts-%s.jsonl" % hashlib.sha256(key.encode()).hexdigest())
+        with open(path, "w") as f:
+            f.write((json.dumps(line) + "\n") * copies)
+        cmd += ["--prompt-file", path]
+    elif isinstance(spec["prompt"], str):
         cmd += ["--prompt-text", spec["prompt"]]
     else:
         cmd += ["--prompt-ids", ",".join(map(str, spec["prompt"]))]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     if out.returncode != 0:
         sys.exit("ree-launch run failed: %s" % out.stderr)
-    result = json.loads(out.stdout.splitlines()[0])
+    result = [json.loads(line) for line in out.stdout.splitlines()]
     with RUN_LOCK:
         RUN_CACHE[key] = result
     return result
@@ -251,6 +263,7 @@ def basic_part(port):
     for stream in (False, True):
         got = complete(client, stop_spec, stream)
         check_answer(port, stop_spec, got, "stop stream=%s" % stream, check_ids=not stream)
+    paths += several_choices(port, client)
     models = client.models.list()
     check([m.id for m in models.data] == [MODEL], "models: %s" % models)
     try:
@@ -272,8 +285,50 @@ def basic_part(port):
           "metrics: %s" % text[:300])
     verified = verify_all(paths, [1, 2])
     KEPT.extend(paths)
-    print("basic: %d answers equal ree-launch run; %d verifications passed (1 and 2 stages)"
+    print("basic: %d answers (3 with n > 1) equal ree-launch run; %d verifications passed (1 and 2 "
+          "stages)"
           % (len(paths), verified), flush=True)
+
+
+def several_choices(port, client):
+    """n > 1: the choices equal `ree-launch run` with the prompt n times (requests 0..n-1), and
+    the receipt holds them as its n requests."""
+    paths = []
+    for spec, stream in [({"prompt": "Choices", "max_tokens": 9, "temperature": 0.9, "seed": 77,
+                           "n": 3}, False),
+                         ({"prompt": [256, 67, 104], "max_tokens": 7, "temperature": 1.2,
+                           "top_k": 20, "seed": 3, "n": 2}, True),
+                         ({"prompt": "Greedy pair", "max_tokens": 6, "n": 2}, False)]:
+        n = spec["n"]
+        refs = runs({k: v for k, v in spec.items() if k != "n"}, n)
+        args, extra = request_args(spec)
+        if stream:
+            texts, ids, reasons, receipt = [""] * n, [[] for _ in range(n)], [None] * n, None
+            for chunk in client.completions.create(**args, n=n, stream=True, extra_body=extra):
+                receipt = (chunk.model_extra or {}).get("receipt") or receipt
+                for c in chunk.choices:
+                    texts[c.index] += c.text
+                    ids[c.index] += (c.model_extra or {}).get("token_ids", [])
+                    reasons[c.index] = c.finish_reason or reasons[c.index]
+        else:
+            c = client.completions.create(**args, n=n, extra_body=extra)
+            choices = sorted(c.choices, key=lambda x: x.index)
+            texts = [x.text for x in choices]
+            ids = [x.model_extra["token_ids"] for x in choices]
+            reasons = [x.finish_reason for x in choices]
+            receipt = c.model_extra["receipt"]
+        label = "n=%d stream=%s" % (n, stream)
+        check(texts == [r["text"] for r in refs], "%s: texts %s" % (label, texts))
+        check(ids == [r["output_ids"] for r in refs], "%s: ids %s" % (label, ids))
+        check(reasons == ["stop" if r["finish_reason"] == "eos" else "length" for r in refs],
+              "%s: finish reasons %s" % (label, reasons))
+        status, _, body = raw(port, "GET", "/v1/receipts/" + receipt["id"])
+        requests = json.loads(body)["requests"] if status == 200 else []
+        check([r["step_logits_sha256"] for r in requests] == [r["step_logits_sha256"] for r in refs]
+              and [r["index"] for r in requests] == list(range(n)),
+              "%s: the receipt's requests are not the run's" % label)
+        paths.append(os.path.join(RECEIPTS, receipt["id"] + ".json"))
+    return paths
 
 
 # ---- 2. load ------------------------------------------------------------------------------------
@@ -398,7 +453,9 @@ def malformed_cases():
         ("stream not bool", "POST", post, w(stream="yes"), {}),
         ("stream_options without stream", "POST", post,
          w(stream_options={"include_usage": True}), {}),
-        ("n 2", "POST", post, w(n=2), {}),
+        ("n 0", "POST", post, w(n=0), {}),
+        ("n 129", "POST", post, w(n=129), {}),
+        ("best_of unlike n", "POST", post, w(n=2, best_of=3), {}),
         ("logprobs", "POST", post, w(logprobs=1), {}),
         ("unknown model", "POST", post, w(model="gpt-4"), {}),
         ("invalid UTF-8", "POST", post, b'{"prompt": "\xff\xfe", "max_tokens": 2}', {}),
