@@ -1,0 +1,80 @@
+// jinja2's tests (x is defined, x is none, x is string, ...) with jinja2/tests.py's semantics.
+#include "chat/jinja_builtins.h"
+#include "chat/jinja_error.h"
+#include "chat/jinja_text.h"
+
+namespace ree::models::jinja {
+
+namespace {
+
+const Value& argument(const Args& args, const char* test) {
+  const Value* arg = args.get(0, nullptr);
+  if (arg == nullptr) fail(std::string("the '") + test + "' test needs an argument");
+  return *arg;
+}
+
+bool isInteger(const Value& v) {
+  return v.kind == Kind::kInt;
+}
+
+bool comparisonTest(const std::string& name, const Value& input, const Args& args, bool* result) {
+  static const char* const kAliases[][2] = {
+      {"eq", "=="}, {"equalto", "=="},    {"==", "=="},      {"ne", "!="},
+      {"!=", "!="}, {"lt", "<"},          {"lessthan", "<"}, {"<", "<"},
+      {"le", "<="}, {"<=", "<="},         {"gt", ">"},       {">", ">"},
+      {"ge", ">="}, {"greaterthan", ">"}, {">=", ">="},      {"in", "in"}};
+  for (const auto& alias : kAliases) {
+    if (name != alias[0]) continue;
+    *result = compareOperator(alias[1], input, argument(args, alias[0]));
+    return true;
+  }
+  return false;
+}
+
+bool numberTest(const std::string& name, const Value& input, const Args& args, bool* result) {
+  if (name == "odd" || name == "even" || name == "divisibleby") {
+    if (!isInteger(input) && input.kind != Kind::kBool)
+      fail("the '" + name + "' test needs an integer");
+    const int64_t value = input.kind == Kind::kBool ? input.boolean : input.integer;
+    if (name == "divisibleby") {
+      const Value& divisor = argument(args, "divisibleby");
+      if (divisor.kind != Kind::kInt || divisor.integer == 0)
+        fail("divisibleby needs a non-zero integer");
+      *result = value % divisor.integer == 0;
+    } else {
+      *result = (value % 2 != 0) == (name == "odd");
+    }
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool applyTest(const std::string& name, const Value& input, const Args& args) {
+  bool result = false;
+  if (comparisonTest(name, input, args, &result) || numberTest(name, input, args, &result))
+    return result;
+  const Kind k = input.kind;
+  if (name == "defined") return k != Kind::kUndefined;
+  if (name == "undefined") return k == Kind::kUndefined;
+  if (name == "none") return k == Kind::kNone;
+  if (name == "true") return k == Kind::kBool && input.boolean;
+  if (name == "false") return k == Kind::kBool && !input.boolean;
+  if (name == "boolean") return k == Kind::kBool;
+  if (name == "string") return k == Kind::kString;
+  if (name == "number") return k == Kind::kInt || k == Kind::kFloat || k == Kind::kBool;
+  if (name == "integer") return k == Kind::kInt;
+  if (name == "float") return k == Kind::kFloat;
+  if (name == "mapping") return k == Kind::kDict;
+  if (name == "iterable") return input.isIterable();
+  if (name == "sequence") return input.isIterable();
+  if (name == "callable") return k == Kind::kCallable;
+  if (name == "sameas")
+    return equals(input, argument(args, "sameas")) && k == argument(args, "sameas").kind;
+  if (name == "lower") return k == Kind::kString && toLower(input.text) == input.text;
+  if (name == "upper") return k == Kind::kString && toUpper(input.text) == input.text;
+  fail("no test named '" + name + "'");
+}
+
+}  // namespace ree::models::jinja
