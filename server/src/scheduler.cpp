@@ -35,7 +35,7 @@ bool Scheduler::submit(const std::shared_ptr<Job>& job) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (draining_) return false;
   queue_.push_back(job);
-  metrics_.setQueue(queue_.size(), 0);
+  metrics_.setQueue(queue_.size(), running_);
   changed_.notify_all();
   return true;
 }
@@ -55,7 +55,8 @@ void Scheduler::loop() {
     if (batch.empty()) return;  // draining and nothing left
     runBatch(batch);
     std::lock_guard<std::mutex> lock(mutex_);
-    metrics_.setQueue(queue_.size(), 0);
+    running_ = 0;
+    metrics_.setQueue(queue_.size(), running_);
   }
 }
 
@@ -85,7 +86,8 @@ std::vector<std::shared_ptr<Job>> Scheduler::takeBatch() {
     sequences += n;
     it = queue_.erase(it);
   }
-  metrics_.setQueue(queue_.size(), batch.size());
+  running_ = batch.size();
+  metrics_.setQueue(queue_.size(), running_);
   return batch;
 }
 

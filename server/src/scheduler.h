@@ -46,6 +46,7 @@ class Scheduler {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<std::shared_ptr<Job>> queue_;
+  size_t running_ = 0;  // jobs in the batch that runs now
   bool draining_ = false;
   std::thread thread_;
 };

@@ -1,0 +1,149 @@
+// The server's pieces that need no socket: request parsing, stop strings, receipt ids, metrics.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "api_error.h"
+#include "completion_request.h"
+#include "metrics.h"
+#include "receipt_store.h"
+#include "stop_strings.h"
+
+namespace ree::server {
+namespace {
+
+RequestLimits limits() {
+  RequestLimits l;
+  l.model_name = "m";
+  l.vocab_size = 258;
+  return l;
+}
+
+bool parse(const std::string& body, CompletionRequest* out, ApiError* error) {
+  return parseCompletionRequest(body, limits(), out, error);
+}
+
+TEST(CompletionRequest, ReadsEveryField) {
+  CompletionRequest r;
+  ApiError e;
+  ASSERT_TRUE(parse(R"({"model": "m", "prompt": [1, 257], "max_tokens": 5, "temperature": 0.7,
+                        "top_p": 0.5, "top_k": -1, "seed": 18446744073709551615, "stop": "x",
+                        "stream": true, "stream_options": {"include_usage": true}, "n": 3,
+                        "best_of": 3, "add_special_tokens": false, "user": "u"})",
+                    &r, &e))
+      << e.message;
+  EXPECT_TRUE(r.prompt_is_ids);
+  EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{1, 257}));
+  EXPECT_EQ(r.max_tokens, 5);
+  EXPECT_EQ(r.sampling.temperature, 0.7f);
+  EXPECT_EQ(r.sampling.top_p, 0.5f);
+  EXPECT_EQ(r.sampling.top_k, 0);
+  EXPECT_EQ(r.sampling.seed, UINT64_MAX);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"x"}));
+  EXPECT_TRUE(r.stream && r.include_usage && !r.add_special_tokens);
+  EXPECT_EQ(r.n, 3);
+}
+
+TEST(CompletionRequest, DefaultsAreOpenAis) {
+  CompletionRequest r;
+  ApiError e;
+  ASSERT_TRUE(parse(R"({"prompt": "hi"})", &r, &e)) << e.message;
+  EXPECT_EQ(r.max_tokens, 16);
+  EXPECT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_EQ(r.sampling.seed, 0u);
+  EXPECT_EQ(r.n, 1);
+}
+
+TEST(CompletionRequest, RefusalsNameTheField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"prompt": "a", "max_tokens": 0})", "max_tokens"},
+      {R"({"prompt": "a", "max_tokens": 18446744073709551615})", "max_tokens"},
+      {R"({"prompt": "a", "max_tokens": 2147483648})", "max_tokens"},
+      {R"({"prompt": "a", "seed": -1})", "seed"},
+      {R"({"prompt": "a", "temperature": 10001})", "temperature"},
+      {R"({"prompt": "a", "top_p": 1e-50})", "top_p"},
+      {R"({"prompt": "a", "top_k": -2})", "top_k"},
+      {R"({"prompt": [258]})", "prompt"},
+      {R"({"prompt": "a", "n": 129})", "n"},
+      {R"({"prompt": "a", "n": 2, "best_of": 1})", "best_of"},
+      {R"({"prompt": "a", "stop": ["a", 1]})", "stop"},
+      {R"({"prompt": "a", "x": 1})", "x"},
+  };
+  for (const auto& [body, param] : cases) {
+    CompletionRequest r;
+    ApiError e;
+    EXPECT_FALSE(parse(body, &r, &e)) << body;
+    EXPECT_EQ(e.param, param) << body;
+    EXPECT_EQ(e.http_status, 400) << body;
+  }
+  CompletionRequest r;
+  ApiError e;
+  EXPECT_FALSE(parse(R"({"prompt": "a", "model": "other"})", &r, &e));
+  EXPECT_EQ(e.http_status, 404);
+  EXPECT_EQ(e.code, "model_not_found");
+}
+
+TEST(ApiError, ClientMessageDropsTheSourceLocation) {
+  EXPECT_EQ(clientMessage("bad thing (core/src/x.cpp:12) [io-error]"), "bad thing");
+  EXPECT_EQ(clientMessage("kept (as it is)"), "kept (as it is)");
+  EXPECT_EQ(errorBody(badRequest("", "m")),
+            R"({"error":{"code":null,"message":"m","param":null,"type":"invalid_request_error"}})");
+}
+
+// Whatever pieces the text arrives in, the stream shows exactly the whole text's cut.
+TEST(StopScanner, StreamedEqualsWhole) {
+  std::mt19937 rng(26);
+  const std::string alphabet = "abc";
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::string text;
+    for (int i = rng() % 30; i > 0; --i)
+      text += alphabet[rng() % alphabet.size()];
+    std::vector<std::string> stops;
+    for (int s = 1 + rng() % 3; s > 0; --s) {
+      std::string stop;
+      for (int i = 1 + rng() % 4; i > 0; --i)
+        stop += alphabet[rng() % alphabet.size()];
+      stops.push_back(stop);
+    }
+    bool whole_stopped = false;
+    const std::string whole = applyStops(text, stops, &whole_stopped);
+    StopScanner scanner(stops);
+    std::string shown;
+    for (size_t at = 0; at < text.size();) {
+      size_t n = std::min<size_t>(text.size() - at, rng() % 4);
+      shown += scanner.feed(text.substr(at, n));
+      at += n;
+    }
+    shown += scanner.finish();
+    ASSERT_EQ(shown, whole) << text;
+    ASSERT_EQ(scanner.stopped(), whole_stopped) << text;
+  }
+  bool stopped = false;
+  EXPECT_EQ(applyStops("xabcd", {"abcd", "bc"}, &stopped), "xa");  // "bc" is complete first
+  EXPECT_TRUE(stopped);
+}
+
+TEST(ReceiptStore, IdsAreFreshAndChecked) {
+  std::string a = newReceiptId();
+  EXPECT_TRUE(isReceiptId(a));
+  EXPECT_NE(a, newReceiptId());
+  EXPECT_FALSE(isReceiptId("cmpl-../../etc/passwd"));
+  EXPECT_FALSE(isReceiptId("cmpl-" + std::string(32, 'A')));
+}
+
+TEST(Metrics, PrometheusText) {
+  Metrics m;
+  m.countResponse("completions", 200);
+  m.countGeneration(3, 4, 0.2);
+  const std::string text = m.render();
+  EXPECT_NE(text.find("ree_http_responses_total{endpoint=\"completions\",code=\"200\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("ree_request_latency_seconds_bucket{le=\"0.1\"} 0\n"), std::string::npos);
+  EXPECT_NE(text.find("ree_request_latency_seconds_bucket{le=\"0.25\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("ree_generated_tokens_total 4\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ree::server
