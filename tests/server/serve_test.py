@@ -2,12 +2,14 @@
 """`ree-launch serve` on the CPU, loopback only (docs/serving.md; issue 26).
 
 1. The official openai client: completions, streaming and not, greedy and sampled, text and token
-   id prompts, stop strings, n > 1 (equal to a run with the prompt n times). Text, ids and every step's logits hash equal `ree-launch run` for the
-   same prompt, seed and sampling, bitwise; every receipt is served at /v1/receipts/{id}, carries
-   the response's sha256 and verifies with `ree-launch verify` on 1 and 2 stages.
-2. Load: 8 clients x 5 mixed requests (greedy and sampled, streaming and not, some streams
-   cancelled): every completed answer equals its single run; the receipt directory holds exactly
-   one receipt per accepted request (none lost, none duplicated, cancelled ones included).
+   id prompts, stop strings, n > 1 (equal to a run with the prompt n times). Text, ids and every
+   step's logits hash equal `ree-launch run` for the same prompt, seed and sampling, bitwise;
+   every receipt is served at /v1/receipts/{id}, carries the response's sha256 and verifies with
+   `ree-launch verify` on 1 and 2 stages.
+2. Load: 8 clients x 5 mixed requests (REE_SERVE_CLIENTS x REE_SERVE_PER_CLIENT; greedy and
+   sampled, streaming and not, some streams cancelled): every completed answer equals its single
+   run; the receipt directory holds exactly one receipt per accepted request (none lost, none
+   duplicated, cancelled ones included); p50/p99 latency and tokens/s are printed.
 3. Malformed requests: each gets a 4xx with the OpenAI error shape; the server keeps serving.
 4. SIGTERM: a stream in flight finishes with its receipt, then the server exits 0.
 5. Restart on the same receipt directory: the receipts already returned are still served.
@@ -36,6 +38,10 @@ for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROX
 os.environ["NO_PROXY"] = os.environ["no_proxy"] = "*"
 
 LAUNCH, WORK = sys.argv[1], sys.argv[2]
+# The load part's size; CI keeps the default, e.g. REE_SERVE_CLIENTS=32 REE_SERVE_PER_CLIENT=16 for
+# the issue's 500 requests from 32 clients.
+CLIENTS = int(os.environ.get("REE_SERVE_CLIENTS", "8"))
+PER_CLIENT = int(os.environ.get("REE_SERVE_PER_CLIENT", "5"))
 PARTS = (sys.argv[3] if len(sys.argv) > 3 else "basic,load,malformed,drain,restart").split(",")
 MODEL = "builtin:tiny-llama"
 API_KEY = "test-key-123"
@@ -353,8 +359,8 @@ def load_part(port):
     specs = load_specs(rng)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         list(pool.map(single_run, specs))
-    plan = [[(rng.choice(specs), rng.random() < 0.4, rng.random() < 0.15) for _ in range(5)]
-            for _ in range(8)]
+    plan = [[(rng.choice(specs), rng.random() < 0.4, rng.random() < 0.15)
+             for _ in range(PER_CLIENT)] for _ in range(CLIENTS)]
     results, latencies, accepted = [], [], []
     lock = threading.Lock()
 
@@ -405,10 +411,10 @@ def load_part(port):
           % (batched, batches))
     lat = sorted(latencies)
     tokens = sum(len(got["token_ids"]) for _, got in results)
-    print("load: %d requests from 8 clients (%d completed, %d cancelled) in %.2f s; latency p50 "
+    print("load: %d requests from %d clients (%d completed, %d cancelled) in %.2f s; latency p50 "
           "%.3f s p99 %.3f s; %.1f tokens/s; %d receipts verified on 2 stages; %d requests in %d "
           "engine batches so far"
-          % (len(accepted), len(results), len(accepted) - len(results), wall,
+          % (len(accepted), CLIENTS, len(results), len(accepted) - len(results), wall,
              lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))], tokens / wall,
              verified, batched, batches), flush=True)
     return expected
