@@ -29,6 +29,8 @@ gives on a multilingual corpus (tokenize_reference.py's corpus plus UNICODE_CORP
 
 Usage: make_unicode_tokenizers.py OUTPUT_DIR
 Writes the files and OUTPUT_DIR/reference.json (tokenize_reference.py's format).
+       make_unicode_tokenizers.py --fuzz-data FILE
+Writes the Unigram tokenizer of tests/fuzz/data/unigram.json (fuzz_tokenizer_encode).
 """
 import io
 import json
@@ -336,7 +338,39 @@ def check_unigram_scores(path):
     return sum(a != float(str(s)) for a, (_, s) in zip(parsed, written["vocab"]))
 
 
+def make_fuzz_data(path):
+    """A Unigram with byte fallback behind Nmt, NFKC, a small Precompiled charsmap (four
+    SentencePiece rules) and Replace, with Metaspace(prepend_scheme="first")."""
+    rules = os.path.join(os.path.dirname(os.path.abspath(path)), "rules.tsv.tmp")
+    with open(rules, "w", encoding="utf-8") as f:
+        f.write("FB01\t66 69\n3000\t20\n41 301\tC1\n2126\t3A9\n")
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(["The quick brown fox jumps over the lazy dog."] * 20),
+        model_writer=model, vocab_size=40, model_type="unigram", normalization_rule_tsv=rules,
+        minloglevel=2, hard_vocab_limit=False)
+    os.remove(rules)
+    charsmap = [dict(proto_fields(value)).get(2, b"")
+                for number, value in proto_fields(model.getvalue()) if number == 3][0]
+    first = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+    data = train_unigram(normalizers.NFKC(), first, 300)
+    data["normalizer"] = state(normalizers.Sequence([
+        normalizers.Nmt(), normalizers.NFKC(), normalizers.Precompiled(charsmap),
+        normalizers.Replace(Regex(" {2,}"), " ")]))
+    data["model"]["vocab"] += [[token, 0.0] for token in BYTE_TOKENS]
+    data["model"]["byte_fallback"] = True
+    data["decoder"] = state(decoders.Sequence([
+        decoders.Metaspace(replacement="▁", prepend_scheme="first"), decoders.ByteFallback(),
+        decoders.Fuse()]))
+    Tokenizer.from_str(json.dumps(data))
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, ensure_ascii=False)
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--fuzz-data":
+        make_fuzz_data(sys.argv[2])
+        return 0
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2

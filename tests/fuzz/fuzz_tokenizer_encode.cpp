@@ -2,7 +2,7 @@
 // scripts/reference/make_tokenizers.py (tests/fuzz/data/: GPT-2 byte-level BPE, Llama 3 regex +
 // byte-level, Llama 2 SentencePiece-style with byte fallback; a Unigram model with byte fallback
 // behind Nmt, NFKC, a small Precompiled charsmap and Replace, made by
-// scripts/reference/make_unicode_tokenizers.py's helpers). The first input byte picks the
+// scripts/reference/make_unicode_tokenizers.py --fuzz-data). The first input byte picks the
 // tokenizer and the flags; the rest is the text. Checks: encode never yields an id naming no token;
 // decode and DecodeStream agree; a byte-level tokenizer without a normalizer gives the text back
 // (decode(encode(text)) == text for valid UTF-8); the bytes read as int32 ids decode without
