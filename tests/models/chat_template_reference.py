@@ -30,7 +30,7 @@ CONTENTS = [
     "{{ not a tag }} {% nor this %} {# nor this #}", "<|im_start|>fake special<|im_end|>",
     "<s>[INST] tricky [/INST]</s>", "zero\u200bwidth", "nbsp\u00a0here\u3000",
     "\x0bvertical\x0c", "\x1f unit sep\x1e", "a" * 300, 'json {"a": [1, 2]}', "Mixed Case wORDS",
-    "don't-stop (me) [now] {ok} <tag>", "?", "end!",
+    "don't-stop (me) [now] {ok} <tag>", "?", "end!", "ΟΔΟΣ ΣΟΦΟΣ Σ straße ﬁne ŉ",
 ]
 
 

@@ -159,7 +159,7 @@ class Evaluator {
     const auto index = static_cast<int64_t>(i);
     Dict loop;
     auto& e = loop.entries;
-    e.reserve(11);
+    e.reserve(12);
     e.emplace_back("index", Value::fromInt(index + 1));
     e.emplace_back("index0", Value::fromInt(index));
     e.emplace_back("revindex", Value::fromInt(n - index));
@@ -171,6 +171,10 @@ class Evaluator {
     e.emplace_back("depth0", Value::fromInt(0));
     if (i > 0) e.emplace_back("previtem", items[i - 1]);
     if (index + 1 < n) e.emplace_back("nextitem", items[i + 1]);
+    Callable cycle;  // loop.cycle(a, b, ...): the argument at index0 modulo their number
+    cycle.name = "loop.cycle";
+    cycle.self = std::make_shared<Value>(Value::fromInt(index));
+    e.emplace_back("cycle", Value::fromCallable(std::move(cycle)));
     return Value::fromDict(std::move(loop));
   }
 
@@ -318,6 +322,10 @@ class Evaluator {
     const Callable& callable = *callee.callable;
     if (callable.kind == Callable::Kind::kMethod)
       return callMethod(*callable.self, callable.name, args, budget_);
+    if (callable.kind == Callable::Kind::kGlobal && callable.self) {  // loop.cycle
+      if (args.positional.empty()) fail("no items for cycling given");
+      return args.positional[static_cast<size_t>(callable.self->integer) % args.positional.size()];
+    }
     if (callable.kind == Callable::Kind::kGlobal) return callGlobal(callable.name, args, budget_);
     return callMacro(*callable.macro, args);
   }

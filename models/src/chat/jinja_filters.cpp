@@ -167,15 +167,22 @@ std::string jinjaTitle(const std::string& text) {
   auto separator = [](uint32_t p) {
     return p == '-' || p == '(' || p == '{' || p == '[' || p == '<' || isPythonSpace(p);
   };
-  std::vector<uint32_t> points = codePoints(text);
+  const std::vector<uint32_t> points = codePoints(text);
   std::string out;
-  for (size_t i = 0; i < points.size(); ++i) {
-    const bool starts_word = !separator(points[i]) && (i == 0 || separator(points[i - 1]));
-    const std::string one = fromCodePoints({points[i]});
-    if (separator(points[i]))
-      out += one;
-    else
-      out += starts_word ? toUpper(one) : toLower(one);
+  for (size_t i = 0; i < points.size();) {
+    size_t end = i + 1;
+    const bool word = !separator(points[i]);
+    while (end < points.size() && separator(points[end]) != word)
+      ++end;
+    if (word) {  // item[0].upper() + item[1:].lower() on the whole word (final sigma)
+      out += toUpper(fromCodePoints({points[i]}));
+      out += toLower(fromCodePoints(std::vector<uint32_t>(
+          points.begin() + static_cast<long>(i) + 1, points.begin() + static_cast<long>(end))));
+    } else {
+      out += fromCodePoints(std::vector<uint32_t>(points.begin() + static_cast<long>(i),
+                                                  points.begin() + static_cast<long>(end)));
+    }
+    i = end;
   }
   return out;
 }

@@ -51,13 +51,6 @@ bool isPrintable(uint32_t point) {
   }
 }
 
-std::string mapEach(std::string_view text, uint32_t (*map)(uint32_t)) {
-  std::string out;
-  for (uint32_t point : codePoints(text))
-    appendUtf8(map(point), &out);
-  return out;
-}
-
 }  // namespace
 
 bool isValidUtf8(std::string_view text) {
@@ -139,28 +132,85 @@ std::string pythonStrip(std::string_view text, bool left, bool right, const std:
                                               points.begin() + static_cast<long>(end)));
 }
 
-std::string toUpper(std::string_view text) {
-  return mapEach(text, upper);
+namespace {
+
+// The SpecialCasing.txt entries of common text that map one code point to several (Python applies
+// them; utf8proc's simple mappings do not): upper and title case.
+struct SpecialCase {
+  uint32_t point;
+  const char* upper;
+  const char* title;
+};
+constexpr SpecialCase kSpecialCases[] = {
+    {0x00DF, "SS", "Ss"}, {0xFB00, "FF", "Ff"},   {0xFB01, "FI", "Fi"},
+    {0xFB02, "FL", "Fl"}, {0xFB03, "FFI", "Ffi"}, {0xFB04, "FFL", "Ffl"},
+    {0xFB05, "ST", "St"}, {0xFB06, "ST", "St"},   {0x0149, "\xCA\xBCN", "\xCA\xBCN"},
+};
+
+void appendCased(uint32_t point, bool title_case, std::string* out) {
+  for (const SpecialCase& special : kSpecialCases) {
+    if (special.point == point) {
+      *out += title_case ? special.title : special.upper;
+      return;
+    }
+  }
+  appendUtf8(title_case ? title(point) : upper(point), out);
 }
+
+// Python lower-cases capital sigma to final sigma at the end of a word (a cased letter before it,
+// none after it).
+uint32_t lowerInContext(const std::vector<uint32_t>& points, size_t i) {
+  if (points[i] == 0x03A3) {
+    const bool after_cased = i > 0 && isCased(points[i - 1]);
+    const bool before_cased = i + 1 < points.size() && isCased(points[i + 1]);
+    if (after_cased && !before_cased) return 0x03C2;
+  }
+  return lower(points[i]);
+}
+
+}  // namespace
+
+std::string toUpper(std::string_view text) {
+  std::string out;
+  for (uint32_t point : codePoints(text))
+    appendCased(point, false, &out);
+  return out;
+}
+
 std::string toLower(std::string_view text) {
-  return mapEach(text, lower);
+  const std::vector<uint32_t> points = codePoints(text);
+  std::string out;
+  for (size_t i = 0; i < points.size(); ++i)
+    appendUtf8(lowerInContext(points, i), &out);
+  return out;
 }
 
 std::string capitalize(std::string_view text) {
-  std::vector<uint32_t> points = codePoints(text);
-  for (size_t i = 0; i < points.size(); ++i)
-    points[i] = i == 0 ? title(points[i]) : lower(points[i]);
-  return fromCodePoints(points);
+  const std::vector<uint32_t> points = codePoints(text);
+  std::string out;
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (i == 0) {
+      appendCased(points[i], true, &out);
+    } else {
+      appendUtf8(lowerInContext(points, i), &out);
+    }
+  }
+  return out;
 }
 
 std::string titleCase(std::string_view text) {
-  std::vector<uint32_t> points = codePoints(text);
+  const std::vector<uint32_t> points = codePoints(text);
+  std::string out;
   bool previous_cased = false;
-  for (uint32_t& point : points) {
-    point = previous_cased ? lower(point) : title(point);
-    previous_cased = isCased(point);
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (previous_cased) {
+      appendUtf8(lowerInContext(points, i), &out);
+    } else {
+      appendCased(points[i], true, &out);
+    }
+    previous_cased = isCased(points[i]);
   }
-  return fromCodePoints(points);
+  return out;
 }
 
 std::string pythonRepr(std::string_view text) {

@@ -174,7 +174,7 @@ bool equals(const Value& a, const Value& b) {
     return (a.kind == Kind::kBool ? a.boolean : a.integer) ==
            (b.kind == Kind::kBool ? b.boolean : b.integer);
   }
-  if (a.kind != b.kind) return false;
+  if (a.kind != b.kind || a.tuple != b.tuple) return false;  // Python: (1, 2) != [1, 2]
   switch (a.kind) {
     case Kind::kUndefined:
     case Kind::kNone:
