@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "gguf_builder.h"
 #include "ree/models/chat_template.h"
 
 namespace {
@@ -29,6 +30,8 @@ using ree::Status;
 using ree::models::ChatMessage;
 using ree::models::ChatRenderOptions;
 using ree::models::ChatTemplate;
+using ree::models::loadModelChatTemplate;
+using ree::models::ModelChatTemplate;
 using json = nlohmann::ordered_json;  // keeps the members in the order Python wrote them
 
 std::string envOrEmpty(const char* name) {
@@ -155,7 +158,109 @@ INSTANTIATE_TEST_SUITE_P(Templates, ChatTemplateWritten,
                          ::testing::Values("llama3", "llama3_1", "qwen2_5", "mistral", "mistral_v1",
                                            "gemma", "gemma3", "zephyr", "constructs"));
 
+TEST(ChatTemplateReference, SmolLM2GgufLoadsItsTemplateAndTokens) {
+  REQUIRE_REFERENCE();
+  if (!reference().data["templates"].contains("smollm2")) {
+    GTEST_SKIP() << "SmolLM2's template: " << reference().data["smollm2_source"].get<std::string>();
+  }
+  const std::string gguf = reference().data["smollm2_source"].get<std::string>();
+  ModelChatTemplate model;
+  ASSERT_EQ(loadModelChatTemplate(gguf, &model), Status::kSuccess) << ree::lastErrorMessage();
+  EXPECT_EQ(model.bos_token, "<|im_start|>");
+  EXPECT_EQ(model.eos_token, "<|im_end|>");
+  int compared = 0;
+  for (const json& c : reference().data["cases"]) {
+    if (c["template"] != "smollm2") continue;
+    ChatRenderOptions options;
+    options.add_generation_prompt = c["add_generation_prompt"].get<bool>();
+    options.bos_token = c["bos_token"].get<std::string>();
+    options.eos_token = c["eos_token"].get<std::string>();
+    std::string rendered;
+    ASSERT_EQ(model.chat_template->renderJson(c["messages"].dump(), options, &rendered),
+              Status::kSuccess);
+    EXPECT_EQ(rendered, c["expected"].get<std::string>());
+    ++compared;
+  }
+  EXPECT_GE(compared, 40);
+}
+
 // ----- without Python
+
+std::string scratchDir(const std::string& name) {
+  const std::string root = envOrEmpty("REE_TEST_TMP").empty()
+                               ? std::filesystem::temp_directory_path().string()
+                               : envOrEmpty("REE_TEST_TMP");
+  const std::string dir = root + "/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+void writeText(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+std::string renderModel(const std::string& model) {
+  ModelChatTemplate loaded;
+  if (loadModelChatTemplate(model, &loaded) != Status::kSuccess)
+    return "ERROR " + std::string(ree::lastErrorMessage());
+  ChatRenderOptions options;
+  options.bos_token = loaded.bos_token;
+  options.eos_token = loaded.eos_token;
+  std::string out;
+  if (loaded.chat_template->render({{"user", "hi"}}, options, &out) != Status::kSuccess) {
+    return "ERROR " + std::string(ree::lastErrorMessage());
+  }
+  return out;
+}
+
+TEST(ChatTemplate, FindsTheTemplateOfAModelDirectoryOrGguf) {
+  const std::string dir = scratchDir("model_dir");
+  const std::string tmpl =
+      "{{ bos_token }}{% for m in messages %}[{{ m.content }}]{% endfor %}{{ eos_token }}";
+  writeText(dir + "/tokenizer_config.json",
+            json{{"bos_token", {{"content", "<s>"}, {"lstrip", false}}},
+                 {"eos_token", "</s>"},
+                 {"chat_template", tmpl}}
+                .dump());
+  EXPECT_EQ(renderModel(dir), "<s>[hi]</s>");
+  writeText(dir + "/tokenizer_config.json",
+            json{{"bos_token", "<s>"},
+                 {"chat_template",
+                  json::array({json{{"name", "tool_use"}, {"template", "T"}},
+                               json{{"name", "default"}, {"template", "D{{ bos_token }}"}}})}}
+                .dump());
+  EXPECT_EQ(renderModel(dir), "D<s>");
+  writeText(dir + "/chat_template.jinja", "J{{ messages[0].content }}\n");
+  EXPECT_EQ(renderModel(dir), "Jhi");
+  std::filesystem::remove(dir + "/chat_template.jinja");
+  writeText(dir + "/tokenizer_config.json", json{{"bos_token", "<s>"}}.dump());
+  EXPECT_NE(renderModel(dir).find("has no chat_template"), std::string::npos) << renderModel(dir);
+  writeText(dir + "/tokenizer_config.json", "{\"chat_template\": \"{{ x\"}");
+  EXPECT_NE(renderModel(dir).find("tokenizer_config.json:1:1:"), std::string::npos)
+      << renderModel(dir);
+  EXPECT_NE(renderModel("builtin:tiny-llama").find("has no chat template"), std::string::npos);
+  EXPECT_NE(renderModel(dir + "/missing").find("not a model directory"), std::string::npos);
+
+  ree::models::test::GgufBuilder builder;
+  builder.addString("general.architecture", "llama");
+  builder.addString("tokenizer.chat_template",
+                    "{{ bos_token }}{{ messages[0].content }}{{ eos_token }}");
+  builder.addU32("tokenizer.ggml.bos_token_id", 1);
+  builder.addU32("tokenizer.ggml.eos_token_id", 2);
+  std::string tokens = ree::models::test::u32le(8) + ree::models::test::u64le(3);
+  for (const char* token : {"<unk>", "<|im_start|>", "<|im_end|>"})
+    tokens += ree::models::test::ggufString(token);
+  builder.addEntry("tokenizer.ggml.tokens", 9, tokens);
+  builder.write(dir + "/chat.gguf");
+  EXPECT_EQ(renderModel(dir + "/chat.gguf"), "<|im_start|>hi<|im_end|>");
+  ree::models::test::GgufBuilder plain;
+  plain.addString("general.architecture", "llama");
+  plain.write(dir + "/plain.gguf");
+  EXPECT_NE(renderModel(dir + "/plain.gguf").find("has no tokenizer.chat_template"),
+            std::string::npos)
+      << renderModel(dir + "/plain.gguf");
+}
 
 std::string parseError(const std::string& text) {
   std::unique_ptr<ChatTemplate> compiled;

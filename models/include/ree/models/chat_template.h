@@ -74,4 +74,22 @@ class ChatTemplate {
   std::unique_ptr<Impl> impl_;
 };
 
+// The chat template a model ships, with the token strings its templates refer to.
+struct ModelChatTemplate {
+  std::unique_ptr<ChatTemplate> chat_template;
+  std::string bos_token;  // "" when the model names none
+  std::string eos_token;
+};
+
+// Finds and compiles the chat template of `model`, as transformers does:
+// - a Hugging Face directory: chat_template.jinja if present, else tokenizer_config.json's
+//   "chat_template" (a string, or a list of {"name", "template"} of which "default" is taken);
+//   bos_token and eos_token from tokenizer_config.json (a string or {"content": ...});
+// - a .gguf file: tokenizer.chat_template; the tokens named by tokenizer.ggml.bos_token_id and
+//   eos_token_id in tokenizer.ggml.tokens.
+// kUnsupported (one line naming the model) when the model has no chat template (e.g. a base
+// model, or builtin:tiny-llama); kIoError/kInvalidArgument for unreadable or malformed files.
+Status loadModelChatTemplate(const std::string& model, ModelChatTemplate* out,
+                             const ChatTemplateLimits& limits = {});
+
 }  // namespace ree::models
