@@ -230,12 +230,18 @@ Status readGenerationFlags(const Flags& flags, GenerationRequest* base) {
   return Status::kSuccess;
 }
 
-PromptFlags promptFlags(const Flags& flags) {
+PromptFlags promptFlags(const Flags& flags, const std::string& model) {
   PromptFlags prompt;
   prompt.has_text = flags.given("prompt-text");
   prompt.has_ids = flags.given("prompt-ids");
   prompt.has_file = flags.given("prompt-file");
-  prompt.given = int(prompt.has_text) + int(prompt.has_ids) + int(prompt.has_file);
+  prompt.has_chat = flags.given("chat");
+  prompt.has_system = flags.given("system");
+  prompt.given =
+      int(prompt.has_text) + int(prompt.has_ids) + int(prompt.has_file) + int(prompt.has_chat);
+  if (prompt.has_chat) prompt.chat = flags.text("chat");
+  if (prompt.has_system) prompt.system = flags.text("system");
+  prompt.model = model;
   if (prompt.has_text) prompt.text = flags.text("prompt-text");
   if (prompt.has_ids) prompt.ids = flags.text("prompt-ids");
   if (prompt.has_file) prompt.file = flags.text("prompt-file");
@@ -276,7 +282,7 @@ Status parseCommandLine(int argc, const char* const* argv, LaunchOptions* out) {
     GenerationRequest base;
     REE_RETURN_IF_ERROR(readGenerationFlags(flags, &base));
     if (out->plan_only) return Status::kSuccess;
-    return buildRequests(promptFlags(flags), base, &out->requests);
+    return buildRequests(promptFlags(flags, out->engine.model), base, &out->requests);
   } catch (const std::exception& error) {
     return REE_FAIL(Status::kInvalidArgument, "%s (see ree-launch --help)",
                     plainQuotes(error.what()).c_str());

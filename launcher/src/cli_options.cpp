@@ -37,6 +37,9 @@ void addModelAndPrompt(cxxopts::Options& options) {
     ("prompt-file", "JSONL file (at most 256 MiB, 1,000,000 prompts, 16 MiB a line): one JSON "
                     "string, {\"prompt\": ...} or {\"prompt_ids\": [...]} per line", value())
     ("prompt-ids", "Comma-separated prompt token ids, digits only (bypasses the tokenizer)", value())
+    ("chat", "A user message, rendered with the model's chat template (tokenizer_config.json or "
+             "GGUF tokenizer.chat_template) and the assistant's turn header", value())
+    ("system", "A system message before --chat's user message", value())
     ("no-special-tokens", "Do not add the tokenizer's BOS/template tokens to the prompt");
   options.add_options("Generation")
     ("max-new-tokens", "Tokens to generate per prompt, 1..2147483647", value("64"))
@@ -90,7 +93,7 @@ cxxopts::Options makeLaunchOptions() {
   cxxopts::Options options("ree-launch", kDescription);
   options.custom_help(
       "[run] --model DIR|builtin:tiny-llama (--prompt-text TEXT | --prompt-file "
-      "FILE.jsonl | --prompt-ids IDS) [options]");
+      "FILE.jsonl | --prompt-ids IDS | --chat TEXT [--system TEXT]) [options]");
   addModelAndPrompt(options);
   addExecutionAndPipeline(options);
   addVerificationAndOutput(options);

@@ -1,5 +1,6 @@
 #include "prompt_sources.h"
 
+#include "chat_prompt.h"
 #include "prompt_file.h"
 #include "ree/core/text.h"
 
@@ -44,11 +45,21 @@ Status parsePromptIdList(const std::string& text, std::vector<int32_t>* ids) {
 Status buildRequests(const PromptFlags& flags, const GenerationRequest& base,
                      std::vector<GenerationRequest>* requests) {
   if (flags.given != 1) {
-    return REE_FAIL(Status::kInvalidArgument,
-                    "give exactly one of --prompt-text, --prompt-file, --prompt-ids (got %d)",
-                    flags.given);
+    return REE_FAIL(
+        Status::kInvalidArgument,
+        "give exactly one of --prompt-text, --prompt-file, --prompt-ids, --chat (got %d)",
+        flags.given);
   }
-  if (flags.has_text) {
+  if (flags.has_system && !flags.has_chat) {
+    return REE_FAIL(Status::kInvalidArgument, "--system needs --chat (the user's message)");
+  }
+  if (flags.has_chat) {
+    GenerationRequest request = base;
+    REE_RETURN_IF_ERROR(renderChatPrompt(flags.model, flags.has_system ? &flags.system : nullptr,
+                                         flags.chat, &request.prompt_text));
+    request.add_special_tokens = false;  // the template wrote them
+    requests->push_back(std::move(request));
+  } else if (flags.has_text) {
     GenerationRequest request = base;
     request.prompt_text = flags.text;
     requests->push_back(std::move(request));
