@@ -13,6 +13,16 @@ namespace {
 
 constexpr int kIntMax = 0x7fffffff;
 
+// cxxopts quotes with U+2018/U+2019; one-line ASCII is easier to grep (as `run`'s errors).
+std::string plainQuotes(std::string message) {
+  for (const char* quote : {"\xe2\x80\x98", "\xe2\x80\x99"}) {
+    for (size_t at = message.find(quote); at != std::string::npos; at = message.find(quote, at)) {
+      message.replace(at, 3, "'");
+    }
+  }
+  return printableText(message, 200);
+}
+
 std::shared_ptr<cxxopts::Value> value(const char* default_value = nullptr) {
   auto v = cxxopts::value<std::string>();
   if (default_value != nullptr) v->default_value(default_value);
@@ -125,7 +135,7 @@ Status parseServeCommandLine(int argc, const char* const* argv, server::ServerOp
     parsed = options.parse(argc, argv);
   } catch (const std::exception& error) {
     return REE_FAIL(Status::kInvalidArgument, "serve: %s (see ree-launch serve --help)",
-                    printableText(error.what(), 200).c_str());
+                    plainQuotes(error.what()).c_str());
   }
   *help = parsed.count("help") > 0;
   if (*help) return Status::kSuccess;

@@ -4,6 +4,7 @@
 
 #include <httplib.h>
 #include <pthread.h>
+#include <sys/socket.h>
 
 #include <csignal>
 #include <cstdio>
@@ -64,6 +65,12 @@ Status bindServer(const ServerOptions& options, httplib::Server& http, int* port
 void configureHttp(const ServerOptions& options, httplib::Server& http) {
   const int threads = options.http_threads;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // httplib's default sets SO_REUSEPORT, which lets a second server bind the same port and share
+  // its connections; SO_REUSEADDR alone still allows a quick restart on the port.
+  http.set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   http.set_payload_max_length(options.max_body_bytes);
   http.set_read_timeout(30, 0);
   http.set_keep_alive_timeout(5);

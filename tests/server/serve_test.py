@@ -12,10 +12,12 @@
    duplicated, cancelled ones included); p50/p99 latency and tokens/s are printed.
 3. Malformed requests: each gets a 4xx with the OpenAI error shape; the server keeps serving.
 4. SIGTERM: a stream in flight finishes with its receipt, then the server exits 0.
-5. Restart on the same receipt directory: the receipts already returned are still served.
+5. Restart on the same receipt directory: the receipts already returned are still served; a
+   second server on the same port is refused.
+And first: bad `serve` flags get one line naming the flag and exit 2.
 
 usage: serve_test.py REE_LAUNCH WORKDIR [PARTS]
-PARTS: a comma-separated subset of basic,load,malformed,drain,restart (default all), e.g.
+PARTS: a comma-separated subset of flags,basic,load,malformed,drain,restart (default all), e.g.
 "malformed,drain" for a quick run of a sanitizer build.
 """
 import concurrent.futures
@@ -42,7 +44,7 @@ LAUNCH, WORK = sys.argv[1], sys.argv[2]
 # the issue's 500 requests from 32 clients.
 CLIENTS = int(os.environ.get("REE_SERVE_CLIENTS", "8"))
 PER_CLIENT = int(os.environ.get("REE_SERVE_PER_CLIENT", "5"))
-PARTS = (sys.argv[3] if len(sys.argv) > 3 else "basic,load,malformed,drain,restart").split(",")
+PARTS = (sys.argv[3] if len(sys.argv) > 3 else "flags,basic,load,malformed,drain,restart").split(",")
 MODEL = "builtin:tiny-llama"
 API_KEY = "test-key-123"
 MAX_CONTEXT = 256
@@ -534,6 +536,16 @@ def drain_part(proc, port):
 def restart_part():
     proc, port = start_server()
     try:
+        # A second server on the same port is refused (no SO_REUSEPORT sharing of connections).
+        try:
+            second = subprocess.run([LAUNCH, "serve", "--model", MODEL, "--cpu-only", "--port",
+                                     str(port), "--receipt-dir", RECEIPTS], capture_output=True,
+                                    text=True, timeout=15)
+            check(second.returncode == 2 and "cannot listen" in second.stderr,
+                  "restart: a second server on port %d: %d %s" % (port, second.returncode,
+                                                                  second.stderr))
+        except subprocess.TimeoutExpired:
+            check(False, "restart: a second server listens on the same port %d" % port)
         for path in KEPT:
             receipt_id = os.path.basename(path)[:-5]
             status, _, body = raw(port, "GET", "/v1/receipts/" + receipt_id)
@@ -547,11 +559,34 @@ def restart_part():
           flush=True)
 
 
+# ---- 0. flags -----------------------------------------------------------------------------------
+def flags_part():
+    cases = [(["--model", MODEL, "--port", "99999"], "--port"),
+             (["--port", "1"], "--model"),
+             (["--model", MODEL, "--port", "1", "--port", "2"], "--port"),
+             (["--model", MODEL, "--bogus"], "'bogus'"),
+             (["--model", MODEL, "--max-body-bytes", "0"], "--max-body-bytes"),
+             (["--model", MODEL, "--api-key", ""], "--api-key"),
+             (["--model", MODEL, "--receipt-dir", "/proc/none/x"], "--receipt-dir")]
+    for args, named in cases:
+        out = subprocess.run([LAUNCH, "serve"] + args, capture_output=True, text=True, timeout=60)
+        check(out.returncode == 2 and named in out.stderr and out.stderr.count("\n") == 1
+              and out.stderr.isascii(), "flags %s: %d %r" % (args, out.returncode, out.stderr))
+    help_text = subprocess.run([LAUNCH, "serve", "--help"], capture_output=True, text=True).stdout
+    check(all(flag in help_text for flag in ("--host", "--port", "--api-key", "--receipt-dir",
+                                             "--max-body-bytes", "--http-threads")),
+          "serve --help lacks a flag")
+    print("flags: %d bad command lines refused with one line naming the flag" % len(cases),
+          flush=True)
+
+
 def main():
     start = time.monotonic()
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
     os.environ["REE_CACHE_DIR"] = os.path.join(WORK, "cache")
+    if "flags" in PARTS:
+        flags_part()
     proc, port = start_server()
     try:
         if "basic" in PARTS:
