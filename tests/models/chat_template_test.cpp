@@ -318,6 +318,13 @@ TEST(ChatTemplate, MalformedTemplatesAreRefusedWithLineAndColumn) {
   EXPECT_NE(parseError("bad \xff utf-8").find("not valid UTF-8"), std::string::npos);
 }
 
+std::string repeated(const std::string& text, int times) {
+  std::string out;
+  for (int i = 0; i < times; ++i)
+    out += text;
+  return out;
+}
+
 std::string renderError(const std::string& text, const std::vector<ChatMessage>& messages = {}) {
   std::unique_ptr<ChatTemplate> compiled;
   if (ChatTemplate::parse(text, "t", &compiled) != Status::kSuccess) return ree::lastErrorMessage();
@@ -338,6 +345,10 @@ TEST(ChatTemplate, HostileTemplatesStopAtTheLimitsQuickly) {
       "{% set ns = namespace(s='ab') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}"
       "{% endfor %}",
       "{% macro f(n) %}{% for i in range(9) %}{{ f(n) }}{% endfor %}{% endmacro %}{{ f(0) }}",
+      "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}"
+      "{% endfor %}",
+      "{% macro f(n) %}" + repeated("{% if true %}", 100) + "{{ f(n) }}" +
+          repeated("{% endif %}", 100) + "{% endmacro %}{{ f(1) }}",
   };
   for (const std::string& text : cases) {
     const auto start = std::chrono::steady_clock::now();
@@ -362,6 +373,9 @@ TEST(ChatTemplate, RenderErrorsNameTheLineAndColumn) {
   EXPECT_NE(renderError("{{ 'a' | nosuchfilter }}").find("no filter named 'nosuchfilter'"),
             std::string::npos);
   EXPECT_NE(renderError("{{ 3() }}").find("not callable"), std::string::npos);
+  EXPECT_NE(renderError("{% set ns = namespace() %}{% set ns.me = [ns] %}")
+                .find("cannot hold a namespace"),
+            std::string::npos);
   EXPECT_NE(renderError("{{ 1 // 0 }}").find("by zero"), std::string::npos);
 }
 

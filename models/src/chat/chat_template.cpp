@@ -84,6 +84,9 @@ Status renderWith(const ChatTemplate::Impl& impl, Dict variables, const ChatRend
   } catch (const std::bad_alloc&) {
     return REE_FAIL(Status::kOutOfMemory, "chat template %s: out of memory while rendering",
                     printableText(impl.source_name, 120).c_str());
+  } catch (const std::exception& error) {
+    return REE_FAIL(Status::kInternal, "chat template %s: %s",
+                    printableText(impl.source_name, 120).c_str(), error.what());
   }
   return Status::kSuccess;
 }
@@ -117,6 +120,8 @@ Status ChatTemplate::parse(std::string_view text, const std::string& source_name
   } catch (const std::bad_alloc&) {
     return REE_FAIL(Status::kOutOfMemory, "chat template %s: out of memory while parsing",
                     where.c_str());
+  } catch (const std::exception& error) {
+    return REE_FAIL(Status::kInternal, "chat template %s: %s", where.c_str(), error.what());
   }
   out->reset(new ChatTemplate(std::move(impl)));
   return Status::kSuccess;

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/jinja_error.h"
 #include "ree/core/json_guard.h"
 
 namespace ree::models::jinja {
@@ -54,6 +55,8 @@ Status valueFromJson(std::string_view json_text, const std::string& what, Value*
     *value = convert(json);
   } catch (const std::exception& e) {
     return REE_FAIL(Status::kInvalidArgument, "%s: %s", what.c_str(), e.what());
+  } catch (const JinjaError& e) {
+    return REE_FAIL(Status::kInvalidArgument, "%s: %s", what.c_str(), e.message.c_str());
   }
   return Status::kSuccess;
 }

@@ -11,6 +11,21 @@ namespace {
 
 enum class Flow { kNormal, kBreak, kContinue };
 
+// Statements and expressions nest at most this deep while rendering (nested blocks times nested
+// macro calls): deeper would risk the thread's stack.
+constexpr int kMaxEvalDepth = 1000;
+
+struct EvalDepth {
+  explicit EvalDepth(int* depth) : depth_(depth) {
+    if (++*depth_ > kMaxEvalDepth) {
+      failLimit("rendering nests deeper than " + std::to_string(kMaxEvalDepth) +
+                " statements and expressions");
+    }
+  }
+  ~EvalDepth() { --*depth_; }
+  int* depth_;
+};
+
 class Evaluator {
  public:
   Evaluator(const SourceMap& source, Dict variables, const RenderLimits& limits)
@@ -82,6 +97,7 @@ class Evaluator {
   }
 
   Flow execNode(const Node& node) {
+    const EvalDepth depth(&eval_depth_);
     offset_ = node.offset;
     budget_.step();
     switch (node.kind) {
@@ -136,6 +152,11 @@ class Evaluator {
     Value target = lookup(node.ns);
     if (target.kind != Kind::kNamespace) {
       fail("cannot assign attribute '" + node.text + "' on '" + node.ns + "': not a namespace()");
+    }
+    budget_.step(value.depth);
+    if (holdsNamespace(value)) fail("a namespace attribute cannot hold a namespace");
+    if (value.depth + 1 > kMaxValueDepth) {
+      failLimit("lists and dicts nest deeper than " + std::to_string(kMaxValueDepth) + " levels");
     }
     target.dict->set(node.text, std::move(value));
   }
@@ -200,6 +221,7 @@ class Evaluator {
 
   // ----- expressions
   Value eval(const Expr& expr) {
+    const EvalDepth depth(&eval_depth_);
     offset_ = expr.offset;
     budget_.step();
     switch (expr.kind) {
@@ -365,6 +387,7 @@ class Evaluator {
   size_t base_ = 1;  // lowest frame visible besides the globals (frame 0)
   size_t offset_ = 0;
   int call_depth_ = 0;
+  int eval_depth_ = 0;
   std::string output_;
 };
 

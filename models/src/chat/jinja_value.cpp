@@ -1,5 +1,6 @@
 #include "chat/jinja_value.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "chat/jinja_error.h"
@@ -58,9 +59,30 @@ Value Value::fromString(std::string s) {
   v.text = std::move(s);
   return v;
 }
+namespace {
+
+uint32_t childDepth(const Value& child) {
+  return child.kind == Kind::kList || child.kind == Kind::kDict || child.kind == Kind::kNamespace
+             ? child.depth
+             : 0;
+}
+
+uint32_t checkedDepth(uint32_t deepest_child) {
+  if (deepest_child + 1 > kMaxValueDepth) {
+    failLimit("lists and dicts nest deeper than " + std::to_string(kMaxValueDepth) + " levels");
+  }
+  return deepest_child + 1;
+}
+
+}  // namespace
+
 Value Value::fromList(List items) {
   Value v;
   v.kind = Kind::kList;
+  uint32_t deepest = 0;
+  for (const Value& item : items)
+    deepest = std::max(deepest, childDepth(item));
+  v.depth = checkedDepth(deepest);
   v.list = std::make_shared<const List>(std::move(items));
   return v;
 }
@@ -72,6 +94,10 @@ Value Value::tupleOf(List items) {
 Value Value::fromDict(Dict d) {
   Value v;
   v.kind = Kind::kDict;
+  uint32_t deepest = 0;
+  for (const auto& entry : d.entries)
+    deepest = std::max(deepest, childDepth(entry.second));
+  v.depth = checkedDepth(deepest);
   v.dict = std::make_shared<Dict>(std::move(d));
   return v;
 }
@@ -91,6 +117,23 @@ double Value::asDouble() const {
   if (kind == Kind::kFloat) return number;
   if (kind == Kind::kBool) return boolean ? 1.0 : 0.0;
   return static_cast<double>(integer);
+}
+
+bool holdsNamespace(const Value& value) {
+  if (value.kind == Kind::kNamespace) return true;
+  if (value.kind == Kind::kList) {
+    for (const Value& item : *value.list) {
+      if (holdsNamespace(item)) return true;
+    }
+  }
+  if (value.kind == Kind::kDict) {
+    for (const auto& entry : value.dict->entries) {
+      if (holdsNamespace(entry.second)) return true;
+    }
+  }
+  if (value.kind == Kind::kCallable && value.callable->self)
+    return holdsNamespace(*value.callable->self);
+  return false;
 }
 
 bool truthy(const Value& value) {

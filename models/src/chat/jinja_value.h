@@ -50,8 +50,10 @@ struct Value {
   double number = 0.0;
   std::string text;                  // kString; kUndefined: the name that was undefined
   std::shared_ptr<const List> list;  // kList (tuples too)
-  bool tuple = false;                // a kList that Python would hold as a tuple: (1, 2)
-  std::shared_ptr<Dict> dict;        // kDict (never mutated) and kNamespace (mutable)
+  bool tuple = false;
+  uint32_t depth = 0;  // nesting of lists and dicts (bounded: deep values would exhaust the stack)
+                       // // a kList that Python would hold as a tuple: (1, 2)
+  std::shared_ptr<Dict> dict;  // kDict (never mutated) and kNamespace (mutable)
   std::shared_ptr<const Callable> callable;
 
   static Value undefined(std::string hint = {});
@@ -73,6 +75,11 @@ struct Value {
   bool isIterable() const;
   double asDouble() const;
 };
+
+// Lists and dicts nest at most this deep (kLimit errors beyond).
+constexpr uint32_t kMaxValueDepth = 512;
+// True when `value` is or holds a namespace (refused inside a namespace: no reference cycles).
+bool holdsNamespace(const Value& value);
 
 bool truthy(const Value& value);
 // str(value) as jinja prints it (Undefined prints as "").
