@@ -43,6 +43,10 @@ Status OperationSet::linearAccumulate(const Tensor& x, const Tensor& weight, con
   return addInPlace(acc, out);
 }
 
+Status OperationSet::prepareLinearWeight(const Tensor&) {
+  return Status::kSuccess;
+}
+
 Status StepBatch::finalize() {
   int b = batch();
   REE_CHECK_ARG(static_cast<int>(query_offsets.size()) == b + 1 && query_offsets[0] == 0,

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <list>
+#include <unordered_map>
 
+#include "ree/core/device.h"
 #include "ree/kernels/attention.h"
 #include "ree/kernels/int_linear.h"
 #include "ree/kernels/linear.h"
@@ -125,6 +127,27 @@ class ReproducibleOps final : public OperationSet {
 
   Status linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& out) override {
     return runLinear(x, weight, bias, out, /*accumulate=*/false);
+  }
+
+  // repops-2 on the CPU: the weight's digit planes, made once (runLinear uses them for this
+  // pointer and shape). Skipped, with the same bits, when they would not fit the budget.
+  Status prepareLinearWeight(const Tensor& weight) override {
+    if (spec_ != RepOpsSpec::kRepOps2 || device_.isCuda() || weight.dim(0) < 1) {
+      return Status::kSuccess;
+    }
+    if (prepared_.count(weight.data()) != 0) return Status::kSuccess;  // tied weights
+    const int64_t bytes = cpu::intLinearWeightsBytes(weight.dim(0), weight.dim(1));
+    if (prepared_bytes_ + bytes > hostAvailableMemoryBytes() / 4) return Status::kSuccess;
+    LinearArgs args;
+    args.w = weight.data();
+    args.w_dtype = weight.dtype();
+    args.n = weight.dim(0);
+    args.k = weight.dim(1);
+    std::unique_ptr<cpu::IntLinearWeights> planes;
+    REE_RETURN_IF_ERROR(cpu::prepareIntLinearWeights(args, &planes));
+    prepared_[weight.data()] = std::move(planes);
+    prepared_bytes_ += bytes;
+    return Status::kSuccess;
   }
 
   // One kernel: the residual add happens in the linear layer's store (linear.md, step 5).
@@ -264,7 +287,7 @@ class ReproducibleOps final : public OperationSet {
                   "linear: x %s, weight %s, out %s", x.describe().c_str(),
                   weight.describe().c_str(), out.describe().c_str());
     if (spec_ == RepOpsSpec::kRepOps2) {
-      if (!device_.isCuda()) return cpu::intLinear(args);
+      if (!device_.isCuda()) return cpu::intLinear(args, preparedWeights(args));
       return REE_CUDA_ONLY(cuda::intLinear(args, stream_));
     }
     if (!device_.isCuda()) return cpu::linear(args);
@@ -343,8 +366,18 @@ class ReproducibleOps final : public OperationSet {
   UploadBuffer ids_buffer_, positions_buffer_;
   Tensor device_inv_freq_;
   const std::vector<float>* device_inv_freq_key_ = nullptr;
+  // The prepared planes of args.w when prepareLinearWeight made them for this shape, else null.
+  const cpu::IntLinearWeights* preparedWeights(const LinearArgs& args) const {
+    auto it = prepared_.find(args.w);
+    if (it == prepared_.end()) return nullptr;
+    const cpu::IntLinearWeights& planes = *it->second;
+    return planes.rows() == args.n && planes.k() == args.k ? &planes : nullptr;
+  }
+
   Device device_;
   RepOpsSpec spec_;
+  std::unordered_map<const void*, std::unique_ptr<cpu::IntLinearWeights>> prepared_;
+  int64_t prepared_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
 };
 

@@ -332,13 +332,15 @@ bool cpuHasAvx2() {
 // The dots of x rows [m0, m1) (of xq) with the panel's `count` w rows (of wq) into
 // dots[(m - m0) * kPanel + c]: for each row and group of 4 outputs, the blocks in increasing
 // order, each added to the output's binary64 accumulator (the x row stays in L1, the panel in L2).
+// The panel is wq's rows w0 .. w0 + count - 1.
 void taskDots(bool simd, const QuantizedRows& xq, int64_t m0, int64_t m1, const QuantizedRows& wq,
-              int count, float* dots) {
+              int64_t w0, int count, float* dots) {
   // The panel's exponents by block, 4 outputs side by side: w_exp4[(c0 / 4)][b * 4 + c].
+  const int32_t* w_exponents = wq.exponents.data() + w0 * wq.blocks;
   std::vector<int32_t> w_exp4(static_cast<size_t>(kPanel * wq.blocks));
   for (int c = 0; c < count; ++c) {
     for (int64_t b = 0; b < wq.blocks; ++b)
-      w_exp4[(c / 4) * 4 * wq.blocks + b * 4 + c % 4] = wq.exponents[c * wq.blocks + b];
+      w_exp4[(c / 4) * 4 * wq.blocks + b * 4 + c % 4] = w_exponents[c * wq.blocks + b];
   }
   for (int64_t m = m0; m < m1; ++m) {
     const RowPlanes x = rowPlanes(xq, m);
@@ -347,7 +349,7 @@ void taskDots(bool simd, const QuantizedRows& xq, int64_t m0, int64_t m1, const 
       const int cols = std::min(4, count - c0);
       RowPlanes w[4];
       for (int c = 0; c < cols; ++c)
-        w[c] = rowPlanes(wq, c0 + c);
+        w[c] = rowPlanes(wq, w0 + c0 + c);
       double acc[4] = {0.0, 0.0, 0.0, 0.0};
 #if defined(REE_INT_LINEAR_X86)
       if (simd && cols == 4) {
@@ -359,7 +361,7 @@ void taskDots(bool simd, const QuantizedRows& xq, int64_t m0, int64_t m1, const 
           for (int c = 0; c < cols; ++c) {
             const int64_t product = blockDotPortable(x, w[c], b * kBlock);
             const double scale =
-                int_linear::blockScale(x_exp[b], wq.exponents[(c0 + c) * wq.blocks + b]);
+                int_linear::blockScale(x_exp[b], w_exponents[(c0 + c) * wq.blocks + b]);
             acc[c] = int_linear::addBlock(acc[c], product, scale);
           }
         }
@@ -376,8 +378,57 @@ void setIntLinearSimdEnabled(bool enabled) {
   g_simd_enabled.store(enabled);
 }
 
+struct IntLinearWeights::Impl {
+  QuantizedRows rows;
+};
+
+IntLinearWeights::IntLinearWeights() : impl_(std::make_unique<Impl>()) {}
+IntLinearWeights::~IntLinearWeights() = default;
+int64_t IntLinearWeights::rows() const {
+  return rows_;
+}
+int64_t IntLinearWeights::k() const {
+  return k_;
+}
+
+int64_t intLinearWeightsBytes(int64_t n, int64_t k) {
+  const int64_t blocks = (k + kBlock - 1) / kBlock;
+  return n * blocks * (kPlanes * kBlock * 2 + 4);
+}
+
+Status prepareIntLinearWeights(const LinearArgs& a, std::unique_ptr<IntLinearWeights>* out) {
+  REE_CHECK_ARG(out != nullptr, "prepareIntLinearWeights: out is null");
+  REE_CHECK_ARG(a.w != nullptr && a.n >= 1 && a.k >= 1,
+                "prepareIntLinearWeights: w must be a non-empty [n, k] matrix (n=%lld, k=%lld)",
+                static_cast<long long>(a.n), static_cast<long long>(a.k));
+#if defined(REE_INT_LINEAR_X86)
+  const bool simd = g_simd_enabled.load() && cpuHasAvx2();
+#else
+  const bool simd = false;
+#endif
+  auto prepared = std::unique_ptr<IntLinearWeights>(new IntLinearWeights());
+  prepared->rows_ = a.n;
+  prepared->k_ = a.k;
+  QuantizedRows& wq = prepared->impl_->rows;
+  wq.resize(a.n, a.k);
+  parallelFor(a.n, 16, [&](int64_t begin, int64_t end) {
+    quantizeRows(simd, a.w, a.w_dtype, a.wStride(), a.k, /*is_x=*/false, begin, end, begin, &wq);
+  });
+  *out = std::move(prepared);
+  return Status::kSuccess;
+}
+
 Status intLinear(const LinearArgs& a) {
+  return intLinear(a, nullptr);
+}
+
+Status intLinear(const LinearArgs& a, const IntLinearWeights* prepared) {
   REE_RETURN_IF_ERROR(validateIntLinearArgs(a));
+  REE_CHECK_ARG(prepared == nullptr || (prepared->rows() == a.n && prepared->k() == a.k),
+                "intLinear: prepared weights of [%lld, %lld] for a [%lld, %lld] w",
+                static_cast<long long>(prepared ? prepared->rows() : 0),
+                static_cast<long long>(prepared ? prepared->k() : 0), static_cast<long long>(a.n),
+                static_cast<long long>(a.k));
   if (a.m == 0) return Status::kSuccess;
   const int64_t x_stride = a.xStride(), w_stride = a.wStride(), y_stride = a.yStride();
   bool simd = g_simd_enabled.load();
@@ -396,21 +447,23 @@ Status intLinear(const LinearArgs& a) {
   const int64_t panels = (a.n + kPanel - 1) / kPanel;
   const int64_t row_tasks = (a.m + kTaskRows - 1) / kTaskRows;
   parallelFor(panels * row_tasks, 1, [&](int64_t task_begin, int64_t task_end) {
-    QuantizedRows wq;  // this thread's panel of w, quantised once per panel
-    wq.resize(kPanel, a.k);
+    QuantizedRows local;  // this thread's panel of w, quantised once per panel (unprepared w)
+    if (prepared == nullptr) local.resize(kPanel, a.k);
+    const QuantizedRows& wq = prepared ? prepared->impl_->rows : local;
     int64_t quantized_panel = -1;
     for (int64_t task = task_begin; task < task_end; ++task) {
       const int64_t panel = task / row_tasks;
       const int64_t n0 = panel * kPanel;
       const int count = static_cast<int>(std::min<int64_t>(kPanel, a.n - n0));
-      if (panel != quantized_panel) {
-        quantizeRows(simd, a.w, a.w_dtype, w_stride, a.k, /*is_x=*/false, n0, n0 + count, 0, &wq);
+      if (prepared == nullptr && panel != quantized_panel) {
+        quantizeRows(simd, a.w, a.w_dtype, w_stride, a.k, /*is_x=*/false, n0, n0 + count, 0,
+                     &local);
         quantized_panel = panel;
       }
       const int64_t m0 = (task % row_tasks) * kTaskRows;
       const int64_t m1 = std::min(a.m, m0 + kTaskRows);
       float dots[kTaskRows * kPanel];
-      taskDots(simd, xq, m0, m1, wq, count, dots);
+      taskDots(simd, xq, m0, m1, wq, prepared ? n0 : 0, count, dots);
       for (int64_t m = m0; m < m1; ++m) {
         for (int c = 0; c < count; ++c) {
           const int64_t n = n0 + c;

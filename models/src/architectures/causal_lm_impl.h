@@ -80,6 +80,8 @@ struct CausalLM::Impl {
   // ---- Loading (causal_lm_weights.cpp) ----
   // The embedding, head and layers of `range` from `checkpoint`, and the rotary spec.
   Status loadWeights(const Checkpoint& checkpoint);
+  // Hands every linear weight (and the lm_head) to ops->prepareLinearWeight once, after loading.
+  Status prepareLinearWeights();
   // Host tensor of `view`'s bytes in weight_dtype: zero-copy when no conversion is needed.
   Status hostWeights(const TensorView& view, Tensor* out);
   // Checkpoint tensor `name` as a device tensor (zero-copy on the CPU without conversion).

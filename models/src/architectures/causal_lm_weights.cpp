@@ -251,6 +251,17 @@ Status CausalLM::Impl::loadWeights(const Checkpoint& checkpoint) {
   return Status::kSuccess;
 }
 
+Status CausalLM::Impl::prepareLinearWeights() {
+  for (const Layer& layer : layers) {
+    for (const Linear* l : {&layer.q, &layer.k, &layer.v, &layer.o, &layer.gate, &layer.up,
+                            &layer.down, &layer.qkv, &layer.gate_up}) {
+      if (l->weight.defined()) REE_RETURN_IF_ERROR(ops->prepareLinearWeight(l->weight));
+    }
+  }
+  if (lm_head.defined()) REE_RETURN_IF_ERROR(ops->prepareLinearWeight(lm_head));
+  return Status::kSuccess;
+}
+
 Status CausalLM::load(const ModelConfig& config, const Checkpoint& checkpoint, OperationSet& ops,
                       const LayerRange& range, std::unique_ptr<CausalLM>* out,
                       const LoadOptions& options) {
@@ -284,6 +295,7 @@ Status CausalLM::load(const ModelConfig& config, const Checkpoint& checkpoint, O
   impl->act_dtype = ops.activationDType(impl->weight_dtype);
   impl->kv_dtype = ops.kvCacheDType(impl->weight_dtype);
   REE_RETURN_IF_ERROR(impl->loadWeights(checkpoint));
+  REE_RETURN_IF_ERROR(impl->prepareLinearWeights());
   out->reset(new CausalLM(std::move(impl)));
   return Status::kSuccess;
 }

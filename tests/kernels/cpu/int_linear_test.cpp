@@ -424,6 +424,48 @@ TEST(IntLinearCpu, GoldenHashPin) {
   EXPECT_EQ(test::hex64(hash), "e4168f2dcd70aeb0") << "repops-2 linear golden hash changed";
 }
 
+// Weights prepared once (model parameters) give the bits of quantising them on every call.
+TEST(IntLinearCpu, PreparedWeightsGiveTheSameBits) {
+  std::mt19937_64 rng(31);
+  int cases = 0;
+  test::forEachLinearDtypes([&](DType x_dtype, DType w_dtype, DType y_dtype) {
+    Problem p;
+    p.setDtypes(x_dtype, w_dtype, y_dtype);
+    p.m = 1 + static_cast<int64_t>(rng() % 150);
+    p.n = 1 + 2 * static_cast<int64_t>(rng() % 20);
+    p.k = 1 + static_cast<int64_t>(rng() % 700);
+    test::randomizeIntLinearLayout(rng, p);
+    p.fill(rng(), /*hostile=*/true, /*non_finite=*/cases % 3 == 1);
+    Buffer direct = p.run();
+    Buffer y = p.y_init;
+    std::unique_ptr<cpu::IntLinearWeights> prepared;
+    EXPECT_EQ(cpu::prepareIntLinearWeights(p.args(y.bytes.data()), &prepared), Status::kSuccess)
+        << lastErrorMessage();
+    EXPECT_EQ(cpu::intLinear(p.args(y.bytes.data()), prepared.get()), Status::kSuccess)
+        << lastErrorMessage();
+    EXPECT_EQ(test::firstBitDifference(y.bytes, direct.bytes), -1) << p.describe();
+    checkSpecBits(p, y);
+    ++cases;
+    return !HasFatalFailure();
+  });
+  EXPECT_EQ(cases, 12);
+  // Prepared weights of another shape are refused.
+  Problem p;
+  p.m = 2;
+  p.n = 5;
+  p.k = 130;
+  p.fill(3, false, false);
+  Buffer y = p.y_init;
+  std::unique_ptr<cpu::IntLinearWeights> prepared;
+  ASSERT_EQ(cpu::prepareIntLinearWeights(p.args(y.bytes.data()), &prepared), Status::kSuccess);
+  LinearArgs other = p.args(y.bytes.data());
+  other.n -= 1;
+  EXPECT_EQ(cpu::intLinear(other, prepared.get()), Status::kInvalidArgument);
+  EXPECT_NE(std::string(lastErrorMessage()).find("prepared weights of [5, 130] for a [4, 130] w"),
+            std::string::npos)
+      << lastErrorMessage();
+}
+
 TEST(IntLinearCpu, BadArgumentsAreRejected) {
   Problem p;
   p.fill(1, false, false);

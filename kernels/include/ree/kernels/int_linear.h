@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "ree/core/status.h"
 #include "ree/kernels/linear.h"
@@ -151,6 +152,30 @@ namespace cpu {
 // repops-2 linear on the calling thread plus the parallelFor pool. Bits: docs/repops-spec/
 // linear-int.md; they never depend on M, the thread count or the SIMD path.
 Status intLinear(const LinearArgs& args);
+
+// w quantised once into the digit planes intLinear computes with (three int16 planes and an
+// exponent per row and block: intLinearWeightsBytes), for weights that never change (model
+// parameters), so that a call does not quantise w again. The bits are those of intLinear(args).
+class IntLinearWeights {
+ public:
+  ~IntLinearWeights();
+  int64_t rows() const;  // n
+  int64_t k() const;
+
+ private:
+  IntLinearWeights();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int64_t rows_ = 0, k_ = 0;
+  friend Status prepareIntLinearWeights(const LinearArgs&, std::unique_ptr<IntLinearWeights>*);
+  friend Status intLinear(const LinearArgs&, const IntLinearWeights*);
+};
+
+int64_t intLinearWeightsBytes(int64_t n, int64_t k);
+// From args.w, w_dtype, n, k and the w stride (the other fields are not read).
+Status prepareIntLinearWeights(const LinearArgs& args, std::unique_ptr<IntLinearWeights>* out);
+// intLinear with w's planes from `prepared` (made from this args.w; null: quantise w here).
+Status intLinear(const LinearArgs& args, const IntLinearWeights* prepared);
 
 // For tests and benchmarks: false forces the portable scalar integer loop instead of the AVX2 one
 // chosen at run time (the same integers either way; default true).

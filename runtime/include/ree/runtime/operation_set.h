@@ -103,6 +103,11 @@ class OperationSet {
   // does; an operation set may fuse the two (one kernel, no temporary).
   virtual Status linearAccumulate(const Tensor& x, const Tensor& weight, const Tensor* bias,
                                   Tensor& acc);
+  // Tells the set that `weight` is a linear layer's parameter: it stays alive and unchanged as
+  // long as this set, so the set may precompute from it once (the reproducible set under
+  // repops-2 on the CPU quantises it into digit planes, within a quarter of the host's available
+  // memory). Never changes results. Default: nothing.
+  virtual Status prepareLinearWeight(const Tensor& weight);
   // In place on x [tokens, heads, head_dim] with one position per token.
   virtual Status rope(Tensor& x, const std::vector<int32_t>& positions, const RopeSpec& spec) = 0;
   // Appends k_new/v_new ([tokens, n_kv_heads, head_dim]) to `cache` at the batch's positions, then
