@@ -1,5 +1,5 @@
-// POST /v1/completions: parse, queue the job, then answer when it is done, or stream its tokens
-// as SSE events while the engine produces them.
+// POST /v1/completions and /v1/chat/completions: parse, queue the job, then answer when it is done,
+// or stream its tokens as SSE events while the engine produces them.
 #include <httplib.h>
 
 #include <ctime>
@@ -10,6 +10,10 @@
 
 namespace ree::server {
 namespace {
+
+const char* endpointOf(const CompletionHeader& header) {
+  return header.chat ? "chat" : "completions";
+}
 
 bool writeEvent(httplib::DataSink& sink, const std::string& event) {
   return sink.write(event.data(), event.size());
@@ -61,6 +65,9 @@ bool streamJob(ServerContext& context, const std::shared_ptr<Job>& job,
                const CompletionHeader& header, httplib::DataSink& sink) {
   std::vector<ChoiceStream> choices(static_cast<size_t>(job->request.n),
                                     ChoiceStream(job->request.stop));
+  for (int c = 0; header.chat && c < job->request.n; ++c) {
+    if (!writeEvent(sink, streamRoleEvent(header, c))) return false;
+  }
   bool done = false;
   while (!done) {
     std::deque<TokenEvent> events;
@@ -71,16 +78,16 @@ bool streamJob(ServerContext& context, const std::shared_ptr<Job>& job,
       if (choice.scanner.stopped()) continue;
       std::string shown = choice.scanner.feed(event.text);
       if (!writeEvent(sink, streamTextEvent(header, event.choice, shown, {event.token}))) {
-        context.metrics.countResponse("completions", 499);
+        context.metrics.countResponse(endpointOf(header), 499);
         return false;
       }
     }
   }
   if (!finishStream(header, *job, choices, sink)) {
-    context.metrics.countResponse("completions", 499);
+    context.metrics.countResponse(endpointOf(header), 499);
     return false;
   }
-  context.metrics.countResponse("completions", 200);
+  context.metrics.countResponse(endpointOf(header), 200);
   sink.done();
   return true;
 }
@@ -91,21 +98,23 @@ void answerWhenDone(ServerContext& context, const std::shared_ptr<Job>& job,
     std::unique_lock<std::mutex> lock(job->mutex);
     job->changed.wait(lock, [&] { return job->done; });
   }
-  if (job->failed) return sendError(context, "completions", job->error, response);
+  if (job->failed) return sendError(context, endpointOf(header), job->error, response);
   response.set_header("X-REE-Receipt-SHA256", job->receipt_sha256);
   response.set_content(completionBody(header, *job), "application/json");
-  context.metrics.countResponse("completions", 200);
+  context.metrics.countResponse(endpointOf(header), 200);
 }
 
 }  // namespace
 
 void handleCompletion(ServerContext& context, const httplib::Request& request,
-                      httplib::Response& response) {
+                      httplib::Response& response, bool chat) {
   auto job = std::make_shared<Job>();
   ApiError error;
-  if (!parseCompletionRequest(request.body, context.limits, &job->request, &error)) {
-    return sendError(context, "completions", error, response);
-  }
+  const std::string endpoint = chat ? "chat" : "completions";
+  bool parsed =
+      chat ? parseChatRequest(request.body, context.limits, context.chat, &job->request, &error)
+           : parseCompletionRequest(request.body, context.limits, &job->request, &error);
+  if (!parsed) return sendError(context, endpoint, error, response);
   job->id = newReceiptId();
   if (context.draining || !context.scheduler.submit(job)) {
     ApiError closing;
@@ -113,10 +122,10 @@ void handleCompletion(ServerContext& context, const httplib::Request& request,
     closing.type = "server_error";
     closing.code = "shutting_down";
     closing.message = "the server is shutting down and takes no new requests";
-    return sendError(context, "completions", closing, response);
+    return sendError(context, endpoint, closing, response);
   }
   CompletionHeader header{job->id, context.limits.model_name,
-                          static_cast<int64_t>(std::time(nullptr))};
+                          static_cast<int64_t>(std::time(nullptr)), chat};
   response.set_header("X-REE-Receipt-Id", job->id);
   if (!job->request.stream) return answerWhenDone(context, job, header, response);
   response.set_header("Cache-Control", "no-cache");

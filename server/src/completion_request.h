@@ -12,6 +12,9 @@
 namespace ree::server {
 
 struct CompletionRequest {
+  bool chat = false;  // /v1/chat/completions: answers as chat.completion(.chunk)
+  // Chat without max_tokens: generate up to the end of the context (OpenAI's default).
+  bool max_tokens_to_context = false;
   bool prompt_is_ids = false;
   std::string prompt_text;
   std::vector<int32_t> prompt_ids;

@@ -28,9 +28,12 @@ Json receiptJson(const Job& job) {
   return {{"id", job.id}, {"sha256", job.receipt_sha256}, {"url", "/v1/receipts/" + job.id}};
 }
 
-Json envelope(const CompletionHeader& header) {
+Json envelope(const CompletionHeader& header, bool chunk) {
+  const char* object = !header.chat ? "text_completion"
+                       : chunk      ? "chat.completion.chunk"
+                                    : "chat.completion";
   return {{"id", header.id},
-          {"object", "text_completion"},
+          {"object", object},
           {"created", header.created},
           {"model", header.model},
           {"system_fingerprint", nullptr}};
@@ -49,14 +52,18 @@ std::string completionBody(const CompletionHeader& header, const Job& job) {
     const GenerationResult& result = job.results[i];
     bool stopped = false;
     std::string text = applyStops(result.text, job.request.stop, &stopped);
-    choices.push_back({{"index", i},
-                       {"text", text},
-                       {"logprobs", nullptr},
-                       {"finish_reason", openAiFinishReason(result, stopped)},
-                       {"prompt_token_ids", result.prompt_ids},
-                       {"token_ids", result.output_ids}});
+    Json choice = {{"index", i}, {"logprobs", nullptr}};
+    if (header.chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", text}};
+    } else {
+      choice["text"] = text;
+    }
+    choices.push_back(choice);
+    choices.back().update({{"finish_reason", openAiFinishReason(result, stopped)},
+                           {"prompt_token_ids", result.prompt_ids},
+                           {"token_ids", result.output_ids}});
   }
-  Json body = envelope(header);
+  Json body = envelope(header, false);
   body["choices"] = std::move(choices);
   body["usage"] = usageJson(job);
   body["receipt"] = receiptJson(job);
@@ -65,30 +72,49 @@ std::string completionBody(const CompletionHeader& header, const Job& job) {
 
 std::string streamTextEvent(const CompletionHeader& header, int choice, const std::string& text,
                             const std::vector<int32_t>& token_ids) {
-  Json body = envelope(header);
+  Json body = envelope(header, true);
+  Json part = {{"index", choice},
+               {"logprobs", nullptr},
+               {"finish_reason", nullptr},
+               {"token_ids", token_ids}};
+  if (header.chat) {
+    part["delta"] = {{"content", text}};
+  } else {
+    part["text"] = text;
+  }
+  body["choices"] = Json::array({part});
+  return "data: " + dump(body) + "\n\n";
+}
+
+std::string streamRoleEvent(const CompletionHeader& header, int choice) {
+  Json body = envelope(header, true);
   body["choices"] = Json::array({{{"index", choice},
-                                  {"text", text},
+                                  {"delta", {{"role", "assistant"}, {"content", ""}}},
                                   {"logprobs", nullptr},
-                                  {"finish_reason", nullptr},
-                                  {"token_ids", token_ids}}});
+                                  {"finish_reason", nullptr}}});
   return "data: " + dump(body) + "\n\n";
 }
 
 std::string streamFinishEvent(const CompletionHeader& header, const Job& job, int choice,
                               const std::string& finish_reason) {
-  Json body = envelope(header);
-  body["choices"] = Json::array({{{"index", choice},
-                                  {"text", ""},
-                                  {"logprobs", nullptr},
-                                  {"finish_reason", finish_reason},
-                                  {"token_ids", Json::array()}}});
+  Json body = envelope(header, true);
+  Json part = {{"index", choice},
+               {"logprobs", nullptr},
+               {"finish_reason", finish_reason},
+               {"token_ids", Json::array()}};
+  if (header.chat) {
+    part["delta"] = Json::object();
+  } else {
+    part["text"] = "";
+  }
+  body["choices"] = Json::array({part});
   body["usage"] = usageJson(job);
   body["receipt"] = receiptJson(job);
   return "data: " + dump(body) + "\n\n";
 }
 
 std::string streamUsageEvent(const CompletionHeader& header, const Job& job) {
-  Json body = envelope(header);
+  Json body = envelope(header, true);
   body["choices"] = Json::array();
   body["usage"] = usageJson(job);
   body["receipt"] = receiptJson(job);

@@ -1,4 +1,5 @@
-// The bodies of /v1/completions answers: the whole completion, and the SSE chunks of a stream.
+// The bodies of /v1/completions and /v1/chat/completions answers: the whole completion, and the
+// SSE chunks of a stream (chat: "message" and "delta" where completions have "text").
 // Besides OpenAI's fields each carries REE's: choices[0].token_ids (the ids the text came from),
 // and "receipt": {"id", "sha256", "url"} naming the request's receipt.
 #pragma once
@@ -15,6 +16,7 @@ struct CompletionHeader {
   std::string id;     // the job's id (also its receipt's)
   std::string model;  // as the client named it
   int64_t created = 0;
+  bool chat = false;  // chat.completion(.chunk) with message / delta instead of text
 };
 
 // "stop" (a stop string or the end-of-sequence token) or "length".
@@ -28,6 +30,8 @@ std::string completionBody(const CompletionHeader& header, const Job& job);
 // covers.
 std::string streamTextEvent(const CompletionHeader& header, int choice, const std::string& text,
                             const std::vector<int32_t>& token_ids);
+// Chat streams: the first event of a choice, naming the assistant's role.
+std::string streamRoleEvent(const CompletionHeader& header, int choice);
 // The last event of a choice: finish_reason, the receipt, and the usage.
 std::string streamFinishEvent(const CompletionHeader& header, const Job& job, int choice,
                               const std::string& finish_reason);

@@ -1,5 +1,5 @@
-// The endpoints besides completions: models, health, metrics, receipts, chat (refused without a
-// template), the API key check and the JSON bodies of errors the HTTP layer raises itself.
+// The endpoints besides completions: models, health, metrics, receipts, the API key check and the
+// JSON bodies of errors the HTTP layer raises itself.
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
@@ -64,21 +64,6 @@ void handleReceipt(ServerContext& context, const httplib::Request& request,
   context.metrics.countResponse("receipts", 200);
 }
 
-// Chat needs the model's chat template; this build renders none yet (docs/serving.md).
-void handleChat(ServerContext& context, const httplib::Request& request,
-                httplib::Response& response) {
-  nlohmann::json body = nlohmann::json::parse(request.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object()) {
-    return sendError(context, "chat", badRequest("", "malformed JSON: expected an object"),
-                     response);
-  }
-  ApiError error = badRequest("messages",
-                              "chat completions need a chat template (not available for this "
-                              "model); use /v1/completions with the rendered prompt");
-  error.code = "chat_template_unavailable";
-  sendError(context, "chat", error, response);
-}
-
 void installErrorHandlers(httplib::Server& http, ServerContext& context) {
   http.set_error_handler([&context](const httplib::Request&, httplib::Response& response) {
     if (!response.body.empty()) return;  // a handler's own JSON error
@@ -104,11 +89,11 @@ void sendError(ServerContext& context, const std::string& endpoint, const ApiErr
 
 void installRoutes(httplib::Server& http, ServerContext& context) {
   http.Post("/v1/completions", [&context](const httplib::Request& req, httplib::Response& res) {
-    if (authorized(context, "completions", req, res)) handleCompletion(context, req, res);
+    if (authorized(context, "completions", req, res)) handleCompletion(context, req, res, false);
   });
   http.Post("/v1/chat/completions",
             [&context](const httplib::Request& req, httplib::Response& res) {
-              if (authorized(context, "chat", req, res)) handleChat(context, req, res);
+              if (authorized(context, "chat", req, res)) handleCompletion(context, req, res, true);
             });
   http.Get("/v1/models", [&context](const httplib::Request& req, httplib::Response& res) {
     if (authorized(context, "models", req, res)) handleModels(context, res);

@@ -111,11 +111,14 @@ bool Scheduler::prepare(Job& job, GenerationRequest* request) {
       return false;
     }
   }
+  const int64_t context = engine_.maxContext();
+  if (req.max_tokens_to_context && static_cast<int64_t>(ids.size()) < context) {
+    job.request.max_tokens = static_cast<int>(context - static_cast<int64_t>(ids.size()));
+  }
   if (req.max_tokens < 1) {  // the parser refuses it; a batch must never meet it
     job.fail(badRequest("max_tokens", "max_tokens must be >= 1"));
     return false;
   }
-  const int64_t context = engine_.maxContext();
   if (static_cast<int64_t>(ids.size()) >= context) {
     job.fail(contextError("prompt", "the prompt has " + std::to_string(ids.size()) +
                                         " tokens; the context holds " + std::to_string(context)));

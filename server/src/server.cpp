@@ -84,11 +84,14 @@ Status serveWith(const ServerOptions& options, Engine& engine, const ReceiptRunI
   limits.model_name =
       options.served_model_name.empty() ? options.engine.model : options.served_model_name;
   limits.vocab_size = engine.config().vocab_size;
+  ChatPrompter chat;
+  chat.load(engine.modelDirectory());
   ServerContext context{options,
                         scheduler,
                         store,
                         metrics,
                         limits,
+                        chat,
                         engine.maxContext(),
                         static_cast<int64_t>(std::time(nullptr))};
   httplib::Server http;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "chat_request.h"
 #include "completion_request.h"
 #include "metrics.h"
 #include "receipt_store.h"
@@ -25,6 +26,7 @@ struct ServerContext {
   ReceiptStore& store;
   Metrics& metrics;
   RequestLimits limits;  // model name, vocabulary
+  const ChatPrompter& chat;
   int64_t max_context = 0;
   int64_t started = 0;  // Unix time, for /v1/models
   std::atomic<bool> draining{false};
@@ -33,9 +35,9 @@ struct ServerContext {
 // Installs every endpoint (docs/serving.md) and the JSON error handlers on `http`.
 void installRoutes(httplib::Server& http, ServerContext& context);
 
-// POST /v1/completions (completion_handler.cpp).
+// POST /v1/completions, or /v1/chat/completions with `chat` (completion_handler.cpp).
 void handleCompletion(ServerContext& context, const httplib::Request& request,
-                      httplib::Response& response);
+                      httplib::Response& response, bool chat);
 
 // Answers `error` as JSON with its status code, and counts it for `endpoint`.
 void sendError(ServerContext& context, const std::string& endpoint, const ApiError& error,

@@ -14,10 +14,12 @@
 4. SIGTERM: a stream in flight finishes with its receipt, then the server exits 0.
 5. Restart on the same receipt directory: the receipts already returned are still served; a
    second server on the same port is refused.
+6. Chat: a copy of the built-in model with a chat template; the openai client's chat completions
+   (streaming and not) equal `ree-launch run --no-special-tokens` of the rendered prompt, bitwise.
 And first: bad `serve` flags get one line naming the flag and exit 2.
 
 usage: serve_test.py REE_LAUNCH WORKDIR [PARTS]
-PARTS: a comma-separated subset of flags,basic,load,malformed,drain,restart (default all), e.g.
+PARTS: a comma-separated subset of flags,basic,load,malformed,drain,restart,chat (default all), e.g.
 "malformed,drain" for a quick run of a sanitizer build.
 """
 import concurrent.futures
@@ -44,7 +46,8 @@ LAUNCH, WORK = sys.argv[1], sys.argv[2]
 # the issue's 500 requests from 32 clients.
 CLIENTS = int(os.environ.get("REE_SERVE_CLIENTS", "8"))
 PER_CLIENT = int(os.environ.get("REE_SERVE_PER_CLIENT", "5"))
-PARTS = (sys.argv[3] if len(sys.argv) > 3 else "flags,basic,load,malformed,drain,restart").split(",")
+PARTS = (sys.argv[3] if len(sys.argv) > 3 else
+         "flags,basic,load,malformed,drain,restart,chat").split(",")
 MODEL = "builtin:tiny-llama"
 API_KEY = "test-key-123"
 MAX_CONTEXT = 256
@@ -110,11 +113,13 @@ def runs(spec, copies):
     with RUN_LOCK:
         if key in RUN_CACHE:
             return RUN_CACHE[key]
-    cmd = [LAUNCH, "run", "--model", MODEL, "--cpu-only", "--json",
+    cmd = [LAUNCH, "run", "--model", spec.get("model_dir", MODEL), "--cpu-only", "--json",
            "--max-context", str(MAX_CONTEXT), "--max-new-tokens", str(spec["max_tokens"]),
            "--temperature", repr(spec.get("temperature", 0.0)),
            "--top-p", repr(spec.get("top_p", 1.0)), "--top-k", str(spec.get("top_k", 0)),
            "--seed", str(spec.get("seed", 0))]
+    if spec.get("no_special_tokens"):
+        cmd.append("--no-special-tokens")
     if copies > 1:
         line = {"prompt": spec["prompt"]} if isinstance(spec["prompt"], str) else {
             "prompt_ids": spec["prompt"]}
@@ -559,6 +564,85 @@ def restart_part():
           flush=True)
 
 
+# ---- 6. chat ------------------------------------------------------------------------------------
+CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+def chat_model_dir():
+    """The built-in model's directory with a chat template added to its tokenizer_config.json."""
+    root = os.path.join(WORK, "cache", "builtin")
+    source = os.path.join(root, sorted(os.listdir(root))[0])
+    target = os.path.join(WORK, "chat-model")
+    shutil.copytree(source, target)
+    config_path = os.path.join(target, "tokenizer_config.json")
+    config = json.load(open(config_path)) if os.path.exists(config_path) else {}
+    config["chat_template"] = CHAT_TEMPLATE
+    json.dump(config, open(config_path, "w"))
+    return target
+
+
+def chat_part():
+    model_dir = chat_model_dir()
+    proc = subprocess.Popen([LAUNCH, "serve", "--model", model_dir, "--cpu-only", "--port", "0",
+                             "--max-context", str(MAX_CONTEXT), "--receipt-dir", RECEIPTS],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    port = int(line.split("127.0.0.1:")[1].split()[0])
+    client = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % port, api_key="x", max_retries=0)
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi!"}]
+    prompt = "".join("<|%s|>%s\n" % (m["role"], m["content"]) for m in messages) + "<|assistant|>"
+    paths = []
+    try:
+        for spec, stream in [({"max_tokens": 12}, False), ({"max_tokens": 10, "temperature": 0.9,
+                                                            "seed": 8}, True),
+                             ({"max_tokens": 8, "temperature": 1.1, "seed": 4}, False)]:
+            spec = dict(spec, prompt=prompt, model_dir=model_dir, no_special_tokens=True)
+            ref = single_run(spec)
+            args = {"model": model_dir, "messages": messages, "max_tokens": spec["max_tokens"],
+                    "temperature": spec.get("temperature", 0.0), "seed": spec.get("seed", 0)}
+            label = "chat stream=%s" % stream
+            if stream:
+                text, ids, receipt = "", [], None
+                for chunk in client.chat.completions.create(**args, stream=True):
+                    receipt = (chunk.model_extra or {}).get("receipt") or receipt
+                    for c in chunk.choices:
+                        text += c.delta.content or ""
+                        ids += (c.model_extra or {}).get("token_ids", [])
+            else:
+                c = client.chat.completions.create(**args)
+                text, ids = c.choices[0].message.content, c.choices[0].model_extra["token_ids"]
+                receipt = c.model_extra["receipt"]
+                check(c.object == "chat.completion", "%s: object %s" % (label, c.object))
+            check(text == ref["text"] and ids == ref["output_ids"],
+                  "%s: %r %s != run's %r %s" % (label, text, ids, ref["text"], ref["output_ids"]))
+            status, _, body = raw(port, "GET", "/v1/receipts/" + receipt["id"])
+            request = json.loads(body)["requests"][0]
+            check(request["prompt_text"] == prompt and not request["add_special_tokens"]
+                  and request["step_logits_sha256"] == ref["step_logits_sha256"],
+                  "%s: the receipt's prompt or hashes differ from the run's" % label)
+            paths.append(os.path.join(RECEIPTS, receipt["id"] + ".json"))
+        # Without max_tokens a chat answer may run to the end of the context (OpenAI's default).
+        c = client.chat.completions.create(model=model_dir, messages=messages, temperature=0)
+        check(c.choices[0].finish_reason == "stop" or c.usage.total_tokens == MAX_CONTEXT,
+              "chat without max_tokens: %s" % c.usage)
+        try:
+            client.chat.completions.create(model=model_dir, messages=[{"content": "no role"}])
+            check(False, "chat: a message without a role was accepted")
+        except openai.BadRequestError as error:
+            check(error.body.get("param") == "messages", "chat: %s" % error.body)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    verified = 0
+    for path in paths:
+        out = subprocess.run([LAUNCH, "verify", path, "--model", model_dir, "--cpu-only",
+                              "--n-partitions", "2"], capture_output=True, text=True, timeout=60)
+        verified += check(out.returncode == 0, "chat verify %s: %s" % (path, out.stdout))
+    print("chat: %d answers through the model's chat template equal ree-launch run of the "
+          "rendered prompt; %d receipts verified on 2 stages" % (len(paths), verified), flush=True)
+
+
 # ---- 0. flags -----------------------------------------------------------------------------------
 def flags_part():
     cases = [(["--model", MODEL, "--port", "99999"], "--port"),
@@ -599,6 +683,8 @@ def main():
             drain_part(proc, port)
         if "restart" in PARTS:
             restart_part()
+        if "chat" in PARTS:
+            chat_part()
     finally:
         if proc.poll() is None:
             proc.kill()
