@@ -112,6 +112,10 @@ def render(template, messages, add_generation_prompt, bos, eos, extra):
 
 def main():
     templates = {p.stem: p.read_bytes().decode("utf-8") for p in sorted((HERE / "chat_templates").glob("*.jinja"))}
+    # Short templates, one construct or whitespace case each, rendered on one conversation.
+    snippets = (HERE / "chat_templates" / "snippets.txt").read_bytes().decode("utf-8")[:-1].split("\n====\n")
+    snippet_chat = [{"role": "system", "content": "Sys ΟΔΟΣ"}, {"role": "user", "content": " Hi there!  "},
+                    {"role": "assistant", "content": "a\nb"}]
     smollm2, smollm2_source = smollm2_template()
     result = {"smollm2_source": smollm2_source}
     if smollm2 is not None:
@@ -123,6 +127,9 @@ def main():
         for index, messages in enumerate(conversations(rng)):
             bos, eos = tokens[index % len(tokens)]
             cases.append((name, messages, index % 2 == 0, bos, eos, {}))
+    for index, snippet in enumerate(snippets):
+        templates[f"snippet_{index}"] = snippet
+        cases.append((f"snippet_{index}", snippet_chat, True, "", "", {}))
     for name, messages, extra in structured_cases():
         cases.append((name, messages, True, "<s>", "</s>", extra))
     out = []

@@ -154,6 +154,18 @@ TEST_P(ChatTemplateWritten, RendersAsTransformers) {
   EXPECT_GE(checkTemplate(GetParam()), 40);
 }
 
+// tests/models/chat_templates/snippets.txt: short templates, one construct or whitespace case each.
+TEST(ChatTemplateReference, SnippetsRenderAsTransformers) {
+  REQUIRE_REFERENCE();
+  int snippets = 0;
+  for (const auto& entry : reference().data["templates"].items()) {
+    if (entry.key().rfind("snippet_", 0) != 0) continue;
+    EXPECT_EQ(checkTemplate(entry.key()), 1) << entry.key();
+    ++snippets;
+  }
+  EXPECT_GE(snippets, 100);
+}
+
 INSTANTIATE_TEST_SUITE_P(Templates, ChatTemplateWritten,
                          ::testing::Values("llama3", "llama3_1", "qwen2_5", "mistral", "mistral_v1",
                                            "gemma", "gemma3", "zephyr", "constructs"));

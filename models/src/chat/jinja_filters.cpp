@@ -214,6 +214,8 @@ std::string htmlEscape(const std::string& text) {
 }
 
 Value numberFilter(const std::string& name, const Value& input, const Args& args) {
+  if (input.isUndefined()) fail(input.text.empty() ? "an undefined value was used" : input.text);
+  if (name == "abs" && input.kind == Kind::kBool) return Value::fromInt(input.boolean ? 1 : 0);
   if (name == "abs") {
     if (input.kind == Kind::kInt)
       return Value::fromInt(input.integer < 0 ? -input.integer : input.integer);

@@ -283,9 +283,11 @@ Value sliceOf(const Value& object, const Value& start, const Value& stop, const 
     for (size_t i : slicePositions(static_cast<int64_t>(object.list->size()), start, stop, step)) {
       out.push_back((*object.list)[i]);
     }
-    return Value::fromList(std::move(out));
+    return object.tuple ? Value::tupleOf(std::move(out)) : Value::fromList(std::move(out));
   }
-  if (object.kind != Kind::kString) fail("'" + typeName(object) + "' object is not subscriptable");
+  if (object.kind != Kind::kString) {  // jinja2's getitem turns the TypeError into an Undefined
+    return Value::undefined("'" + typeName(object) + "' object is not subscriptable");
+  }
   const std::vector<uint32_t> points = codePoints(object.text);
   std::vector<uint32_t> out;
   for (size_t i : slicePositions(static_cast<int64_t>(points.size()), start, stop, step))

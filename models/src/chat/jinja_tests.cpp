@@ -31,22 +31,16 @@ bool comparisonTest(const std::string& name, const Value& input, const Args& arg
   return false;
 }
 
+// odd: value % 2 == 1; even: value % 2 == 0; divisibleby(n): value % n == 0 (Python's %, so
+// floats work too).
 bool numberTest(const std::string& name, const Value& input, const Args& args, bool* result) {
-  if (name == "odd" || name == "even" || name == "divisibleby") {
-    if (!isInteger(input) && input.kind != Kind::kBool)
-      fail("the '" + name + "' test needs an integer");
-    const int64_t value = input.kind == Kind::kBool ? input.boolean : input.integer;
-    if (name == "divisibleby") {
-      const Value& divisor = argument(args, "divisibleby");
-      if (divisor.kind != Kind::kInt || divisor.integer == 0)
-        fail("divisibleby needs a non-zero integer");
-      *result = value % divisor.integer == 0;
-    } else {
-      *result = (value % 2 != 0) == (name == "odd");
-    }
-    return true;
-  }
-  return false;
+  if (name != "odd" && name != "even" && name != "divisibleby") return false;
+  if (!input.isNumber()) fail("the '" + name + "' test needs a number, not " + typeName(input));
+  const Value divisor = name == "divisibleby" ? argument(args, "divisibleby") : Value::fromInt(2);
+  Budget unused;
+  const Value remainder = binaryOperator("%", input, divisor, unused);
+  *result = equals(remainder, Value::fromInt(name == "odd" ? 1 : 0));
+  return true;
 }
 
 }  // namespace

@@ -208,6 +208,7 @@ std::string toStr(const Value& value) {
 }
 
 std::string toRepr(const Value& value) {
+  if (value.kind == Kind::kUndefined) return "Undefined";
   return value.kind == Kind::kString ? pythonRepr(value.text) : toStr(value);
 }
 
