@@ -13,10 +13,6 @@ const Value& argument(const Args& args, const char* test) {
   return *arg;
 }
 
-bool isInteger(const Value& v) {
-  return v.kind == Kind::kInt;
-}
-
 bool comparisonTest(const std::string& name, const Value& input, const Args& args, bool* result) {
   static const char* const kAliases[][2] = {
       {"eq", "=="}, {"equalto", "=="},    {"==", "=="},      {"ne", "!="},
