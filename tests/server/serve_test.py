@@ -633,7 +633,8 @@ def chat_part():
             check(error.body.get("param") == "messages", "chat: %s" % error.body)
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=20)
+        check(proc.wait(timeout=20) == 0, "chat: the server's exit status %s: %s"
+              % (proc.returncode, proc.stderr.read()[-2000:]))
     verified = 0
     for path in paths:
         out = subprocess.run([LAUNCH, "verify", path, "--model", model_dir, "--cpu-only",
