@@ -35,7 +35,11 @@ import sys
 import threading
 import time
 
-import openai
+try:
+    import openai
+except ImportError:  # requirements.txt pins it; a venv without it skips visibly
+    print("SKIP: the openai package is not installed (pip install -r requirements.txt)")
+    sys.exit(77)
 
 for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
     os.environ.pop(name, None)
