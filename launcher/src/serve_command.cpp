@@ -54,6 +54,7 @@ cxxopts::Options serveOptions() {
     ("receipt-dir", "Where receipts are kept, one file per request (default: "
                     "$REE_CACHE_DIR/receipts, $XDG_CACHE_HOME/ree/receipts or ~/.cache/ree/receipts)", value())
     ("max-body-bytes", "Largest request body, 1..1073741824 (413 beyond)", value("1048576"))
+    ("max-queue", "Requests waiting for the engine, 1..1000000 (429 beyond)", value("1024"))
     ("http-threads", "Connections served at once (a streaming client holds one), 1..4096", value("64"))
     ("h,help", "Print this help");
   // clang-format on
@@ -115,6 +116,9 @@ Status readServerFlags(const cxxopts::ParseResult& parsed, server::ServerOptions
   REE_RETURN_IF_ERROR(
       parseIntegerFlag("--max-body-bytes", text("max-body-bytes"), 1, int64_t{1} << 30, &body));
   out->max_body_bytes = static_cast<size_t>(body);
+  int max_queue = 0;
+  REE_RETURN_IF_ERROR(parseIntFlag("--max-queue", text("max-queue"), 1, 1000000, &max_queue));
+  out->max_queue = static_cast<size_t>(max_queue);
   return parseIntFlag("--http-threads", text("http-threads"), 1, 4096, &out->http_threads);
 }
 

@@ -92,6 +92,27 @@ bool streamJob(ServerContext& context, const std::shared_ptr<Job>& job,
   return true;
 }
 
+// Queues the job, or answers 503 (draining) or 429 (the queue is full) and returns false.
+bool admit(ServerContext& context, const std::shared_ptr<Job>& job, const std::string& endpoint,
+           httplib::Response& response) {
+  Scheduler::Admission admission =
+      context.draining ? Scheduler::Admission::kDraining : context.scheduler.submit(job);
+  if (admission == Scheduler::Admission::kQueued) return true;
+  ApiError error;
+  error.type = "server_error";
+  if (admission == Scheduler::Admission::kDraining) {
+    error.http_status = 503;
+    error.code = "shutting_down";
+    error.message = "the server is shutting down and takes no new requests";
+  } else {
+    error.http_status = 429;
+    error.code = "queue_full";
+    error.message = "too many requests are waiting (--max-queue); retry later";
+  }
+  sendError(context, endpoint, error, response);
+  return false;
+}
+
 void answerWhenDone(ServerContext& context, const std::shared_ptr<Job>& job,
                     const CompletionHeader& header, httplib::Response& response) {
   {
@@ -116,14 +137,7 @@ void handleCompletion(ServerContext& context, const httplib::Request& request,
            : parseCompletionRequest(request.body, context.limits, &job->request, &error);
   if (!parsed) return sendError(context, endpoint, error, response);
   job->id = newReceiptId();
-  if (context.draining || !context.scheduler.submit(job)) {
-    ApiError closing;
-    closing.http_status = 503;
-    closing.type = "server_error";
-    closing.code = "shutting_down";
-    closing.message = "the server is shutting down and takes no new requests";
-    return sendError(context, endpoint, closing, response);
-  }
+  if (!admit(context, job, endpoint, response)) return;
   CompletionHeader header{job->id, context.limits.model_name,
                           static_cast<int64_t>(std::time(nullptr)), chat};
   response.set_header("X-REE-Receipt-Id", job->id);

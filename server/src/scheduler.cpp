@@ -20,8 +20,13 @@ ApiError contextError(const std::string& param, const std::string& message) {
 
 }  // namespace
 
-Scheduler::Scheduler(Engine& engine, ReceiptRunInfo run, ReceiptStore& store, Metrics& metrics)
-    : engine_(engine), run_(std::move(run)), store_(store), metrics_(metrics) {}
+Scheduler::Scheduler(Engine& engine, ReceiptRunInfo run, ReceiptStore& store, Metrics& metrics,
+                     size_t max_queue)
+    : engine_(engine),
+      run_(std::move(run)),
+      store_(store),
+      metrics_(metrics),
+      max_queue_(max_queue) {}
 
 Scheduler::~Scheduler() {
   drain();
@@ -31,13 +36,14 @@ void Scheduler::start() {
   thread_ = std::thread([this] { loop(); });
 }
 
-bool Scheduler::submit(const std::shared_ptr<Job>& job) {
+Scheduler::Admission Scheduler::submit(const std::shared_ptr<Job>& job) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (draining_) return false;
+  if (draining_) return Admission::kDraining;
+  if (queue_.size() >= max_queue_) return Admission::kQueueFull;
   queue_.push_back(job);
   metrics_.setQueue(queue_.size(), running_);
   changed_.notify_all();
-  return true;
+  return Admission::kQueued;
 }
 
 void Scheduler::drain() {

@@ -22,12 +22,14 @@ namespace ree::server {
 
 class Scheduler {
  public:
-  Scheduler(Engine& engine, ReceiptRunInfo run, ReceiptStore& store, Metrics& metrics);
+  Scheduler(Engine& engine, ReceiptRunInfo run, ReceiptStore& store, Metrics& metrics,
+            size_t max_queue);
   ~Scheduler();
 
   void start();
-  // Queues a job; false once drain() began (the caller answers 503).
-  bool submit(const std::shared_ptr<Job>& job);
+  enum class Admission { kQueued, kDraining, kQueueFull };
+  // Queues a job, unless drain() began (the caller answers 503) or max_queue jobs wait (429).
+  Admission submit(const std::shared_ptr<Job>& job);
   // Stops taking new jobs, finishes every queued and running one, then joins the thread.
   void drain();
 
@@ -43,6 +45,7 @@ class Scheduler {
   ReceiptRunInfo run_;
   ReceiptStore& store_;
   Metrics& metrics_;
+  const size_t max_queue_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<std::shared_ptr<Job>> queue_;

@@ -79,7 +79,7 @@ void configureHttp(const ServerOptions& options, httplib::Server& http) {
 Status serveWith(const ServerOptions& options, Engine& engine, const ReceiptRunInfo& run,
                  ReceiptStore& store, const sigset_t& signals) {
   Metrics metrics;
-  Scheduler scheduler(engine, run, store, metrics);
+  Scheduler scheduler(engine, run, store, metrics, options.max_queue);
   RequestLimits limits;
   limits.model_name =
       options.served_model_name.empty() ? options.engine.model : options.served_model_name;

@@ -16,10 +16,12 @@
    second server on the same port is refused.
 6. Chat: a copy of the built-in model with a chat template; the openai client's chat completions
    (streaming and not) equal `ree-launch run --no-special-tokens` of the rendered prompt, bitwise.
+7. A full queue (--max-queue 1): the requests beyond it get 429 queue_full, the others answers.
 And first: bad `serve` flags get one line naming the flag and exit 2.
 
 usage: serve_test.py REE_LAUNCH WORKDIR [PARTS]
-PARTS: a comma-separated subset of flags,basic,load,malformed,drain,restart,chat (default all), e.g.
+PARTS: a comma-separated subset of flags,basic,load,malformed,drain,restart,chat,queue (default
+all), e.g.
 "malformed,drain" for a quick run of a sanitizer build.
 """
 import concurrent.futures
@@ -51,7 +53,7 @@ LAUNCH, WORK = sys.argv[1], sys.argv[2]
 CLIENTS = int(os.environ.get("REE_SERVE_CLIENTS", "8"))
 PER_CLIENT = int(os.environ.get("REE_SERVE_PER_CLIENT", "5"))
 PARTS = (sys.argv[3] if len(sys.argv) > 3 else
-         "flags,basic,load,malformed,drain,restart,chat").split(",")
+         "flags,basic,load,malformed,drain,restart,chat,queue").split(",")
 MODEL = "builtin:tiny-llama"
 API_KEY = "test-key-123"
 MAX_CONTEXT = 256
@@ -648,6 +650,28 @@ def chat_part():
           "rendered prompt; %d receipts verified on 2 stages" % (len(paths), verified), flush=True)
 
 
+# ---- 7. a full queue ----------------------------------------------------------------------------
+def queue_part():
+    proc = subprocess.Popen([LAUNCH, "serve", "--model", MODEL, "--cpu-only", "--port", "0",
+                             "--max-batch", "1", "--max-queue", "1", "--receipt-dir", RECEIPTS],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    port = int(proc.stdout.readline().split("127.0.0.1:")[1].split()[0])
+    answers = []
+    body = {"prompt": "queue", "max_tokens": 200, "temperature": 0}
+    try:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda _: raw(port, "POST", "/v1/completions", body, auth=False),
+                                    range(8)))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        check(proc.wait(timeout=20) == 0, "queue: exit status %s" % proc.returncode)
+    codes = sorted(status for status, _, _ in answers)
+    refused = [json.loads(data)["error"]["code"] for status, _, data in answers if status == 429]
+    check(set(codes) == {200, 429} and set(refused) == {"queue_full"},
+          "queue: statuses %s, codes %s" % (codes, refused))
+    print("queue: with --max-queue 1, 8 concurrent requests got %s" % codes, flush=True)
+
+
 # ---- 0. flags -----------------------------------------------------------------------------------
 def flags_part():
     cases = [(["--model", MODEL, "--port", "99999"], "--port"),
@@ -656,6 +680,7 @@ def flags_part():
              (["--model", MODEL, "--bogus"], "'bogus'"),
              (["--model", MODEL, "--max-body-bytes", "0"], "--max-body-bytes"),
              (["--model", MODEL, "--api-key", ""], "--api-key"),
+             (["--model", MODEL, "--max-queue", "0"], "--max-queue"),
              (["--model", MODEL, "--receipt-dir", "/proc/none/x"], "--receipt-dir")]
     for args, named in cases:
         out = subprocess.run([LAUNCH, "serve"] + args, capture_output=True, text=True, timeout=60)
@@ -663,7 +688,8 @@ def flags_part():
               and out.stderr.isascii(), "flags %s: %d %r" % (args, out.returncode, out.stderr))
     help_text = subprocess.run([LAUNCH, "serve", "--help"], capture_output=True, text=True).stdout
     check(all(flag in help_text for flag in ("--host", "--port", "--api-key", "--receipt-dir",
-                                             "--max-body-bytes", "--http-threads")),
+                                             "--max-body-bytes", "--http-threads",
+                                             "--max-queue")),
           "serve --help lacks a flag")
     print("flags: %d bad command lines refused with one line naming the flag" % len(cases),
           flush=True)
@@ -690,6 +716,8 @@ def main():
             restart_part()
         if "chat" in PARTS:
             chat_part()
+        if "queue" in PARTS:
+            queue_part()
     finally:
         if proc.poll() is None:
             proc.kill()

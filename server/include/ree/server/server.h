@@ -26,7 +26,8 @@ struct ServerOptions {
   std::string receipt_dir;        // empty: defaultReceiptDir()
   std::string served_model_name;  // the "model" clients name (empty: engine.model)
   size_t max_body_bytes = size_t{1} << 20;
-  int http_threads = 64;  // connections served at once (each streaming client holds one)
+  size_t max_queue = 1024;  // requests waiting for the engine; more get 429
+  int http_threads = 64;    // connections served at once (each streaming client holds one)
 };
 
 // $REE_CACHE_DIR/receipts, else $XDG_CACHE_HOME/ree/receipts, else $HOME/.cache/ree/receipts.
