@@ -142,6 +142,13 @@ void handleCompletion(ServerContext& context, const httplib::Request& request,
                           static_cast<int64_t>(std::time(nullptr)), chat};
   response.set_header("X-REE-Receipt-Id", job->id);
   if (!job->request.stream) return answerWhenDone(context, job, header, response);
+  // The status line goes out with the first byte of the stream: wait until the job passed the
+  // checks that need the model (prompt length), so that their refusal is still a 4xx.
+  {
+    std::unique_lock<std::mutex> lock(job->mutex);
+    job->changed.wait(lock, [&] { return job->started || job->done; });
+  }
+  if (job->failed) return sendError(context, endpoint, job->error, response);
   response.set_header("Cache-Control", "no-cache");
   response.set_chunked_content_provider("text/event-stream",
                                         [&context, job, header](size_t, httplib::DataSink& sink) {

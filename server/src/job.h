@@ -30,12 +30,18 @@ struct Job {
   std::condition_variable changed;
   // Guarded by `mutex`: filled by the scheduler.
   std::deque<TokenEvent> tokens;  // produced and not yet taken by a streaming handler
+  bool started = false;           // passed the scheduler's checks and entered an engine batch
   bool done = false;
   bool failed = false;
   ApiError error;                         // when failed
   std::vector<GenerationResult> results;  // one per choice (request.n)
   std::string receipt_sha256;
 
+  void markStarted() {
+    std::lock_guard<std::mutex> lock(mutex);
+    started = true;
+    changed.notify_all();
+  }
   void pushToken(int choice, int32_t token, const std::string& text) {
     std::lock_guard<std::mutex> lock(mutex);
     tokens.push_back({choice, token, text});

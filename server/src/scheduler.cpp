@@ -152,6 +152,7 @@ void Scheduler::runBatch(const std::vector<std::shared_ptr<Job>>& batch) {
   for (const std::shared_ptr<Job>& job : batch) {
     GenerationRequest request;
     if (!prepare(*job, &request)) continue;
+    job->markStarted();
     jobs.push_back(job);
     for (int choice = 0; choice < job->request.n; ++choice) {
       requests.push_back(request);
