@@ -194,7 +194,9 @@ bool refuseUnsupported(const Json& body, ApiError* error) {
   if (!neutral("best_of", n)) {
     return fail(error, "best_of", "best_of must equal n (no candidates are discarded)");
   }
-  if (!neutral("logprobs", 0)) return fail(error, "logprobs", "logprobs are not supported yet");
+  if (!neutral("logprobs", 0) && !neutral("logprobs", false)) {
+    return fail(error, "logprobs", "logprobs are not supported yet");
+  }
   if (!neutral("echo", false)) return fail(error, "echo", "echo is not supported");
   if (!neutral("suffix", "")) return fail(error, "suffix", "suffix is not supported");
   if (!neutral("presence_penalty", 0) || !neutral("frequency_penalty", 0)) {

@@ -46,6 +46,18 @@ TEST(CompletionRequest, ReadsEveryField) {
   EXPECT_EQ(r.n, 3);
 }
 
+TEST(CompletionRequest, NeutralValuesOfUnsupportedFieldsPass) {
+  CompletionRequest r;
+  ApiError e;
+  EXPECT_TRUE(parse(R"({"prompt": "a", "logprobs": false, "echo": false, "n": 1, "best_of": 1,
+                        "presence_penalty": 0, "frequency_penalty": 0.0, "logit_bias": {},
+                        "suffix": null})",
+                    &r, &e))
+      << e.message;
+  EXPECT_FALSE(parse(R"({"prompt": "a", "logprobs": true})", &r, &e));
+  EXPECT_EQ(e.param, "logprobs");
+}
+
 TEST(CompletionRequest, DefaultsAreOpenAis) {
   CompletionRequest r;
   ApiError e;
