@@ -8,10 +8,6 @@
 namespace ree::server {
 namespace {
 
-bool isSampled(const Job& job) {
-  return job.request.sampling.temperature != 0.0f;
-}
-
 ApiError contextError(const std::string& param, const std::string& message) {
   ApiError error = badRequest(param, message);
   error.code = "context_length_exceeded";
@@ -66,31 +62,21 @@ void Scheduler::loop() {
   }
 }
 
-// Arrival order, up to max_batch sequences (a job brings request.n of them); the first sampled
-// job at positions 0..n-1 and no other sampled job (those wait for a later batch, keeping their
-// order). A job larger than max_batch runs alone (the engine queues what exceeds its slots).
+// Arrival order, up to max_batch sequences (a job brings request.n of them); a job larger than
+// max_batch runs alone (the engine queues what exceeds its slots). Sampled jobs mix freely: each
+// choice draws with its own sampling index (runBatch), never its batch position.
 std::vector<std::shared_ptr<Job>> Scheduler::takeBatch() {
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] { return draining_ || !queue_.empty(); });
   std::vector<std::shared_ptr<Job>> batch;
-  bool has_sampled = false;
   size_t sequences = 0;
   const size_t limit = static_cast<size_t>(engine_.options().max_batch);
-  for (auto it = queue_.begin(); it != queue_.end();) {
-    const size_t n = static_cast<size_t>((*it)->request.n);
+  while (!queue_.empty()) {
+    const size_t n = static_cast<size_t>(queue_.front()->request.n);
     if (!batch.empty() && sequences + n > limit) break;
-    if (isSampled(**it) && has_sampled) {
-      ++it;
-      continue;
-    }
-    if (isSampled(**it)) {
-      has_sampled = true;
-      batch.insert(batch.begin(), *it);
-    } else {
-      batch.push_back(*it);
-    }
+    batch.push_back(queue_.front());
     sequences += n;
-    it = queue_.erase(it);
+    queue_.pop_front();
   }
   running_ = batch.size();
   metrics_.setQueue(queue_.size(), running_);
@@ -154,7 +140,10 @@ void Scheduler::runBatch(const std::vector<std::shared_ptr<Job>>& batch) {
     if (!prepare(*job, &request)) continue;
     job->markStarted();
     jobs.push_back(job);
+    // Choice c draws as request c of a run of this job alone (`ree-launch run` with n prompts),
+    // wherever the batch puts it; its receipt records index c.
     for (int choice = 0; choice < job->request.n; ++choice) {
+      request.sampling_index = static_cast<uint64_t>(choice);
       requests.push_back(request);
       owner.emplace_back(job.get(), choice);
     }

@@ -1,10 +1,10 @@
 // The scheduler thread: takes the queued jobs and runs them through the one Engine in batches.
-// Jobs arriving while a batch runs wait for the next one. A batch holds at most one sampled job,
-// first: the sampler's key is (seed, position in the batch, step), so positions 0..n-1 give a
-// sampled job with n choices the bits of `ree-launch run` with its prompt n times, whatever else
-// is in flight, and its receipt (the n choices as requests 0..n-1) verifies. Greedy tokens do not
-// depend on the key, so greedy jobs fill the other positions. In reproducible mode nothing else of
-// a job depends on its batch-mates.
+// Jobs arriving while a batch runs wait for the next one, in arrival order. The sampler's key is
+// (seed, sampling index, step), and choice c of a job gets sampling index c wherever it sits in
+// the batch (GenerationRequest::sampling_index), so a job with n choices draws what `ree-launch
+// run` with its prompt n times draws, whatever else is in flight, and its receipt (the n choices
+// as requests 0..n-1) verifies. In reproducible mode nothing else of a job depends on its
+// batch-mates.
 #pragma once
 
 #include <deque>

@@ -132,6 +132,25 @@ TEST(ReproducibleSpecs, VersionsGiveDifferentLogitsBits) {
     EXPECT_NE(one[i].step_logits_sha256[0], two[i].step_logits_sha256[0]) << "prompt " << i;
 }
 
+// A request's sampling index keys its draws wherever it sits: the sampled request 3 of the mixed
+// batch, moved to the front of a batch and given sampling index 3, draws the same tokens; with
+// index 0 it draws others (so the index does reach the sampler).
+TEST(ReproducibleInputs, SamplingIndexKeysTheDrawsNotThePosition) {
+  std::vector<GenerationRequest> requests = mixedRequests();
+  std::vector<GenerationResult> reference;
+  ASSERT_EQ(makeEngine(8)->generate(requests, &reference), Status::kSuccess) << lastErrorMessage();
+  std::vector<GenerationRequest> moved = {requests[3], requests[0], requests[5]};
+  moved[0].sampling_index = 3;
+  std::vector<GenerationResult> results;
+  ASSERT_EQ(makeEngine(8)->generate(moved, &results), Status::kSuccess) << lastErrorMessage();
+  EXPECT_EQ(results[0].output_ids, reference[3].output_ids);
+  EXPECT_EQ(results[0].step_logits_sha256, reference[3].step_logits_sha256);
+  EXPECT_EQ(results[1].output_ids, reference[0].output_ids);  // greedy: no key used
+  moved[0].sampling_index = 0;
+  ASSERT_EQ(makeEngine(8)->generate(moved, &results), Status::kSuccess) << lastErrorMessage();
+  EXPECT_NE(results[0].output_ids, reference[3].output_ids);
+}
+
 TEST(ReproducibleSpecs, ASpecOtherThanTheDefaultNeedsTheReproducibleSet) {
   EngineOptions options;
   options.model = "builtin:tiny-llama";

@@ -196,8 +196,9 @@ Status GenerationScheduler::buildGroupStep(int group, StepWork* work,
     work->batch.cache_slots.push_back(seq.slot);
     work->logits_rows.push_back(end - 1);
     work->trace_group_ends.push_back(end);
-    work->rows.push_back({static_cast<uint64_t>(seq.request), static_cast<uint64_t>(seq.produced),
-                          requests_[seq.request].sampling});
+    const GenerationRequest& request = requests_[seq.request];
+    work->rows.push_back({request.sampling_index.value_or(static_cast<uint64_t>(seq.request)),
+                          static_cast<uint64_t>(seq.produced), request.sampling});
     members->push_back(seq.request);
   }
   return work->batch.finalize();

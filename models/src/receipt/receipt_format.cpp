@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <set>
 
 #include "receipt_json.h"
 
@@ -82,7 +83,7 @@ Json requestJson(const ReceiptRequest& r, bool trace) {
 ReceiptRequest receiptRequest(size_t index, const GenerationRequest& q, const GenerationResult& res,
                               bool trace) {
   ReceiptRequest req;
-  req.index = static_cast<int64_t>(index);
+  req.index = static_cast<int64_t>(q.sampling_index.value_or(index));
   req.has_prompt_text = q.prompt_ids.empty();
   if (req.has_prompt_text) req.prompt_text = validUtf8(q.prompt_text);
   req.add_special_tokens = q.add_special_tokens;
@@ -186,8 +187,14 @@ Status makeReceipt(const ReceiptRunInfo& run, const std::vector<GenerationReques
   r.stage_devices.resize(run.plan.size());
   for (std::string& device : r.stage_devices)
     device = validUtf8(device);
+  std::set<uint64_t> indices;
   for (size_t i = 0; i < requests.size(); ++i) {
     const GenerationResult& res = results[i];
+    const uint64_t index = requests[i].sampling_index.value_or(i);
+    REE_CHECK_ARG(index <= static_cast<uint64_t>(INT32_MAX) && indices.insert(index).second,
+                  "makeReceipt: request %zu's sampling index %llu is beyond 2^31 - 1 or repeats "
+                  "another request's",
+                  i, static_cast<unsigned long long>(index));
     REE_CHECK_ARG(!res.output_ids.empty() && res.step_logits_sha256.size() == res.output_ids.size(),
                   "makeReceipt: result %zu has %zu output ids and %zu step hashes", i,
                   res.output_ids.size(), res.step_logits_sha256.size());

@@ -100,6 +100,10 @@ struct GenerationRequest {
   int max_new_tokens = 64;
   SamplingParams sampling;
   bool add_special_tokens = true;  // tokenizer's BOS/template when encoding prompt_text
+  // The sampler's sequence key (with the seed and the step, it keys the Philox draws): by default
+  // the request's index in generate()'s list. A server that batches unrelated requests sets it, so
+  // that a request draws what it would alone at that index. Receipts record it as "index".
+  std::optional<uint64_t> sampling_index;
 };
 
 struct GenerationResult {
