@@ -23,6 +23,7 @@
 
 #include "gguf_builder.h"
 #include "ree/models/chat_template.h"
+#include "subprocess_util.h"
 
 namespace {
 
@@ -32,28 +33,13 @@ using ree::models::ChatRenderOptions;
 using ree::models::ChatTemplate;
 using ree::models::loadModelChatTemplate;
 using ree::models::ModelChatTemplate;
+using ree::test::runCommand;
+using ree::test::shellQuote;
 using json = nlohmann::ordered_json;  // keeps the members in the order Python wrote them
 
 std::string envOrEmpty(const char* name) {
   const char* value = std::getenv(name);
   return value == nullptr ? std::string() : std::string(value);
-}
-
-std::string shellQuote(const std::string& text) {
-  std::string out = "'";
-  for (char c : text)
-    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-int runCommand(const std::string& command, std::string* output) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0)
-    output->append(buffer, n);
-  return pclose(pipe);
 }
 
 // The reference renders, computed once per process.

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ree/models/tokenizer.h"
+#include "subprocess_util.h"
 
 namespace {
 
@@ -29,6 +30,9 @@ using json = nlohmann::json;
 using ree::Status;
 using ree::models::DecodeStream;
 using ree::models::Tokenizer;
+using ree::test::formatIds;
+using ree::test::runCommand;
+using ree::test::shellQuote;
 
 // The split_* and replace_empty files use regexes that also match the empty string (issue 31:
 // tokenizers counts those matches, e.g. as split points).
@@ -52,37 +56,6 @@ const char* const kTokenizerFiles[] = {"gpt2.json",
 std::string envOrEmpty(const char* name) {
   const char* value = std::getenv(name);
   return value ? value : "";
-}
-
-std::string shellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
-// Runs `command`, returning its exit status and its combined output.
-int runCommand(const std::string& command, std::string* output) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0)
-    output->append(buffer, n);
-  return pclose(pipe);
-}
-
-std::string formatIds(const std::vector<int32_t>& ids) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < ids.size(); ++i)
-    out << (i ? ", " : "") << ids[i];
-  return out.str() + "]";
 }
 
 // The reference data, generated once per test binary run.

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ree/models/tokenizer.h"
+#include "subprocess_util.h"
 
 namespace {
 
@@ -28,6 +29,9 @@ using json = nlohmann::json;
 using ree::Status;
 using ree::models::DecodeStream;
 using ree::models::Tokenizer;
+using ree::test::formatIds;
+using ree::test::runCommand;
+using ree::test::shellQuote;
 
 const char* const kFiles[] = {
     "unigram_nfkc.json",        "unigram_byte_fallback.json",  "unigram_whitespace.json",
@@ -38,31 +42,6 @@ const char* const kFiles[] = {
 std::string envOrEmpty(const char* name) {
   const char* value = std::getenv(name);
   return value ? value : "";
-}
-
-std::string shellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s)
-    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-int runCommand(const std::string& command, std::string* output) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0)
-    output->append(buffer, n);
-  return pclose(pipe);
-}
-
-std::string formatIds(const std::vector<int32_t>& ids) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < ids.size(); ++i)
-    out << (i ? ", " : "") << ids[i];
-  return out.str() + "]";
 }
 
 struct Reference {
