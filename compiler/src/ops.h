@@ -1,0 +1,52 @@
+// The operators the compiler lowers ONNX nodes to: one run function per ONNX operator, executed on
+// concrete tensors (the shapes of a run are known). Float arithmetic goes through RepOps
+// (kernels/) or, for matrix products and norms, through the operation set; integer and bool
+// values (shapes, indices, masks) are computed exactly on the host; layout operators copy whole
+// values. docs/compiler.md lists each operator's lowering.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph.h"
+#include "ree/runtime/operation_set.h"
+
+namespace ree::compiler {
+
+struct OpContext {
+  const Node& node;
+  OperationSet* ops = nullptr;
+  int64_t opset = 0;
+  std::vector<const GraphTensor*> inputs;  // nullptr for an omitted optional input
+  std::vector<GraphTensor> outputs;        // one per node output
+
+  // Input i, or nullptr when omitted or beyond the node's inputs.
+  const GraphTensor* input(size_t i) const { return i < inputs.size() ? inputs[i] : nullptr; }
+  // Input i that must be present; fails naming the node otherwise.
+  Status required(size_t i, const GraphTensor** out) const;
+  // Input i as an fp32 tensor (present, float32).
+  Status floatInput(size_t i, const GraphTensor** out) const;
+};
+
+using RunFn = Status (*)(OpContext& context);
+
+struct OpDef {
+  const char* op_type;
+  RunFn run;
+  const char* lowering;  // what it becomes, for plan.json and docs ("RepOp linear", ...)
+};
+
+// The definition of `op_type` in `domain` ("" is the default ONNX domain; "com.microsoft" serves
+// SimplifiedLayerNormalization), or nullptr.
+const OpDef* findOp(const std::string& op_type, const std::string& domain);
+// Every supported operator, sorted by name (docs, --help).
+std::vector<const OpDef*> supportedOps();
+
+// The operator groups (one file each).
+void registerElementwiseOps(std::vector<OpDef>* table);
+void registerLinearOps(std::vector<OpDef>* table);
+void registerRowOps(std::vector<OpDef>* table);
+void registerLayoutOps(std::vector<OpDef>* table);
+void registerSplitOps(std::vector<OpDef>* table);
+
+}  // namespace ree::compiler

@@ -1,0 +1,59 @@
+#include "ops.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace ree::compiler {
+
+Status OpContext::required(size_t i, const GraphTensor** out) const {
+  *out = input(i);
+  REE_CHECK_ARG(*out != nullptr, "%s: input %zu is required", node.label().c_str(), i);
+  return Status::kSuccess;
+}
+
+Status OpContext::floatInput(size_t i, const GraphTensor** out) const {
+  REE_RETURN_IF_ERROR(required(i, out));
+  REE_CHECK_ARG((*out)->type == ElementType::kFloat32, "%s: input %zu must be float, got %s",
+                node.label().c_str(), i, (*out)->describe().c_str());
+  return Status::kSuccess;
+}
+
+namespace {
+
+const std::vector<OpDef>& table() {
+  static const std::vector<OpDef> ops = [] {
+    std::vector<OpDef> all;
+    registerElementwiseOps(&all);
+    registerLinearOps(&all);
+    registerRowOps(&all);
+    registerLayoutOps(&all);
+    registerSplitOps(&all);
+    std::sort(all.begin(), all.end(),
+              [](const OpDef& a, const OpDef& b) { return std::string(a.op_type) < b.op_type; });
+    return all;
+  }();
+  return ops;
+}
+
+}  // namespace
+
+const OpDef* findOp(const std::string& op_type, const std::string& domain) {
+  // ONNX Runtime's contrib SimplifiedLayerNormalization may carry the com.microsoft domain.
+  if (!domain.empty() &&
+      !(domain == "com.microsoft" && op_type == "SimplifiedLayerNormalization")) {
+    return nullptr;
+  }
+  for (const OpDef& def : table()) {
+    if (op_type == def.op_type) return &def;
+  }
+  return nullptr;
+}
+
+std::vector<const OpDef*> supportedOps() {
+  std::vector<const OpDef*> result;
+  for (const OpDef& def : table())
+    result.push_back(&def);
+  return result;
+}
+
+}  // namespace ree::compiler
