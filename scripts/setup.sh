@@ -18,6 +18,7 @@ DEBIAN_PACKAGES=(
   libssl-dev libpcre2-dev libutf8proc-dev libmpfr-dev libgmp-dev libopenmpi-dev openmpi-bin
   clang-format clang-14 libclang-rt-14-dev
   libcpp-httplib-dev
+  libncurses-dev tmux python3-pil fonts-dejavu-core  # ree-launch tui, its tmux test, docs/tui.png
   libprotobuf-dev protobuf-compiler libonnx-dev
 )
 

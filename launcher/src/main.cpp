@@ -16,6 +16,7 @@
 #include "ree/core/parallel.h"
 #include "ree/models/tokenizer.h"
 #include "serve_command.h"
+#include "tui_command.h"
 
 namespace {
 
@@ -197,6 +198,10 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "compile") == 0) {
     ree::launcher::announceLeaving("it runs `ree-launch compile`, which runs in one process");
     return ree::launcher::compileCommand(argc - 1, argv + 1);
+  }
+  if (argc > 1 && std::strcmp(argv[1], "tui") == 0) {
+    ree::launcher::announceLeaving("it runs `ree-launch tui`, which runs in one process");
+    return ree::launcher::tuiCommand(argc - 1, argv + 1);
   }
   if (argc > 1 && std::strcmp(argv[1], "verify") == 0) {
     ree::launcher::announceLeaving("it runs `ree-launch verify`, which runs in one process");
