@@ -37,27 +37,27 @@ Status resolveExternalPath(const std::string& base_dir, const std::string& locat
   const std::string name = printableText(tensor, 80);
   if (base_dir.empty()) {
     return REE_FAIL(Status::kInvalidArgument,
-                    "tensor '%s': external data '%s' but the model was given as bytes without a "
+                    "%s: external data '%s' but the model was given as bytes without a "
                     "directory",
                     name.c_str(), printableText(location, 80).c_str());
   }
   REE_CHECK_ARG(
       !location.empty() && location.find('\0') == std::string::npos && location.size() < 1024,
-      "tensor '%s': external data location is empty, too long or holds a NUL byte", name.c_str());
+      "%s: external data location is empty, too long or holds a NUL byte", name.c_str());
   REE_CHECK_ARG(location[0] != '/' && !hasParentComponent(location),
-                "tensor '%s': external data location '%s' must be a relative path inside the "
+                "%s: external data location '%s' must be a relative path inside the "
                 "model directory (no leading '/', no '..')",
                 name.c_str(), printableText(location, 80).c_str());
   std::string base = canonicalOf(base_dir);
   std::string resolved = canonicalOf(base_dir + "/" + location);
   if (resolved.empty()) {
-    return REE_FAIL(Status::kIoError, "tensor '%s': external data file '%s' does not exist",
-                    name.c_str(), printableText(location, 80).c_str());
+    return REE_FAIL(Status::kIoError, "%s: external data file '%s' does not exist", name.c_str(),
+                    printableText(location, 80).c_str());
   }
   REE_CHECK_ARG(!base.empty() && resolved.size() > base.size() + 1 &&
                     resolved.compare(0, base.size() + 1, base + "/") == 0,
-                "tensor '%s': external data file '%s' resolves outside the model directory",
-                name.c_str(), printableText(location, 80).c_str());
+                "%s: external data file '%s' resolves outside the model directory", name.c_str(),
+                printableText(location, 80).c_str());
   uint64_t size = 0;
   REE_RETURN_IF_ERROR(statRegularFile(resolved, "external data file", &size));
   *canonical = resolved;
@@ -72,18 +72,18 @@ Status readExternalData(const std::string& canonical, const ExternalDataRef& ref
   uint64_t length = ref.length < 0 ? (ref.offset <= size ? size - ref.offset : 0)
                                    : static_cast<uint64_t>(ref.length);
   REE_CHECK_ARG(length == expected_bytes,
-                "tensor '%s': external data length %llu does not match its shape (%llu bytes)",
-                name.c_str(), static_cast<unsigned long long>(length),
+                "%s: external data length %llu does not match its shape (%llu bytes)", name.c_str(),
+                static_cast<unsigned long long>(length),
                 static_cast<unsigned long long>(expected_bytes));
   REE_CHECK_ARG(ref.offset <= size && expected_bytes <= size - ref.offset,
-                "tensor '%s': external data [%llu, +%llu) lies beyond the end of '%s' (%llu bytes)",
+                "%s: external data [%llu, +%llu) lies beyond the end of '%s' (%llu bytes)",
                 name.c_str(), static_cast<unsigned long long>(ref.offset),
                 static_cast<unsigned long long>(expected_bytes),
                 printableText(ref.location, 80).c_str(), static_cast<unsigned long long>(size));
   int fd = open(canonical.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    return REE_FAIL(Status::kIoError, "tensor '%s': cannot open external data file '%s'",
-                    name.c_str(), printableText(ref.location, 80).c_str());
+    return REE_FAIL(Status::kIoError, "%s: cannot open external data file '%s'", name.c_str(),
+                    printableText(ref.location, 80).c_str());
   }
   uint64_t done = 0;
   char* bytes = static_cast<char*>(out);
@@ -95,8 +95,8 @@ Status readExternalData(const std::string& canonical, const ExternalDataRef& ref
   }
   close(fd);
   if (done != expected_bytes) {
-    return REE_FAIL(Status::kIoError, "tensor '%s': short read of external data file '%s'",
-                    name.c_str(), printableText(ref.location, 80).c_str());
+    return REE_FAIL(Status::kIoError, "%s: short read of external data file '%s'", name.c_str(),
+                    printableText(ref.location, 80).c_str());
   }
   return Status::kSuccess;
 }
