@@ -8,7 +8,8 @@ Models are Llama-shaped with RANDOM bf16 weights generated on the GPU (nothing d
   llama3-1b  (Llama-3.2-1B shape: hidden 2048, 16 layers, 32/8 heads, MLP 8192, tied)
 
 usage: e2e_bench.py --ree BUILD/launcher/ree-launch --work DIR [--shape llama3-8b] [--tokens 128]
-                    [--skip-hf] [--skip-repops2] [--quick]
+                    [--skip-hf] [--skip-repops2] [--quick] [--batches 1,8] [--prompt-len 32]
+                    [--sets default,reproducible] [--baseline-ree OTHER/ree-launch] [--skip-prefill]
 Prints a table; timings are medians of --repeats runs; tokens/s are decode tokens/s.
 """
 import argparse
@@ -140,6 +141,15 @@ def main():
                         help="leave out the reproducible set under --repops-spec repops-2")
     parser.add_argument("--quick", action="store_true",
                         help="the reproducible set only (both specs), decode batch 1 and prefill 2048")
+    parser.add_argument("--batches", default="1,8",
+                        help="comma-separated decode batch sizes (aggregate decode tok/s each)")
+    parser.add_argument("--prompt-len", type=int, default=32, help="prompt tokens of the decode runs")
+    parser.add_argument("--sets", default="",
+                        help="comma-separated labels to keep: reproducible, repops-2, default")
+    parser.add_argument("--baseline-ree", default="",
+                        help="another ree-launch (e.g. built from an earlier commit): its default "
+                             "set runs beside this one's, in the same run")
+    parser.add_argument("--skip-prefill", action="store_true")
     parser.add_argument("--cold-start", action="store_true",
                         help="only measure cold start to first token of a llama3-1b-shaped model")
     args = parser.parse_args()
@@ -165,29 +175,36 @@ def main():
             print(f"  {row[0]:18s} {row[1]:22s} {row[2]:10.1f} {row[3]}", flush=True)
 
     rows = Rows()
-    configs = [c for c in CONFIGS if c[2] != "repops-2" or not args.skip_repops2]
-    batches, prefills = (1, 8), (512, 2048)
+    configs = [(args.ree,) + c for c in CONFIGS if c[2] != "repops-2" or not args.skip_repops2]
+    if args.sets:
+        keep = args.sets.split(",")
+        configs = [c for c in configs if c[1].split()[-1] in keep]
+    if args.baseline_ree:
+        configs.append((args.baseline_ree, "ree default (baseline)", "default", None))
+    batches = tuple(int(b) for b in args.batches.split(","))
+    prefills = () if args.skip_prefill else (512, 2048)
     if args.quick:
-        configs = [c for c in configs if c[1] == "reproducible"]
+        configs = [c for c in configs if c[2] == "reproducible"]
         batches, prefills = (1,), (2048,)
     for batch in batches:
-        prompts = [prompt(32, seed=b) for b in range(batch)]
-        for label, opset, spec in configs:
-            results, wall = ree_run(args.ree, model_dir, opset, prompts, args.tokens, args.work, spec)
+        prompts = [prompt(args.prompt_len, seed=b) for b in range(batch)]
+        for ree, label, opset, spec in configs:
+            results, wall = ree_run(ree, model_dir, opset, prompts, args.tokens, args.work, spec)
             rows.append((f"decode batch {batch}", label, ree_decode_tps(results), "tok/s"))
             if batch == 1:
                 same = results[0]["output_ids_sha256"]
                 print(f"# {label} batch 1 output ids sha256 {same}", flush=True)
     for n in prefills:
-        for label, opset, spec in configs:
-            results, _ = ree_run(args.ree, model_dir, opset, [prompt(n)], 1, args.work, spec)
+        for ree, label, opset, spec in configs:
+            results, _ = ree_run(ree, model_dir, opset, [prompt(n)], 1, args.work, spec)
             rows.append((f"prefill {n}", label, n / results[0]["timing"]["prefill_seconds"], "tok/s"))
     if not args.skip_hf:
         model = hf_model(model_dir)
-        for batch in (1, 8):
-            tps, _ = hf_decode_tps(model, [prompt(32, seed=b) for b in range(batch)], args.tokens)
+        for batch in batches:
+            tps, _ = hf_decode_tps(model, [prompt(args.prompt_len, seed=b) for b in range(batch)],
+                                   args.tokens)
             rows.append((f"decode batch {batch}", "transformers eager", tps, "tok/s"))
-        for n in (512, 2048):
+        for n in prefills:
             _, prefill = hf_decode_tps(model, [prompt(n)], 2)
             rows.append((f"prefill {n}", "transformers eager", n / prefill, "tok/s"))
         del model

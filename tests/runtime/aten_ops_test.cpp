@@ -535,6 +535,22 @@ INSTANTIATE_TEST_SUITE_P(Sets, AtenOpsTest,
                                   dtypeName(std::get<1>(info.param));
                          });
 
+// The steps the GPU test runs (aten_ops_gpu_test.cpp), on the CPU: the default and deterministic
+// sets agree within a bf16 tolerance and append the same cache bytes.
+TEST(AtenCpu, MixedAttentionStepsAgreeBetweenTheSets) {
+  std::unique_ptr<OperationSet> fast = createSet(OperationSetKind::kDefault);
+  if (!fast) GTEST_SKIP() << "built without LibTorch";
+  std::unique_ptr<OperationSet> exact = createSet(OperationSetKind::kDeterministic);
+  ASSERT_NE(exact, nullptr);
+  std::vector<unsigned char> a = runAttentionSteps(*fast, DType::kBF16, 64);
+  std::vector<unsigned char> b = runAttentionSteps(*exact, DType::kBF16, 64);
+  ASSERT_EQ(a.size(), b.size());
+  const size_t cache_bytes = 2 * 4 * 48 * 2 * 64 * 2;
+  EXPECT_EQ(std::memcmp(a.data() + a.size() - cache_bytes, b.data() + b.size() - cache_bytes,
+                        cache_bytes),
+            0);
+}
+
 // ---- deterministic mode: identical bits run to run ----------------------------------------------
 
 TEST(AtenDeterministic, TwoRunsGiveIdenticalBits) {

@@ -205,5 +205,61 @@ inline std::vector<unsigned char> runEveryOperator(OperationSet& set, DType dtyp
   return bytes;
 }
 
+// Three steps of attention over one cache, as a serving engine batches them: two prefills in
+// non-adjacent slots; a step mixing a decode, a chunk after cached tokens, a fresh prefill and a
+// sequence with no new token; then a batched decode. Grouped-query heads (8 over 2). Returns the
+// bytes of every step's output and of the caches after the last step.
+inline std::vector<unsigned char> runAttentionSteps(OperationSet& set, DType dtype, int64_t d) {
+  const Device device = set.device();
+  const int64_t heads = 8, kv_heads = 2, slots = 4, max_len = 48;
+  auto dev = [&](const Tensor& host) {
+    if (!device.isCuda()) return host;
+    Tensor t;
+    EXPECT_EQ(toDevice(host, device, &t), Status::kSuccess) << lastErrorMessage();
+    return t;
+  };
+  std::vector<unsigned char> bytes;
+  auto keep = [&](const Tensor& t) {
+    Tensor host = t;
+    if (device.isCuda()) {
+      EXPECT_EQ(toDevice(t, Device::cpu(), &host), Status::kSuccess);
+    }
+    std::vector<unsigned char> b = bytesOf(host);
+    bytes.insert(bytes.end(), b.begin(), b.end());
+  };
+  LayerKvCache cache{dev(makeZeros(dtype, {slots, max_len, kv_heads, d})),
+                     dev(makeZeros(dtype, {slots, max_len, kv_heads, d}))};
+  std::vector<int32_t> cached(slots, 0);
+  const std::vector<std::vector<std::pair<int, int>>> steps = {
+      {{3, 11}, {0, 4}}, {{0, 1}, {3, 6}, {2, 9}, {1, 0}}, {{2, 1}, {0, 1}, {3, 1}}};
+  uint64_t seed = 900;
+  for (const auto& step : steps) {
+    StepBatch batch;
+    batch.query_offsets.push_back(0);
+    for (const auto& [slot, count] : step) {
+      batch.cached_lens.push_back(cached[slot]);
+      batch.cache_slots.push_back(slot);
+      batch.query_offsets.push_back(batch.query_offsets.back() + count);
+      cached[slot] += count;
+    }
+    EXPECT_EQ(batch.finalize(), Status::kSuccess);
+    const int64_t tokens = batch.tokens();
+    Tensor q =
+        dev(makeTensor(dtype, {tokens, heads, d}, randomIn(dtype, tokens * heads * d, seed)));
+    Tensor k = dev(
+        makeTensor(dtype, {tokens, kv_heads, d}, randomIn(dtype, tokens * kv_heads * d, seed + 1)));
+    Tensor v = dev(
+        makeTensor(dtype, {tokens, kv_heads, d}, randomIn(dtype, tokens * kv_heads * d, seed + 2)));
+    seed += 10;
+    Tensor out = dev(makeZeros(dtype, {tokens, heads, d}));
+    REE_EXPECT_OK(set.attention(q, k, v, cache, batch, out));
+    keep(out);
+  }
+  keep(cache.k);
+  keep(cache.v);
+  REE_EXPECT_OK(set.synchronize());
+  return bytes;
+}
+
 }  // namespace aten_test
 }  // namespace ree

@@ -26,6 +26,9 @@
 #include <utility>
 
 #include "aten_ops.h"
+#include "aten_uploads.h"
+#include "aten_varlen_attention.h"
+#include "ree/core/log.h"
 
 namespace ree {
 namespace {
@@ -207,15 +210,17 @@ class AtenOperationSet final : public OperationSet {
                          at::TensorOptions().dtype(scalarTypeOf(t.dtype())).device(aten_device_));
   }
 
-  // A host int32 array copied to this set's device.
-  at::Tensor hostInts(const std::vector<int32_t>& values) const {
-    at::Tensor host = at::from_blob(const_cast<int32_t*>(values.data()),
-                                    {static_cast<int64_t>(values.size())}, at::kInt);
-    return aten_device_.is_cpu() ? host.clone() : host.to(aten_device_);
-  }
-
   // Inverse frequencies of `spec` (fp32, on this set's device), cached for the last spec.
   at::Tensor inverseFrequencies(const RopeSpec& spec);
+  // cos and sin [tokens, 1, rotary_dim] in `dtype` for these positions: computed by the first
+  // rope call of a step and reused by the others (q and k of every layer share them).
+  const std::pair<at::Tensor, at::Tensor>& ropeTables(const std::vector<int32_t>& positions,
+                                                      const RopeSpec& spec, at::ScalarType dtype);
+  // The attention of every sequence in one FlashAttention call (default set, CUDA, bf16/fp16);
+  // false when it does not apply, or failed once in this process (then the per-sequence path).
+  bool tryVarlenAttention(const at::Tensor& q, const at::Tensor& k_new, const at::Tensor& v_new,
+                          at::Tensor& k_cache, at::Tensor& v_cache, const StepBatch& batch,
+                          double scale, at::Tensor& out);
 
   OperationSetKind kind_;
   Device device_;
@@ -223,6 +228,17 @@ class AtenOperationSet final : public OperationSet {
   bool have_rope_cache_ = false;
   RopeSpec cached_rope_spec_;
   at::Tensor cached_inv_freq_;
+  // Host vectors every layer of a step passes again, uploaded once (aten_uploads.h).
+  aten_ops::UploadCache positions_upload_{aten_device_};
+  aten_ops::UploadCache varlen_upload_{aten_device_};
+  struct RopeTables {
+    bool valid = false;
+    std::vector<int32_t> positions;
+    RopeSpec spec;
+    at::ScalarType dtype = at::kFloat;
+    std::pair<at::Tensor, at::Tensor> cos_sin;
+  } rope_tables_;
+  bool varlen_failed_ = false;
 };
 
 template <typename Body>
@@ -283,7 +299,7 @@ Status AtenOperationSet::embedding(const std::vector<int32_t>& ids, const Tensor
   if (tokens == 0) return Status::kSuccess;
   return run("embedding", [&] {
     at::Tensor result = view(out);
-    at::index_select_out(result, view(table), 0, hostInts(ids));
+    at::index_select_out(result, view(table), 0, aten_ops::uploadInts(ids, aten_device_));
   });
 }
 
@@ -444,6 +460,32 @@ at::Tensor AtenOperationSet::inverseFrequencies(const RopeSpec& spec) {
   return cached_inv_freq_;
 }
 
+const std::pair<at::Tensor, at::Tensor>& AtenOperationSet::ropeTables(
+    const std::vector<int32_t>& positions, const RopeSpec& spec, at::ScalarType dtype) {
+  RopeTables& tables = rope_tables_;
+  if (tables.valid && tables.dtype == dtype && tables.spec.interleaved == spec.interleaved &&
+      sameRopeSpec(tables.spec, spec) && tables.positions == positions) {
+    return tables.cos_sin;
+  }
+  const int64_t tokens = static_cast<int64_t>(positions.size());
+  at::Tensor inv_freq = inverseFrequencies(spec);
+  // LlamaRotaryEmbedding.forward: freqs = position_ids[..., None].float() * inv_freq, cos/sin in
+  // fp32 (attention_scaling is 1 for default and llama3 rope), then cast to x's dtype.
+  at::Tensor freqs = positions_upload_.get(positions).to(at::kFloat).unsqueeze(-1) * inv_freq;
+  // Half-split: emb = cat(freqs, freqs); interleaved: each frequency twice in a row (GPT-J's
+  // repeat_interleave(2), written as expand so it is a pure copy on every device).
+  at::Tensor emb = spec.interleaved
+                       ? freqs.unsqueeze(-1).expand({tokens, spec.rotary_dim / 2, 2}).flatten(-2)
+                       : at::cat({freqs, freqs}, -1);
+  tables.cos_sin = {emb.cos().to(dtype).unsqueeze(1),  // [tokens, 1, rotary_dim]
+                    emb.sin().to(dtype).unsqueeze(1)};
+  tables.positions = positions;
+  tables.spec = spec;
+  tables.dtype = dtype;
+  tables.valid = true;
+  return tables.cos_sin;
+}
+
 Status AtenOperationSet::rope(Tensor& x, const std::vector<int32_t>& positions,
                               const RopeSpec& spec) {
   REE_RETURN_IF_ERROR(checkTensor("rope", "x", x));
@@ -473,18 +515,7 @@ Status AtenOperationSet::rope(Tensor& x, const std::vector<int32_t>& positions,
   }
   if (x.numel() == 0) return Status::kSuccess;
   return run("rope", [&] {
-    at::Tensor inv_freq = inverseFrequencies(spec);
-    // LlamaRotaryEmbedding.forward: freqs = position_ids[..., None].float() * inv_freq, cos/sin in
-    // fp32 (attention_scaling is 1 for default and llama3 rope), then cast to x's dtype.
-    at::Tensor freqs = hostInts(positions).to(at::kFloat).unsqueeze(-1) * inv_freq;
-    // Half-split: emb = cat(freqs, freqs); interleaved: each frequency twice in a row (GPT-J's
-    // repeat_interleave(2), written as expand so it is a pure copy on every device).
-    at::Tensor emb = spec.interleaved
-                         ? freqs.unsqueeze(-1).expand({tokens, spec.rotary_dim / 2, 2}).flatten(-2)
-                         : at::cat({freqs, freqs}, -1);
-    const at::ScalarType dtype = scalarTypeOf(x.dtype());
-    at::Tensor cos = emb.cos().to(dtype).unsqueeze(1);  // [tokens, 1, rotary_dim]
-    at::Tensor sin = emb.sin().to(dtype).unsqueeze(1);
+    const auto& [cos, sin] = ropeTables(positions, spec, scalarTypeOf(x.dtype()));
     at::Tensor rotated = view(x).narrow(-1, 0, spec.rotary_dim);
     at::Tensor turned;
     if (spec.interleaved) {
@@ -578,6 +609,7 @@ Status AtenOperationSet::attention(const Tensor& q, const Tensor& k_new, const T
     const int64_t group = heads / kv_heads;
     // transformers passes scaling = head_dim ** -0.5 (a Python double).
     const double scale = std::pow(static_cast<double>(head_dim), -0.5);
+    if (tryVarlenAttention(q_all, k_all, v_all, k_cache, v_cache, batch, scale, out_all)) return;
     for (int s = 0; s < sequences; ++s) {
       const int64_t begin = batch.query_offsets[s];
       const int64_t count = batch.query_offsets[s + 1] - begin;
@@ -634,6 +666,33 @@ Status AtenOperationSet::attention(const Tensor& q, const Tensor& k_new, const T
       out_all.narrow(0, begin, count).copy_(result[0].transpose(0, 1));
     }
   });
+}
+
+bool AtenOperationSet::tryVarlenAttention(const at::Tensor& q, const at::Tensor& k_new,
+                                          const at::Tensor& v_new, at::Tensor& k_cache,
+                                          at::Tensor& v_cache, const StepBatch& batch, double scale,
+                                          at::Tensor& out) {
+  if (kind_ != OperationSetKind::kDefault || varlen_failed_ ||
+      !aten_ops::varlenAttentionApplies(q, k_cache)) {
+    return false;
+  }
+  aten_ops::VarlenLayout layout;
+  if (!aten_ops::buildVarlenLayout(batch, k_cache.size(0), k_cache.size(1), &layout)) return false;
+  try {
+    aten_ops::varlenAttention(q, k_new, v_new, k_cache, v_cache, layout,
+                              varlen_upload_.get(layout.packed), scale, out);
+    return true;
+  } catch (const c10::Error& e) {
+    // A LibTorch built without FlashAttention, or a GPU it does not support: the per-sequence
+    // path computes the same attention. Its appends to the cache are idempotent, so redoing
+    // them there is harmless.
+    varlen_failed_ = true;
+    logMessage(LogLevel::kWarning,
+               "default set on %s: FlashAttention varlen unavailable (%s); attention runs per "
+               "sequence",
+               device_.str().c_str(), e.what_without_backtrace());
+    return false;
+  }
 }
 
 // ---- activations --------------------------------------------------------------------------------
