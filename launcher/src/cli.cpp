@@ -144,6 +144,12 @@ Status readExecutionFlags(const Flags& flags, LaunchOptions* out) {
   REE_RETURN_IF_ERROR(flags.integer("threads", 0, 4096, &out->cpu_threads));
   REE_RETURN_IF_ERROR(flags.integer("max-batch", 1, 1 << 20, &engine.max_batch));
   REE_RETURN_IF_ERROR(flags.integer("max-context", 0, kIntMax, &engine.max_context));
+  REE_RETURN_IF_ERROR(
+      flags.real("kv-memory-fraction", 0.0, 1.0, false, &engine.kv_memory_fraction));
+  int kv_blocks = 0;
+  REE_RETURN_IF_ERROR(flags.integer("kv-blocks", 0, kIntMax, &kv_blocks));
+  engine.kv_blocks = kv_blocks;
+  REE_RETURN_IF_ERROR(flags.integer("kv-block-size", 1, 1 << 20, &engine.kv_block_size));
   out->json = flags.given("json");
   return Status::kSuccess;
 }

@@ -48,7 +48,14 @@ void addModelAndPrompt(cxxopts::Options& options) {
     ("top-p", "Nucleus sampling threshold in (0, 1]", value("1"))
     ("seed", "Seed of the counter-based sampler (Philox keyed by seed, prompt index, step), 0..2^64-1", value("0"))
     ("max-batch", "Prompts decoded together, 1..1048576", value("8"))
-    ("max-context", "Tokens per sequence (prompt + output); 0 = min(model's maximum, 4096)", value("0"));
+    ("max-context", "Tokens per sequence (prompt + output); 0 = min(model's maximum, 4096)", value("0"))
+    ("kv-memory-fraction", "Share of the memory left after the weights (GPU: free memory; CPU: available memory) that the KV "
+                           "cache pool takes, in [0, 1]; 0 = 0.9 on a GPU, 0.5 on the CPU. Never more than --max-batch "
+                           "sequences of --max-context tokens need; a full pool preempts (results never depend on it)", value("0"))
+    ("kv-blocks", "KV cache pool size in blocks, 1..2147483647, instead of --kv-memory-fraction (refused if the device "
+                  "cannot hold it); 0 = from memory", value("0"))
+    ("kv-block-size", "Positions per KV cache block, 1..1048576 (reproducible set; the ATen sets use one block "
+                      "per sequence); results never depend on it", value("16"));
   // clang-format on
 }
 

@@ -1,5 +1,7 @@
 #include "ree/runtime/operation_set.h"
 
+#include <cstdint>
+
 #include "ree/core/text.h"
 
 #include "aten/aten_ops.h"
@@ -51,8 +53,20 @@ Status StepBatch::finalize() {
   int b = batch();
   REE_CHECK_ARG(static_cast<int>(query_offsets.size()) == b + 1 && query_offsets[0] == 0,
                 "StepBatch: query_offsets must have batch + 1 = %d entries starting at 0", b + 1);
-  REE_CHECK_ARG(static_cast<int>(cache_slots.size()) == b,
-                "StepBatch: cache_slots must have %d entries", b);
+  if (block_tables.empty() && blocks_per_seq == 0 && !cache_slots.empty()) {
+    block_tables = cache_slots;  // one block (slot) per sequence
+    blocks_per_seq = 1;
+  }
+  REE_CHECK_ARG(b == 0 || (blocks_per_seq >= 1 && blocks_per_seq <= INT32_MAX / b &&
+                           block_tables.size() == static_cast<size_t>(b) * blocks_per_seq),
+                "StepBatch: block_tables must have batch x blocks_per_seq = %d x %d entries "
+                "(has %zu)",
+                b, blocks_per_seq, block_tables.size());
+  if (blocks_per_seq == 1) {
+    cache_slots = block_tables;
+  } else {
+    cache_slots.clear();
+  }
   positions.clear();
   for (int s = 0; s < b; ++s) {
     int n = query_offsets[s + 1] - query_offsets[s];

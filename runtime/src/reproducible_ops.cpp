@@ -186,7 +186,7 @@ class ReproducibleOps final : public OperationSet {
   Status attention(const Tensor& q, const Tensor& k_new, const Tensor& v_new, LayerKvCache& cache,
                    const StepBatch& batch, Tensor& out) override {
     int n_kv = static_cast<int>(cache.k.dim(2)), head_dim = static_cast<int>(cache.k.dim(3));
-    // One block per cache slot: block_size = max_len, block_table[s] = slot of sequence s.
+    // The step's block tables address the cache's blocks (StepBatch).
     KvAppendArgs append;
     append.batch = batch.batch();
     append.query_offsets = batch.query_offsets.data();
@@ -199,10 +199,10 @@ class ReproducibleOps final : public OperationSet {
     append.k_cache = cache.k.data();
     append.v_cache = cache.v.data();
     append.cache_dtype = cache.k.dtype();
-    append.num_blocks = cache.slots();
-    append.block_size = cache.maxLen();
-    append.block_table = batch.cache_slots.data();
-    append.max_blocks_per_seq = 1;
+    append.num_blocks = cache.numBlocks();
+    append.block_size = cache.blockSize();
+    append.block_table = batch.block_tables.data();
+    append.max_blocks_per_seq = batch.blocks_per_seq;
     AttentionArgs args;
     args.batch = batch.batch();
     args.query_offsets = batch.query_offsets.data();
@@ -214,13 +214,9 @@ class ReproducibleOps final : public OperationSet {
     args.q_dtype = q.dtype();
     args.out = out.data();
     args.out_dtype = out.dtype();
-    args.cache = PagedKvCache{cache.k.data(),
-                              cache.v.data(),
-                              cache.k.dtype(),
-                              cache.slots(),
-                              cache.maxLen(),
-                              batch.cache_slots.data(),
-                              1};
+    args.cache = PagedKvCache{cache.k.data(),      cache.v.data(),    cache.k.dtype(),
+                              cache.numBlocks(),   cache.blockSize(), batch.block_tables.data(),
+                              batch.blocks_per_seq};
     if (!device_.isCuda()) {
       REE_RETURN_IF_ERROR(cpu::appendKv(append));
       return cpu::attention(args);

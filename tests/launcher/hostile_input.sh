@@ -315,9 +315,17 @@ flag max-new-tokens-1e12 "--max-new-tokens '1e12'" --max-new-tokens 1e12
 flag max-new-tokens-2p31 "--max-new-tokens '2147483648'" --max-new-tokens 2147483648
 flag max-batch-0 "--max-batch '0'" --max-batch 0
 flag max-batch-huge "--max-batch '1048577'" --max-batch 1048577
-flag max-batch-900000-context-16 "--max-batch" --max-batch 900000 --max-context 16
-flag memory-budget-1e6-batch "--max-batch" --memory-budget-gib 1000000 --max-batch 1000000 \
-  --max-context 64
+flag kv-blocks-2p31 "--kv-blocks 2147483647: the KV cache on cpu needs" --kv-blocks 2147483647 \
+  --max-context 16
+flag memory-budget-1e6-kv-blocks "--kv-blocks 2147483647" --memory-budget-gib 1000000 \
+  --kv-blocks 2147483647 --max-context 64
+flag kv-blocks-negative "--kv-blocks '-1'" --kv-blocks -1
+flag kv-blocks-2p31-plus "--kv-blocks '2147483648'" --kv-blocks 2147483648
+flag kv-memory-fraction-2 "--kv-memory-fraction '2'" --kv-memory-fraction 2
+flag kv-memory-fraction-nan "--kv-memory-fraction 'nan'" --kv-memory-fraction nan
+flag kv-block-size-0 "--kv-block-size '0'" --kv-block-size 0
+flag kv-blocks-one "need 3 KV cache blocks of 16 tokens, the pool holds 1; raise --kv-blocks" \
+  --kv-blocks 1 --max-new-tokens 40
 flag max-context-negative "--max-context '-1'" --max-context -1
 flag max-context-huge "--max-context '99999999999'" --max-context 99999999999
 flag max-context-over-model "--max-context" --max-context 100000

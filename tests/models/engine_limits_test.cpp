@@ -1,7 +1,9 @@
-// The engine refuses sizes the machine cannot hold before allocating them: a KV cache (max_batch x
-// max_context tokens) beyond the device's real memory, whatever --memory-budget-gib claims, gives
-// one line naming the options, their values and the limit, not a crash. The names follow
-// EngineOptions::names (verify takes the values from a receipt and says so).
+// The engine sizes its KV cache pool from the memory the weights leave, so a large --max-batch x
+// --max-context is never refused for memory: the pool is smaller and sequences wait or are
+// preempted. What the machine cannot hold is refused before allocating it: a --kv-blocks beyond
+// the device's real memory, whatever --memory-budget-gib claims, gives one line naming the
+// option, its value and the limit, not a crash. The names follow EngineOptions::names (verify
+// takes the values from a receipt and says so).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "ree/core/device.h"
 #include "ree/models/builtin.h"
 #include "ree/models/engine.h"
 
@@ -22,40 +25,63 @@ EngineOptions hugeKvCache() {
   EngineOptions options;
   options.model = "builtin:tiny-llama";
   options.device = Device::cpu();
-  options.max_batch = 1 << 20;
-  options.max_context = 2048;  // 2^31 tokens of KV cache: about 1 TiB for tiny-llama's 4 layers
+  options.max_batch = 8;
+  options.max_context = 2048;
+  options.kv_block_size = 16;
+  options.kv_blocks = 1 << 27;  // 2^31 tokens of KV cache: about 1 TiB for tiny-llama's 4 layers
   options.memory_budget_bytes = int64_t{1} << 60;  // the budget claims enough
   return options;
 }
 
-TEST(EngineLimits, KvCacheBeyondTheHostsMemoryIsRefusedBeforeAllocating) {
+TEST(EngineLimits, KvBlocksBeyondTheHostsMemoryAreRefusedBeforeAllocating) {
   std::unique_ptr<Engine> engine;
   EXPECT_EQ(Engine::create(hugeKvCache(), &engine), Status::kOutOfMemory);
   const std::string message = lastErrorMessage();
-  EXPECT_NE(message.find("--max-batch 1048576 x --max-context 2048: the KV cache on cpu needs"),
-            std::string::npos)
+  EXPECT_NE(message.find("--kv-blocks 134217728: the KV cache on cpu needs"), std::string::npos)
       << message;
   EXPECT_NE(message.find("of host memory available"), std::string::npos) << message;
   EXPECT_EQ(engine, nullptr);
 
-  // Split over stages on one device, the stages' caches add up.
+  // Split over stages on one device, the stages' pools add up.
   EngineOptions split = hugeKvCache();
+  split.kv_blocks = 1 << 25;
   split.n_partitions = 4;
   EXPECT_EQ(Engine::create(split, &engine), Status::kOutOfMemory);
   EXPECT_NE(std::string(lastErrorMessage()).find("the KV cache on cpu needs"), std::string::npos)
       << lastErrorMessage();
 }
 
+// A batch x context far beyond the host's memory (about 1 TiB) runs: the pool takes its share of
+// the available memory, at most what max_batch sequences of max_context tokens need.
+TEST(EngineLimits, AHugeBatchGetsAPoolSizedFromMemory) {
+  EngineOptions options = hugeKvCache();
+  options.kv_blocks = 0;
+  options.memory_budget_bytes = 0;
+  options.max_batch = 1 << 20;
+  options.kv_memory_fraction = 0.01;
+  std::unique_ptr<Engine> engine;
+  ASSERT_EQ(Engine::create(options, &engine), Status::kSuccess) << lastErrorMessage();
+  // 4 layers, K and V, 16 positions, at least 2 bytes each; the available memory moves a little.
+  const int64_t block_bytes =
+      4 * 2 * 16 * int64_t{engine->config().num_kv_heads} * engine->config().head_dim * 2;
+  EXPECT_GT(engine->kvCacheBlocks(), 0);
+  EXPECT_LE(engine->kvCacheBlocks() * block_bytes, hostAvailableMemoryBytes() / 50);
+  GenerationRequest request;
+  request.prompt_ids = {1, 2, 3};
+  request.max_new_tokens = 4;
+  std::vector<GenerationResult> results;
+  ASSERT_EQ(engine->generate({request, request}, &results), Status::kSuccess) << lastErrorMessage();
+  EXPECT_EQ(results[1].output_ids, results[0].output_ids);
+}
+
 TEST(EngineLimits, MessagesUseTheOptionNamesGiven) {
   EngineOptions options = hugeKvCache();
-  options.names.max_batch = "the batch of X";
-  options.names.max_context = "the context of Y";
+  options.names.kv_blocks = "the pool of X";
   std::unique_ptr<Engine> engine;
   EXPECT_EQ(Engine::create(options, &engine), Status::kOutOfMemory);
   const std::string message = lastErrorMessage();
-  EXPECT_NE(message.find("the batch of X 1048576 x the context of Y 2048"), std::string::npos)
-      << message;
-  EXPECT_EQ(message.find("--max-"), std::string::npos) << message;
+  EXPECT_NE(message.find("the pool of X 134217728"), std::string::npos) << message;
+  EXPECT_EQ(message.find("--kv-"), std::string::npos) << message;
 
   options = EngineOptions();
   options.model = "builtin:tiny-llama";

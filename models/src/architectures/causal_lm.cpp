@@ -1,6 +1,7 @@
 // The forward pass of a CausalLM (causal_lm.h): embedding, decoder layers and head, written once
 // against the runtime's OperationSet for every architecture of the table (architecture.h); the
 // weights are loaded by causal_lm_weights.cpp.
+#include <algorithm>
 #include <utility>
 
 #include "causal_lm_impl.h"
@@ -175,34 +176,48 @@ int64_t CausalLM::endLayer() const {
 ::ree::DType CausalLM::activationDType() const {
   return impl_->act_dtype;
 }
-int CausalLM::cacheSlots() const {
-  return impl_->cache.empty() ? 0 : impl_->cache[0].slots();
+void CausalLM::releaseCache() {
+  impl_->cache.clear();
 }
-int CausalLM::cacheMaxLen() const {
-  return impl_->cache.empty() ? 0 : impl_->cache[0].maxLen();
+int CausalLM::cacheBlocks() const {
+  return impl_->cache.empty() ? 0 : impl_->cache[0].numBlocks();
+}
+int CausalLM::cacheBlockSize() const {
+  return impl_->cache.empty() ? 0 : impl_->cache[0].blockSize();
 }
 
-Status CausalLM::allocateCache(int slots, int max_len) {
+bool CausalLM::cacheBlockBytes(const ModelConfig& config, ::ree::DType kv_dtype, int64_t layers,
+                               int block_size, int64_t* bytes) {
+  *bytes = 2 * static_cast<int64_t>(dtypeSize(kv_dtype));  // K and V
+  for (int64_t factor : {int64_t{block_size}, config.num_kv_heads, config.head_dim, layers}) {
+    if (__builtin_mul_overflow(*bytes, factor, bytes)) return false;
+  }
+  return true;
+}
+
+Status CausalLM::allocateCache(int num_blocks, int block_size, int max_context) {
   Impl& m = *impl_;
-  REE_CHECK_ARG(slots >= 1 && max_len >= 1, "allocateCache: %d slots of %d tokens", slots, max_len);
-  REE_RETURN_IF_ERROR(checkContextAgainstSlidingWindow(m.config, max_len));
+  REE_CHECK_ARG(num_blocks >= 1 && block_size >= 1 && max_context >= 1,
+                "allocateCache: %d blocks of %d tokens for a context of %d", num_blocks, block_size,
+                max_context);
+  REE_RETURN_IF_ERROR(checkContextAgainstSlidingWindow(m.config, max_context));
   // K and V of every layer, counted in 64 bits before anything is allocated.
-  int64_t bytes = 2 * static_cast<int64_t>(dtypeSize(m.kv_dtype));
-  for (int64_t factor : {int64_t{slots}, int64_t{max_len}, m.config.num_kv_heads, m.config.head_dim,
-                         static_cast<int64_t>(m.layers.size())}) {
-    if (__builtin_mul_overflow(bytes, factor, &bytes)) {
-      return REE_FAIL(Status::kInvalidArgument,
-                      "KV cache for %d sequences of %d tokens over %zu layers: its size in bytes "
-                      "overflows 64 bits",
-                      slots, max_len, m.layers.size());
-    }
+  int64_t block_bytes = 0, bytes = 0;
+  if (!cacheBlockBytes(m.config, m.kv_dtype, static_cast<int64_t>(m.layers.size()), block_size,
+                       &block_bytes) ||
+      __builtin_mul_overflow(block_bytes, int64_t{num_blocks}, &bytes)) {
+    return REE_FAIL(Status::kInvalidArgument,
+                    "KV cache of %d blocks of %d tokens over %zu layers: its size in bytes "
+                    "overflows 64 bits",
+                    num_blocks, block_size, m.layers.size());
   }
   m.cache.clear();
   for (size_t i = 0; i < m.layers.size(); ++i) {
     LayerKvCache c;
-    std::vector<int64_t> shape = {slots, max_len, m.config.num_kv_heads, m.config.head_dim};
-    REE_RETURN_IF_ERROR(Tensor::zeros(m.device(), m.kv_dtype, shape, &c.k));
-    REE_RETURN_IF_ERROR(Tensor::zeros(m.device(), m.kv_dtype, shape, &c.v));
+    std::vector<int64_t> shape = {num_blocks, block_size, m.config.num_kv_heads, m.config.head_dim};
+    // Not cleared: every position is appended before any query reads it.
+    REE_RETURN_IF_ERROR(Tensor::empty(m.device(), m.kv_dtype, shape, &c.k));
+    REE_RETURN_IF_ERROR(Tensor::empty(m.device(), m.kv_dtype, shape, &c.v));
     m.cache.push_back(std::move(c));
   }
   return Status::kSuccess;
@@ -239,21 +254,41 @@ Status CausalLM::embed(const std::vector<int32_t>& ids, const StepBatch& batch, 
   return Status::kSuccess;
 }
 
+// Every sequence's table covers its positions with blocks of the pool, no block twice in a step.
+Status CausalLM::checkBlockTables(const StepBatch& batch) const {
+  const int blocks = cacheBlocks(), block_size = cacheBlockSize();
+  std::vector<int32_t> used;
+  for (int s = 0; s < batch.batch(); ++s) {
+    const int64_t total = static_cast<int64_t>(batch.cached_lens[s]) + batch.query_offsets[s + 1] -
+                          batch.query_offsets[s];
+    const int64_t needed = (total + block_size - 1) / block_size;
+    if (needed > batch.blocks_per_seq) {
+      return REE_FAIL(Status::kInvalidArgument,
+                      "sequence %d needs %lld tokens of context, more than its %d KV cache "
+                      "blocks of %d tokens",
+                      s, static_cast<long long>(total), batch.blocks_per_seq, block_size);
+    }
+    for (int64_t j = 0; j < needed; ++j) {
+      const int32_t block = batch.block_tables[static_cast<size_t>(s) * batch.blocks_per_seq + j];
+      REE_CHECK_ARG(block >= 0 && block < blocks,
+                    "sequence %d: its block %lld is KV cache block %d of %d", s,
+                    static_cast<long long>(j), block, blocks);
+      used.push_back(block);
+    }
+  }
+  std::sort(used.begin(), used.end());
+  auto twice = std::adjacent_find(used.begin(), used.end());
+  REE_CHECK_ARG(twice == used.end(), "KV cache block %d is used twice in one step",
+                twice == used.end() ? 0 : *twice);
+  return Status::kSuccess;
+}
+
 Status CausalLM::runLayers(Tensor& hidden, const StepBatch& batch, const LayerObserver& observer) {
   Impl& m = *impl_;
   REE_CHECK_ARG(m.cache.size() == m.layers.size(), "runLayers: allocateCache() was not called");
   REE_CHECK_ARG(hidden.dim(0) == batch.tokens(), "runLayers: hidden has %lld rows for %d tokens",
                 static_cast<long long>(hidden.dim(0)), batch.tokens());
-  for (int s = 0; s < batch.batch(); ++s) {
-    int n_new = batch.query_offsets[s + 1] - batch.query_offsets[s];
-    REE_CHECK_ARG(batch.cache_slots[s] >= 0 && batch.cache_slots[s] < cacheSlots(),
-                  "sequence %d uses KV cache slot %d of %d", s, batch.cache_slots[s], cacheSlots());
-    if (batch.cached_lens[s] + n_new > cacheMaxLen()) {
-      return REE_FAIL(Status::kInvalidArgument,
-                      "sequence %d needs %d tokens of context, more than the KV cache's %d", s,
-                      batch.cached_lens[s] + n_new, cacheMaxLen());
-    }
-  }
+  if (!m.layers.empty()) REE_RETURN_IF_ERROR(checkBlockTables(batch));
   for (size_t i = 0; i < m.layers.size(); ++i) {
     REE_RETURN_IF_ERROR(m.layer(i, hidden, batch));
     if (observer) REE_RETURN_IF_ERROR(observer(m.range.begin + static_cast<int64_t>(i), hidden));

@@ -42,6 +42,15 @@ const std::string& Engine::modelDirectory() const {
 int Engine::maxContext() const {
   return impl_->max_context;
 }
+int Engine::kvCacheBlocks() const {
+  return impl_->kv_blocks;
+}
+int Engine::kvCacheBlockSize() const {
+  return impl_->kv_block_size;
+}
+int64_t Engine::kvPreemptions() const {
+  return impl_->kv_preemptions;
+}
 std::vector<int64_t> Engine::eosTokenIds() const {
   return impl_->eos;
 }
@@ -67,7 +76,6 @@ Status EngineState::loadStage(const partitioner::Stage& stage, Device device) {
   load.weight_dtype = options.weight_dtype;
   LayerRange range{stage.first_layer, stage.end_layer, stage.embedding, stage.head};
   REE_RETURN_IF_ERROR(CausalLM::load(config, *checkpoint, *local.ops, range, &local.model, load));
-  REE_RETURN_IF_ERROR(kvCacheBytes(local, &local.kv_cache_bytes));
   stages.push_back(std::move(local));
   return Status::kSuccess;
 }
@@ -82,8 +90,7 @@ Status EngineState::loadStages() {
   return Status::kSuccess;
 }
 
-// Every stage's weights first, then, once the KV caches are known to fit the devices' memory
-// (what is left of a GPU's after its weights), every KV cache.
+// Every stage's weights first, then the KV pool's size from the memory they left.
 Status EngineState::loadStagesOnDevices() {
   if (transport != nullptr) {
     REE_RETURN_IF_ERROR(loadStage(plan[transport->rank()], transport->device()));
@@ -93,22 +100,7 @@ Status EngineState::loadStagesOnDevices() {
       REE_RETURN_IF_ERROR(loadStage(plan[s], device));
     }
   }
-  REE_RETURN_IF_ERROR(checkKvCachesFit());
-  for (LocalStage& stage : stages) {
-    REE_RETURN_IF_ERROR(setCurrentDevice(stage.ops->device()));
-    // The check above can be beaten by what it cannot see (an address-space limit, other
-    // processes allocating meanwhile): a failed allocation still names the flags behind it.
-    const Status allocated = stage.model->allocateCache(options.max_batch, max_context);
-    if (allocated != Status::kSuccess && allocated != Status::kOutOfMemory) return allocated;
-    if (allocated == Status::kOutOfMemory) {
-      const std::string cause = lastErrorMessage();
-      return REE_FAIL(Status::kOutOfMemory, "%s %d x %s %d: the KV cache on %s: %s; lower them",
-                      options.names.max_batch.c_str(), options.max_batch,
-                      options.names.max_context.c_str(), max_context,
-                      stage.ops->device().str().c_str(), cause.c_str());
-    }
-  }
-  return Status::kSuccess;
+  return chooseKvBlocks();
 }
 
 }  // namespace models
@@ -135,6 +127,7 @@ Status Engine::create(const EngineOptions& options, std::unique_ptr<Engine>* out
   if (m.transport == nullptr) {
     REE_RETURN_IF_ERROR(m.createLocal());
     REE_RETURN_IF_ERROR(m.loadStages());
+    REE_RETURN_IF_ERROR(m.allocateKvCaches());
   } else {
     // Every rank must fail together (with the first failing rank's message), never leave its
     // peers waiting: agree after each phase that can fail on some ranks only.
@@ -145,6 +138,12 @@ Status Engine::create(const EngineOptions& options, std::unique_ptr<Engine>* out
     local = m.loadStages();
     REE_RETURN_IF_ERROR(
         m.transport->agree(local, local == Status::kSuccess ? "" : lastErrorMessage()));
+    REE_RETURN_IF_ERROR(m.agreeKvBlocks());
+    local = m.allocateKvCaches();
+    REE_RETURN_IF_ERROR(
+        m.transport->agree(local, local == Status::kSuccess ? "" : lastErrorMessage()));
+    // A rank whose allocation had to shrink its pool: every rank uses the smallest.
+    REE_RETURN_IF_ERROR(m.agreeKvBlocks());
   }
   out->reset(new Engine(std::move(impl)));
   return Status::kSuccess;

@@ -37,8 +37,8 @@ Status modelFilesText(const std::string& directory, std::string* text) {
   return Status::kSuccess;
 }
 
-// The pipeline's KV cache, all stages together, must be a 64-bit byte count (the partitioner sums
-// and compares such counts): max_batch x max_context x (bytes per token of every layer), checked.
+// The KV cache of one full-context sequence over all stages must be a 64-bit byte count (the
+// partitioner sums and compares such counts): max_context x (bytes per token of every layer).
 Status checkKvTotalFits(const std::vector<partitioner::Node>& graph, int64_t kv_tokens,
                         const EngineOptions& options, int max_context) {
   int64_t total = 0;
@@ -48,8 +48,7 @@ Status checkKvTotalFits(const std::vector<partitioner::Node>& graph, int64_t kv_
         __builtin_add_overflow(total, bytes, &total) ||
         __builtin_add_overflow(total, node.parameter_bytes, &total)) {
       return REE_FAIL(Status::kOutOfMemory,
-                      "%s %d x %s %d: the KV cache would need more than 2^63 bytes",
-                      options.names.max_batch.c_str(), options.max_batch,
+                      "%s %d: the KV cache of one sequence would need more than 2^63 bytes",
                       options.names.max_context.c_str(), max_context);
     }
   }
@@ -191,7 +190,9 @@ Status EngineState::computePlan() {
   }
   partitioner::Options partition;
   partition.n = n;
-  partition.kv_tokens = static_cast<int64_t>(o.max_batch) * max_context;
+  // The KV pool is sized after loading from what memory is left; a stage must hold at least one
+  // sequence of the full context beside its weights.
+  partition.kv_tokens = max_context;
   REE_RETURN_IF_ERROR(checkKvTotalFits(graph, partition.kv_tokens, o, max_context));
   partition.explicit_layers = o.partition_layers;
   partition.memory_budget_bytes = o.memory_budget_bytes;
@@ -203,8 +204,8 @@ Status EngineState::computePlan() {
   return explainNoFit(status, partition.memory_budget_bytes);
 }
 
-// The partitioner found no split within the budget: name the options that sized the KV cache and
-// the budget it was held to.
+// The partitioner found no split within the budget: name the context (a stage holds at least one
+// sequence of it) and the budget it was held to.
 Status EngineState::explainNoFit(Status status, int64_t stage_budget) const {
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   char budget[96];
@@ -215,8 +216,7 @@ Status EngineState::explainNoFit(Status status, int64_t stage_budget) const {
     std::snprintf(budget, sizeof(budget), "the device memory (%.2f GiB per stage)",
                   static_cast<double>(stage_budget) / kGiB);
   }
-  return setError(status, nullptr, 0, "%s %d x %s %d within %s: %s",
-                  options.names.max_batch.c_str(), options.max_batch,
+  return setError(status, nullptr, 0, "the weights and one sequence of %s %d within %s: %s",
                   options.names.max_context.c_str(), max_context, budget, lastErrorMessage());
 }
 
@@ -232,6 +232,7 @@ Status EngineState::runFingerprint(RunFingerprint* out) const {
                      repOpsSpecName(o.repops_spec) + "|" +
                      (o.weight_dtype ? ::ree::dtypeName(*o.weight_dtype) : "checkpoint") + "|" +
                      std::to_string(o.max_batch) + "|" + std::to_string(max_context) + "|" +
+                     std::to_string(kvBlockSizeFor(o.operation_set)) + "|" +
                      std::to_string(o.trace_layer_hashes) + "|";
   for (const partitioner::Stage& stage : plan)
     text += std::to_string(stage.first_layer) + "-" + std::to_string(stage.end_layer) + ",";
@@ -259,70 +260,18 @@ Status EngineState::checkSameRun() const {
   for (size_t r = 1; r < all.size(); ++r) {
     RunFingerprint other;
     std::memcpy(&other, all[r].data(), sizeof(other));
-    const char* what = other.config != first.config     ? "config.json / tokenizer.json"
-                       : other.weights != first.weights ? "weights"
-                       : other.options != first.options
-                           ? "run options (operation set, dtype, batch, context, trace, plan)"
-                           : nullptr;
+    const char* what =
+        other.config != first.config     ? "config.json / tokenizer.json"
+        : other.weights != first.weights ? "weights"
+        : other.options != first.options
+            ? "run options (operation set, dtype, batch, context, KV block size, trace, plan)"
+            : nullptr;
     if (what != nullptr) {
       return REE_FAIL(Status::kMismatch,
                       "rank %zu was given a different model or options than rank 0: its %s "
                       "differ; every rank must run the same --model with the same flags",
                       r, what);
     }
-  }
-  return Status::kSuccess;
-}
-
-Status EngineState::kvCacheBytes(const LocalStage& stage, int64_t* bytes) const {
-  const int64_t element =
-      static_cast<int64_t>(::ree::dtypeSize(stage.ops->kvCacheDType(stage.model->weightDType())));
-  const int64_t factors[] = {options.max_batch,
-                             max_context,
-                             stage.stage.end_layer - stage.stage.first_layer,
-                             2,  // K and V
-                             config.num_kv_heads,
-                             config.head_dim};
-  int64_t total = element;
-  for (int64_t factor : factors) {
-    if (!checkedMultiply(total, factor, &total)) {
-      return REE_FAIL(Status::kOutOfMemory,
-                      "%s %d x %s %d: the KV cache of layers %lld-%lld needs more than 2^63 bytes",
-                      options.names.max_batch.c_str(), options.max_batch,
-                      options.names.max_context.c_str(), max_context,
-                      static_cast<long long>(stage.stage.first_layer),
-                      static_cast<long long>(stage.stage.end_layer - 1));
-    }
-  }
-  *bytes = total;
-  return Status::kSuccess;
-}
-
-Status EngineState::checkKvCachesFit() const {
-  std::map<std::string, std::pair<Device, int64_t>> by_device;  // KV bytes of its stages
-  for (const LocalStage& stage : stages) {
-    auto& entry =
-        by_device.emplace(stage.ops->device().str(), std::make_pair(stage.ops->device(), 0))
-            .first->second;
-    // Each stage's bytes fit int64 and there are at most a few thousand stages per device.
-    if (__builtin_add_overflow(entry.second, stage.kv_cache_bytes, &entry.second)) {
-      entry.second = INT64_MAX;
-    }
-  }
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-  for (const auto& [name, entry] : by_device) {
-    const auto& [device, bytes] = entry;
-    int64_t limit = 0;
-    REE_RETURN_IF_ERROR(deviceFreeMemoryBytes(device, &limit));
-    if (bytes <= limit) continue;
-    return REE_FAIL(Status::kOutOfMemory,
-                    "%s %d x %s %d: the KV cache on %s needs %.2f GiB (%lld bytes), more than the "
-                    "%.2f GiB %s; lower them",
-                    options.names.max_batch.c_str(), options.max_batch,
-                    options.names.max_context.c_str(), max_context, name.c_str(),
-                    static_cast<double>(bytes) / kGiB, static_cast<long long>(bytes),
-                    static_cast<double>(limit) / kGiB,
-                    device.isCuda() ? "free after the weights" : "of host memory available");
   }
   return Status::kSuccess;
 }

@@ -8,7 +8,8 @@ namespace ree {
 namespace models {
 namespace {
 
-// The replay's single step: one sequence in KV cache slot 0, logits at every generated position.
+// The replay's single step: one sequence (its block table is the caller's), logits at every
+// generated position.
 Status buildReplayStep(const ReplayRequest& request, int64_t vocab, int max_context,
                        const std::string& context_name, StepWork* work) {
   work->ids = request.prompt_ids;
@@ -29,8 +30,6 @@ Status buildReplayStep(const ReplayRequest& request, int64_t vocab, int max_cont
   const int32_t prompt = static_cast<int32_t>(request.prompt_ids.size());
   work->batch.query_offsets = {0, total};
   work->batch.cached_lens = {0};
-  work->batch.cache_slots = {0};
-  REE_RETURN_IF_ERROR(work->batch.finalize());
   work->trace = request.trace_layer_hashes;
   // Step t's logits come from position prompt - 1 + t; its activations are the rows it fed: the
   // whole prompt for step 0, then the one token generated before it.
@@ -57,6 +56,7 @@ Status Engine::replay(const ReplayRequest& request, ReplayResult* result) {
   models::StepWork work;
   REE_RETURN_IF_ERROR(models::buildReplayStep(request, m.config.vocab_size, m.max_context,
                                               m.options.names.max_context, &work));
+  REE_RETURN_IF_ERROR(m.soloBlockTable(work.batch.tokens(), &work.batch));
   REE_RETURN_IF_ERROR(m.submit(std::move(work)));
   models::StepOutput out;
   REE_RETURN_IF_ERROR(m.collect(&out));

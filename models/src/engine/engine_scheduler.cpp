@@ -1,14 +1,20 @@
-// generate(): the scheduler. Requests are checked and tokenized first; then sequences take KV
-// cache slots as they free up (continuous batching) and are grouped into micro-batches, each with
-// at most one step in the pipeline at a time, so that with as many groups as stages every stage
-// has work during decode. A request's result never depends on the others in reproducible mode:
-// the scheduler decides only which steps run together, never what a step computes.
+// generate(): the scheduler. Requests are checked and tokenized first; then up to max_batch
+// sequences run together (continuous batching), each holding the KV cache blocks of its positions
+// (kv_blocks.h), grouped into micro-batches, each with at most one step in the pipeline at a time,
+// so that with as many groups as stages every stage has work during decode. A request is admitted
+// when the pool has blocks for its prompt and first token; when a running sequence needs a block
+// and none is free, the youngest sequence not in flight is preempted: its blocks are freed, its
+// tokens kept, and it later resumes with ONE prefill of its prompt and generated tokens. A
+// request's result never depends on the others in reproducible mode (prefill == decode, bit for
+// bit): the scheduler decides only which steps run together, never what a step computes.
 #include <algorithm>
 #include <chrono>
 #include <deque>
 
 #include "engine_state.h"
 #include "generation_sampling.h"
+#include "kv_blocks.h"
+#include "ree/core/log.h"
 
 namespace ree {
 namespace models {
@@ -45,6 +51,19 @@ Status EngineState::prepareRequest(const GenerationRequest& req, size_t r,
   }
   REE_CHECK_ARG(req.max_new_tokens >= 1, "request %zu: --max-new-tokens must be >= 1 (got %d)", r,
                 req.max_new_tokens);
+  // Alone in the pool, the request must reach its end: the positions it caches at most.
+  const int64_t prompt = static_cast<int64_t>(res->prompt_ids.size());
+  const int64_t longest =
+      std::max(prompt + 1, std::min<int64_t>(prompt + req.max_new_tokens - 1, max_context));
+  const int64_t blocks = (longest + kv_block_size - 1) / kv_block_size;
+  if (blocks > kv_blocks) {
+    return REE_FAIL(Status::kOutOfMemory,
+                    "request %zu: %lld prompt tokens and up to %d new tokens need %lld KV cache "
+                    "blocks of %d tokens, the pool holds %d; raise %s or %s",
+                    r, static_cast<long long>(prompt), req.max_new_tokens,
+                    static_cast<long long>(blocks), kv_block_size, kv_blocks,
+                    options.names.kv_blocks.c_str(), options.names.kv_memory_fraction.c_str());
+  }
   return validateSampling(req.sampling, r);
 }
 
@@ -54,10 +73,11 @@ using Clock = std::chrono::steady_clock;
 
 struct ActiveSequence {
   size_t request = 0;
-  int slot = 0;
-  int group = 0;              // micro-batch
-  std::vector<int32_t> feed;  // tokens to run in the next step
-  int cached = 0;             // tokens already in the KV cache
+  uint64_t order = 0;           // admission order: the youngest is preempted first
+  std::vector<int32_t> blocks;  // KV cache blocks of positions 0..cached + feed - 1
+  int group = 0;                // micro-batch
+  std::vector<int32_t> feed;    // tokens to run in the next step
+  int cached = 0;               // tokens already in the KV cache
   int produced = 0;
   Clock::time_point start;
   Clock::time_point first_token;
@@ -71,6 +91,13 @@ struct PendingDigests {
   std::vector<std::pair<size_t, size_t>> slots;
 };
 
+// A step in flight: its micro-batch, its sequences (requests) and, for each, its trace group.
+struct StepInFlight {
+  int group = 0;
+  std::vector<size_t> members;
+  std::vector<size_t> trace_groups;
+};
+
 class GenerationScheduler {
  public:
   GenerationScheduler(EngineState& engine, const std::vector<GenerationRequest>& requests,
@@ -79,11 +106,17 @@ class GenerationScheduler {
 
  private:
   void admitWaiting();
+  bool fitsPool(const ActiveSequence& seq) const;
+  void admit(ActiveSequence seq);
   int leastLoadedGroup() const;
+  bool ensureGroupBlocks(int group);
+  int youngestPreemptable() const;
+  void preempt(size_t index);
   Status submitIdleGroups();
-  Status buildGroupStep(int group, StepWork* work, std::vector<size_t>* members) const;
+  Status buildGroupStep(int group, StepWork* work, StepInFlight* step) const;
   Status collectStep();
-  Status acceptToken(ActiveSequence& seq, const StepOutput& out, size_t row, bool* finished);
+  Status acceptToken(ActiveSequence& seq, const StepOutput& out, size_t row, size_t trace_group,
+                     bool* finished);
   Status finishSequence(ActiveSequence& seq, bool is_eos);
   Status resolveDigests(size_t keep);
 
@@ -92,13 +125,16 @@ class GenerationScheduler {
   std::vector<GenerationResult>& results_;
   const TokenCallback& on_token_;
   int groups_ = 1;
+  KvBlockAllocator blocks_;
+  uint64_t next_order_ = 0;
   std::deque<size_t> waiting_;
-  std::vector<int> free_slots_;
+  // Preempted sequences, oldest first: they resume before any new request is admitted.
+  std::deque<ActiveSequence> preempted_;
   std::vector<ActiveSequence> active_;
   std::vector<bool> group_busy_;
   std::vector<int> group_size_;
-  // The sequences (requests) each in-flight step carries, in submission order.
-  std::deque<std::pair<int, std::vector<size_t>>> steps_;
+  // The steps in flight, in submission order.
+  std::deque<StepInFlight> steps_;
   std::deque<PendingDigests> pending_digests_;
   // Single process: digests of older steps are long done; taking them bounds what is held.
   // Multi-process: every pending digest message precedes the next step's tokens on the wire.
@@ -115,8 +151,7 @@ GenerationScheduler::GenerationScheduler(EngineState& engine,
   groups_ = std::max(1, std::min(groups_, o.max_batch));
   for (size_t r = 0; r < requests.size(); ++r)
     waiting_.push_back(r);
-  for (int s = o.max_batch - 1; s >= 0; --s)
-    free_slots_.push_back(s);
+  blocks_ = KvBlockAllocator(engine.kv_blocks, engine.kv_block_size);
   group_busy_.assign(groups_, false);
   group_size_.assign(groups_, 0);
   keep_pending_ = engine.multiProcess() ? 0 : 8;
@@ -126,7 +161,16 @@ Status GenerationScheduler::run() {
   for (;;) {
     admitWaiting();
     REE_RETURN_IF_ERROR(submitIdleGroups());
-    if (steps_.empty()) break;
+    if (steps_.empty()) {
+      if (active_.empty() && waiting_.empty() && preempted_.empty()) break;
+      // Unreachable: with nothing in flight every sequence can be preempted but the oldest, and
+      // prepareRequest checked that any one request fits the pool alone.
+      return REE_FAIL(Status::kInternal,
+                      "the scheduler cannot run %zu sequences with %zu waiting in a KV pool of %d "
+                      "blocks (%d free)",
+                      active_.size(), waiting_.size() + preempted_.size(), blocks_.numBlocks(),
+                      blocks_.freeBlocks());
+    }
     REE_RETURN_IF_ERROR(resolveDigests(keep_pending_));
     REE_RETURN_IF_ERROR(collectStep());
   }
@@ -143,43 +187,118 @@ int GenerationScheduler::leastLoadedGroup() const {
   return best;
 }
 
-// Waiting requests take the free KV cache slots.
+// Preempted sequences, then waiting requests, join while fewer than max_batch run and the pool
+// has blocks for what they feed plus their next token; in order, so none is overtaken.
 void GenerationScheduler::admitWaiting() {
-  while (!waiting_.empty() && !free_slots_.empty()) {
+  while (static_cast<int>(active_.size()) < m_.options.max_batch) {
+    if (!preempted_.empty()) {
+      if (!fitsPool(preempted_.front())) return;
+      admit(std::move(preempted_.front()));
+      preempted_.pop_front();
+      continue;
+    }
+    if (waiting_.empty()) return;
     ActiveSequence seq;
     seq.request = waiting_.front();
-    waiting_.pop_front();
-    seq.slot = free_slots_.back();
-    free_slots_.pop_back();
-    seq.group = leastLoadedGroup();
-    group_size_[seq.group] += 1;
     seq.feed = results_[seq.request].prompt_ids;
-    seq.start = Clock::now();
-    if (m_.tokenizer) seq.stream = std::make_unique<DecodeStream>(*m_.tokenizer, true);
-    active_.push_back(std::move(seq));
+    if (!fitsPool(seq)) return;
+    admit(std::move(seq));
+    ActiveSequence& admitted = active_.back();
+    waiting_.pop_front();
+    admitted.order = next_order_++;
+    admitted.start = Clock::now();
+    if (m_.tokenizer) admitted.stream = std::make_unique<DecodeStream>(*m_.tokenizer, true);
   }
 }
 
-// One step for every idle group that has sequences.
+// Whether the pool has the blocks of what `seq` feeds and of one more token.
+bool GenerationScheduler::fitsPool(const ActiveSequence& seq) const {
+  const int64_t tokens = static_cast<int64_t>(seq.cached) + seq.feed.size();
+  return blocks_.blocksFor(tokens + 1) - static_cast<int64_t>(seq.blocks.size()) <=
+         blocks_.freeBlocks();
+}
+
+// `seq` runs from now on, in the least loaded micro-batch, with the blocks of what it feeds.
+void GenerationScheduler::admit(ActiveSequence seq) {
+  blocks_.grow(&seq.blocks, static_cast<int64_t>(seq.cached) + seq.feed.size());
+  seq.group = leastLoadedGroup();
+  group_size_[seq.group] += 1;
+  active_.push_back(std::move(seq));
+}
+
+// Gives every sequence of `group` the blocks of its next step, preempting the youngest sequence
+// not in flight while the pool is short (possibly one of the group's own). False when the group
+// must wait for a step in flight to come back.
+bool GenerationScheduler::ensureGroupBlocks(int group) {
+  for (size_t i = 0; i < active_.size();) {
+    ActiveSequence& seq = active_[i];
+    if (seq.group != group ||
+        blocks_.grow(&seq.blocks, static_cast<int64_t>(seq.cached) + seq.feed.size())) {
+      ++i;
+      continue;
+    }
+    const int victim = youngestPreemptable();
+    if (victim < 0) return false;
+    preempt(static_cast<size_t>(victim));
+    i = 0;  // active_ changed
+  }
+  return true;
+}
+
+int GenerationScheduler::youngestPreemptable() const {
+  int best = -1;
+  for (size_t i = 0; i < active_.size(); ++i) {
+    if (group_busy_[active_[i].group]) continue;
+    if (best < 0 || active_[i].order > active_[best].order) best = static_cast<int>(i);
+  }
+  return best;
+}
+
+// Frees the blocks of active_[index]; it resumes later by recomputing its prompt and generated
+// tokens in one step (the same bits: prefill == decode).
+void GenerationScheduler::preempt(size_t index) {
+  ActiveSequence seq = std::move(active_[index]);
+  active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(index));
+  blocks_.release(&seq.blocks);
+  group_size_[seq.group] -= 1;
+  const GenerationResult& res = results_[seq.request];
+  seq.feed = res.prompt_ids;
+  seq.feed.insert(seq.feed.end(), res.output_ids.begin(), res.output_ids.end());
+  seq.cached = 0;
+  m_.kv_preemptions += 1;
+  auto at = std::find_if(preempted_.begin(), preempted_.end(),
+                         [&](const ActiveSequence& other) { return other.order > seq.order; });
+  preempted_.insert(at, std::move(seq));
+}
+
+// One step for every idle group that has sequences and the blocks for them.
 Status GenerationScheduler::submitIdleGroups() {
   for (int g = 0; g < groups_; ++g) {
     if (group_busy_[g] || group_size_[g] == 0) continue;
+    if (!ensureGroupBlocks(g) || group_size_[g] == 0) continue;
     StepWork work;
-    std::vector<size_t> members;
-    REE_RETURN_IF_ERROR(buildGroupStep(g, &work, &members));
+    StepInFlight step;
+    step.group = g;
+    REE_RETURN_IF_ERROR(buildGroupStep(g, &work, &step));
     REE_RETURN_IF_ERROR(m_.submit(std::move(work)));
     group_busy_[g] = true;
-    steps_.emplace_back(g, std::move(members));
+    steps_.push_back(std::move(step));
   }
   return Status::kSuccess;
 }
 
-// The step of `group`: each member's pending tokens (its prompt, then its last token), logits
-// for its last row, sampled with its request's parameters and key.
-Status GenerationScheduler::buildGroupStep(int group, StepWork* work,
-                                           std::vector<size_t>* members) const {
+// The step of `group`: each member's pending tokens (its prompt, then its last token; after a
+// preemption all its tokens), logits for its last row, sampled with its request's parameters and
+// key, and its block table.
+Status GenerationScheduler::buildGroupStep(int group, StepWork* work, StepInFlight* step) const {
   work->trace = m_.options.trace_layer_hashes;
   work->batch.query_offsets.push_back(0);
+  int blocks_per_seq = 1;
+  for (const ActiveSequence& seq : active_) {
+    if (seq.group == group)
+      blocks_per_seq = std::max(blocks_per_seq, static_cast<int>(seq.blocks.size()));
+  }
+  work->batch.blocks_per_seq = blocks_per_seq;
   for (const ActiveSequence& seq : active_) {
     if (seq.group != group) continue;
     // Rows are int32 offsets: a step of all prompts at once must stay within them.
@@ -193,13 +312,20 @@ Status GenerationScheduler::buildGroupStep(int group, StepWork* work,
     int32_t end = static_cast<int32_t>(work->ids.size());
     work->batch.query_offsets.push_back(end);
     work->batch.cached_lens.push_back(seq.cached);
-    work->batch.cache_slots.push_back(seq.slot);
+    work->batch.block_tables.insert(work->batch.block_tables.end(), seq.blocks.begin(),
+                                    seq.blocks.end());
+    work->batch.block_tables.resize(work->batch.block_tables.size() + blocks_per_seq -
+                                    seq.blocks.size());  // padding, never read
     work->logits_rows.push_back(end - 1);
+    // A resumed sequence's earlier rows form a trace group of their own: its group is the row of
+    // its token, as the decode step it replaces hashed it.
+    if (seq.produced > 0 && seq.feed.size() > 1) work->trace_group_ends.push_back(end - 1);
     work->trace_group_ends.push_back(end);
+    step->trace_groups.push_back(work->trace_group_ends.size() - 1);
     const GenerationRequest& request = requests_[seq.request];
     work->rows.push_back({request.sampling_index.value_or(static_cast<uint64_t>(seq.request)),
                           static_cast<uint64_t>(seq.produced), request.sampling});
-    members->push_back(seq.request);
+    step->members.push_back(seq.request);
   }
   return work->batch.finalize();
 }
@@ -208,9 +334,10 @@ Status GenerationScheduler::buildGroupStep(int group, StepWork* work,
 Status GenerationScheduler::collectStep() {
   StepOutput out;
   REE_RETURN_IF_ERROR(m_.collect(&out));
-  auto [group, members] = std::move(steps_.front());
+  StepInFlight step = std::move(steps_.front());
   steps_.pop_front();
-  group_busy_[group] = false;
+  const std::vector<size_t>& members = step.members;
+  group_busy_[step.group] = false;
   if (out.tokens.size() != members.size()) {
     return REE_FAIL(Status::kCommError, "a pipeline step returned %zu tokens for %zu sequences",
                     out.tokens.size(), members.size());
@@ -221,9 +348,9 @@ Status GenerationScheduler::collectStep() {
   for (ActiveSequence& seq : active_) {
     auto it = std::find(members.begin(), members.end(), seq.request);
     bool finished = false;
-    if (seq.group == group && it != members.end()) {
-      REE_RETURN_IF_ERROR(
-          acceptToken(seq, out, static_cast<size_t>(it - members.begin()), &finished));
+    if (seq.group == step.group && it != members.end()) {
+      const size_t row = static_cast<size_t>(it - members.begin());
+      REE_RETURN_IF_ERROR(acceptToken(seq, out, row, step.trace_groups[row], &finished));
     }
     if (!finished) still_active.push_back(std::move(seq));
   }
@@ -234,7 +361,7 @@ Status GenerationScheduler::collectStep() {
 // Row `row` of `out` is `seq`'s next token: recorded, streamed, and the sequence finished at an
 // end-of-sequence token or at its length limit.
 Status GenerationScheduler::acceptToken(ActiveSequence& seq, const StepOutput& out, size_t row,
-                                        bool* finished) {
+                                        size_t trace_group, bool* finished) {
   const GenerationRequest& req = requests_[seq.request];
   GenerationResult& res = results_[seq.request];
   const int32_t token = out.tokens[row];
@@ -243,7 +370,7 @@ Status GenerationScheduler::acceptToken(ActiveSequence& seq, const StepOutput& o
   if (m_.options.trace_layer_hashes) {
     std::vector<std::string> layers;
     for (const std::vector<Digest>& layer : out.layer_digests)
-      layers.push_back(digestHex(layer.at(row)));
+      layers.push_back(digestHex(layer.at(trace_group)));
     res.step_layer_sha256.push_back(std::move(layers));
   }
   seq.cached += static_cast<int>(seq.feed.size());
@@ -274,7 +401,7 @@ Status GenerationScheduler::finishSequence(ActiveSequence& seq, bool is_eos) {
   res.decode_seconds = std::chrono::duration<double>(end - seq.first_token).count();
   res.output_ids_sha256 = sha256Hex(res.output_ids.data(), res.output_ids.size() * sizeof(int32_t));
   if (m_.tokenizer) REE_RETURN_IF_ERROR(m_.tokenizer->decode(res.output_ids, true, &res.text));
-  free_slots_.push_back(seq.slot);
+  blocks_.release(&seq.blocks);
   group_size_[seq.group] -= 1;
   return Status::kSuccess;
 }
@@ -314,7 +441,13 @@ Status Engine::generate(const std::vector<GenerationRequest>& requests,
   for (size_t r = 0; r < requests.size(); ++r)
     REE_RETURN_IF_ERROR(m.prepareRequest(requests[r], r, &(*results)[r]));
   models::GenerationScheduler scheduler(m, requests, *results, on_token);
-  return scheduler.run();
+  const int64_t preempted_before = m.kv_preemptions;
+  REE_RETURN_IF_ERROR(scheduler.run());
+  if (m.kv_preemptions > preempted_before) {
+    logMessage(LogLevel::kInfo, "KV cache full: %lld preemptions (sequences recomputed)",
+               static_cast<long long>(m.kv_preemptions - preempted_before));
+  }
+  return Status::kSuccess;
 }
 
 }  // namespace ree

@@ -2,6 +2,8 @@
 //   engine.cpp            create(), the accessors, loading the stages
 //   engine_plan.cpp       the run's plan: model directory, context, partition, memory checks,
 //                         and the fingerprint every rank of a pipeline must agree on
+//   engine_kv_pool.cpp    the KV cache pool: its size from the devices' memory, agreed by the
+//                         ranks, allocated (kv_blocks.h: the scheduler's block tables)
 //   engine_step.cpp       stage execution: one step through the stages (submit / collect),
 //                         serve() on the other ranks, shutdown(), prefillLogits()
 //   engine_scheduler.cpp  generate(): request checks and the continuous-batching loop
@@ -50,7 +52,7 @@ struct LocalStage {
   partitioner::Stage stage;
   std::unique_ptr<OperationSet> ops;
   std::unique_ptr<CausalLM> model;
-  int64_t kv_cache_bytes = 0;  // its KV cache's size
+  int64_t kv_cache_bytes = 0;  // its KV cache pool's size
 };
 
 struct EngineState {
@@ -62,6 +64,10 @@ struct EngineState {
   std::unique_ptr<Tokenizer> tokenizer;
   std::vector<int64_t> eos;
   int max_context = 0;
+  // The KV cache pool every stage holds: kv_blocks blocks of kv_block_size positions.
+  int kv_block_size = 0;
+  int kv_blocks = 0;
+  int64_t kv_preemptions = 0;
   std::vector<partitioner::Stage> plan;
   // Single process: every stage. Multi-process: this rank's stage only.
   std::vector<LocalStage> stages;
@@ -91,14 +97,20 @@ struct EngineState {
   Status runFingerprint(RunFingerprint* out) const;
   Status checkSameRun() const;
 
-  // The KV cache of a loaded stage (max_batch x max_context tokens), in 64 bits without overflow.
-  Status kvCacheBytes(const LocalStage& stage, int64_t* bytes) const;
-  // Refuses KV caches larger than the memory their device really has, before any is allocated:
-  // per device, the caches of its stages against a GPU's free memory (after the weights) or the
-  // host's physical memory.
-  Status checkKvCachesFit() const;
+  // ---- engine_kv_pool.cpp: the KV cache pool, once the weights are loaded.
+  int kvBlockSizeFor(OperationSetKind kind) const;
+  Status stageBlockBytes(const LocalStage& stage, int64_t* bytes) const;
+  Status chooseKvBlocks();
+  Status limitKvBlocks(int64_t room, int64_t block_bytes, const char* what, Device device,
+                       int64_t* blocks) const;
+  Status agreeKvBlocks();
+  Status allocateKvCaches();
+  std::string kvPoolSummary() const;
+  // One sequence of `tokens` alone in the pool (replay, prefillLogits): blocks 0, 1, ...; then
+  // batch->finalize().
+  Status soloBlockTable(int tokens, StepBatch* batch) const;
 
-  // ---- engine.cpp: loading (a stage's weights; the KV caches once they are known to fit).
+  // ---- engine.cpp: loading (a stage's weights; then the KV pool's size).
   Status loadStage(const partitioner::Stage& stage, Device device);
   Status loadStages();
   Status loadStagesOnDevices();

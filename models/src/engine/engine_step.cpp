@@ -264,8 +264,7 @@ Status Engine::prefillLogits(const std::vector<int32_t>& ids, std::vector<float>
   StepBatch batch;
   batch.query_offsets = {0, static_cast<int32_t>(ids.size())};
   batch.cached_lens = {0};
-  batch.cache_slots = {0};
-  REE_RETURN_IF_ERROR(batch.finalize());
+  REE_RETURN_IF_ERROR(m.soloBlockTable(static_cast<int>(ids.size()), &batch));
   Tensor hidden, out;
   for (size_t s = 0; s < m.stages.size(); ++s) {
     models::CausalLM& model = *m.stages[s].model;

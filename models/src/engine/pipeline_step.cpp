@@ -92,7 +92,8 @@ std::vector<uint8_t> encodeStepHeader(const StepWork& work) {
   w.u64(work.id);
   w.i32s(work.batch.query_offsets);
   w.i32s(work.batch.cached_lens);
-  w.i32s(work.batch.cache_slots);
+  w.i32(work.batch.blocks_per_seq);
+  w.i32s(work.batch.block_tables);
   w.i32s(work.logits_rows);
   w.u64(work.rows.size());
   for (const RowSampling& r : work.rows) {
@@ -138,7 +139,8 @@ Status decodeStepHeader(const std::vector<uint8_t>& bytes, StepMessageKind* kind
   REE_RETURN_IF_ERROR(r.u64(&work->id, "id"));
   REE_RETURN_IF_ERROR(r.i32s(&work->batch.query_offsets, "query_offsets"));
   REE_RETURN_IF_ERROR(r.i32s(&work->batch.cached_lens, "cached_lens"));
-  REE_RETURN_IF_ERROR(r.i32s(&work->batch.cache_slots, "cache_slots"));
+  REE_RETURN_IF_ERROR(r.i32(&work->batch.blocks_per_seq, "blocks_per_seq"));
+  REE_RETURN_IF_ERROR(r.i32s(&work->batch.block_tables, "block_tables"));
   REE_RETURN_IF_ERROR(r.i32s(&work->logits_rows, "logits_rows"));
   uint64_t n_rows = 0;
   REE_RETURN_IF_ERROR(r.count(&n_rows, 36, "rows"));

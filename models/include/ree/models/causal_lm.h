@@ -51,12 +51,18 @@ class CausalLM {
   ::ree::DType weightDType() const;
   ::ree::DType activationDType() const;
 
-  // KV cache for `slots` concurrent sequences of up to `max_len` tokens each (this stage's layers).
+  // The KV cache of this stage's layers: a pool of `num_blocks` blocks of `block_size` positions
+  // each (runtime/operation_set.h LayerKvCache), for sequences of up to `max_context` tokens.
   // Fails (kUnsupported, before allocating) when the model has a sliding attention window shorter
-  // than max_len: see checkContextAgainstSlidingWindow.
-  Status allocateCache(int slots, int max_len);
-  int cacheSlots() const;
-  int cacheMaxLen() const;
+  // than max_context: see checkContextAgainstSlidingWindow.
+  Status allocateCache(int num_blocks, int block_size, int max_context);
+  void releaseCache();
+  int cacheBlocks() const;
+  int cacheBlockSize() const;
+  // Bytes of one cache block over this stage's layers (K and V), 0 without layers; false when
+  // that overflows 64 bits.
+  static bool cacheBlockBytes(const ModelConfig& config, ::ree::DType kv_dtype, int64_t layers,
+                              int block_size, int64_t* bytes);
 
   // hidden [tokens, hidden_size] = token (+ position, GPT-2) embeddings. Needs the embedding.
   Status embed(const std::vector<int32_t>& ids, const StepBatch& batch, Tensor* hidden);
@@ -71,6 +77,7 @@ class CausalLM {
  private:
   struct Impl;
   explicit CausalLM(std::unique_ptr<Impl> impl);
+  Status checkBlockTables(const StepBatch& batch) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -43,6 +43,8 @@ struct EngineOptionNames {
   std::string repops_spec = "--repops-spec";
   std::string max_batch = "--max-batch";
   std::string max_context = "--max-context";
+  std::string kv_blocks = "--kv-blocks";
+  std::string kv_memory_fraction = "--kv-memory-fraction";
 };
 
 struct EngineOptions {
@@ -55,11 +57,21 @@ struct EngineOptions {
   Device device = Device::cpu();
   // Weights are converted to this dtype at load time when set (default: the checkpoint's dtype).
   std::optional<DType> weight_dtype;
-  // Sequences decoded together (KV cache slots) and tokens per sequence (0: min(model's maximum,
-  // 4096)). Their KV cache must fit the device's memory: the engine refuses one that does not
-  // before allocating it (host: physical memory; GPU: its free memory).
+  // Sequences decoded together and tokens per sequence (0: min(model's maximum, 4096)).
   int max_batch = 8;
   int max_context = 0;
+  // The KV cache is a pool of blocks of kv_block_size positions (the reproducible set; the ATen
+  // sets read one sequence per block, of max_context positions), shared by the running sequences
+  // and sized after the weights are loaded: kv_blocks when > 0 (refused if the device cannot hold
+  // it), else kv_memory_fraction (0: 0.9 on a GPU, 0.5 on the CPU) of the device's free memory
+  // (GPU: free after the weights; host: available memory), never more than max_batch sequences
+  // of max_context tokens need, and within memory_budget_bytes less the stage's weights. A
+  // request is admitted when the pool has blocks for its prompt; when a running sequence needs a
+  // block and none is free, the youngest sequence is preempted and later recomputed (in
+  // reproducible mode with the same bits). Stages of a pipeline use the smallest stage's count.
+  int kv_block_size = 16;
+  int64_t kv_blocks = 0;
+  double kv_memory_fraction = 0.0;
 
   // Pipeline: the model is cut into n_partitions contiguous stages (partitioner/, or the explicit
   // layers per stage in partition_layers). Without a transport every stage runs in this process,
@@ -153,6 +165,11 @@ class Engine {
   // The model directory in use (a built-in model's materialised directory; for synthetic:DIR, DIR).
   const std::string& modelDirectory() const;
   int maxContext() const;  // tokens per sequence in use
+  // The KV cache pool in use: blocks (every stage holds as many) of kvCacheBlockSize() positions.
+  int kvCacheBlocks() const;
+  int kvCacheBlockSize() const;
+  // Sequences preempted (and later recomputed) because the pool was full, over this engine's life.
+  int64_t kvPreemptions() const;
   std::vector<int64_t> eosTokenIds() const;
 
   // Generates for every request; requests beyond max_batch wait for a free slot. The result of a

@@ -54,25 +54,36 @@ struct RopeSpec {
 };
 
 // The sequences of one forward step. Sequence s has new tokens at rows
-// query_offsets[s]..query_offsets[s+1]-1 of the activations, cached_lens[s] tokens already in its
-// KV cache slot cache_slots[s]; new token i of s sits at absolute position cached_lens[s] + i.
+// query_offsets[s]..query_offsets[s+1]-1 of the activations and cached_lens[s] tokens already in
+// the KV cache; new token i of s sits at absolute position cached_lens[s] + i.
+//
+// The KV cache is paged (LayerKvCache): position p of sequence s lives in the cache block
+// block_tables[s * blocks_per_seq + p / block_size], row p % block_size. A sequence's table lists
+// the blocks of its positions 0..cached_lens[s] + new - 1 in order (entries past them are
+// padding); blocks need not be contiguous or ordered, and no two sequences of a step share one.
+// Where a block holds a whole sequence (blocks_per_seq == 1), finalize() also fills cache_slots
+// (= the block of each sequence): the slot view that the ATen sets read in place.
 struct StepBatch {
   std::vector<int32_t> query_offsets;  // [batch + 1]
   std::vector<int32_t> cached_lens;    // [batch]
-  std::vector<int32_t> cache_slots;    // [batch]
-  std::vector<int32_t> positions;      // [tokens], derived by finalize()
+  std::vector<int32_t> block_tables;   // [batch * blocks_per_seq]
+  int blocks_per_seq = 0;
+  std::vector<int32_t> cache_slots;  // [batch]: given alone, one block per sequence (see above)
+  std::vector<int32_t> positions;    // [tokens], derived by finalize()
   int batch() const { return static_cast<int>(cached_lens.size()); }
   int tokens() const { return query_offsets.empty() ? 0 : query_offsets.back(); }
-  // Fills `positions` from the offsets and cached lengths; checks consistency.
+  // Fills `positions` from the offsets and cached lengths and derives block_tables from
+  // cache_slots or the reverse (see above); checks consistency.
   Status finalize();
 };
 
-// One layer's KV cache: k and v of shape [slots, max_len, n_kv_heads, head_dim].
+// One layer's KV cache: a pool of blocks, k and v of shape
+// [num_blocks, block_size, n_kv_heads, head_dim]; steps address it through their block tables.
 struct LayerKvCache {
   Tensor k;
   Tensor v;
-  int slots() const { return static_cast<int>(k.dim(0)); }
-  int maxLen() const { return static_cast<int>(k.dim(1)); }
+  int numBlocks() const { return static_cast<int>(k.dim(0)); }
+  int blockSize() const { return static_cast<int>(k.dim(1)); }
 };
 
 class OperationSet {
