@@ -12,6 +12,7 @@ PACKAGES=(
   libpcre2-dev libpcre2-8-0 libutf8proc-dev libutf8proc2 libmpfr-dev libmpfr6 libgmp-dev libgmp10
   libssl-dev libssl3
   libcpp-httplib-dev libcpp-httplib0.11 zlib1g-dev libbrotli-dev libbrotli1
+  libncurses-dev libncurses6 libncursesw6 libtinfo6
 )
 mkdir -p "$dest"
 cd "$dest"

@@ -8,6 +8,7 @@
 #                      [--arch LIST] [--target NAMES]  (--target: build only these, comma-separated)
 #
 # Logs go to --out, else $REE_GPU_OUT, else $OUT (the device tool's folder), else <repo>/out/gpu.
+# REE_GPU_CMAKE_ARGS adds configure options (e.g. -DREE_COMPILER=OFF).
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="${REE_GPU_OUT:-${OUT:-$repo/out/gpu}}"
@@ -62,7 +63,8 @@ python="${REE_PYTHON:-$(command -v python3)}"
 build="${REE_BUILD_DIR:-$repo/build-gpu}"
 start=$(date +%s)
 cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DREE_CUDA=ON -DREE_MPI=ON \
-  -DREE_PYTHON="$python" -DCMAKE_CUDA_ARCHITECTURES="$arch" >"$out/configure.log" 2>&1
+  -DREE_PYTHON="$python" -DCMAKE_CUDA_ARCHITECTURES="$arch" ${REE_GPU_CMAKE_ARGS:-} \
+  >"$out/configure.log" 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then tail -n 40 "$out/configure.log"; note "configure: FAILED"; exit $rc; fi
 grep "REE:" "$out/configure.log" | tee -a "$summary"
