@@ -163,13 +163,12 @@ def set_field(name, value):
     return change
 
 
-def build_models(base, out):
-    m = Models(base, out)
+def cfg(key, value):
+    return lambda c: c.__setitem__(key, value)
 
-    def cfg(key, value):
-        return lambda c: c.__setitem__(key, value)
 
-    # config.json
+def build_config_cases(m):
+    """config.json and generation_config.json."""
     for name, key, value in [
         ("layers-2p31", "num_hidden_layers", 2**31 - 1),
         ("layers-2p40", "num_hidden_layers", 2**40),
@@ -218,7 +217,6 @@ def build_models(base, out):
     for kind in ("fifo", "dir", "zero", "huge", "empty"):
         m.special_case("cfg-" + kind, "config.json", kind)
 
-    # generation_config.json
     gen = {"bos_token_id": 256, "eos_token_id": 257}
     for name, value in [("neg", -1), ("string", "x"), ("2p40", 2**40), ("list-bad", [257, -4])]:
         m.file_case("gen-eos-" + name, "generation_config.json",
@@ -229,7 +227,10 @@ def build_models(base, out):
     for kind in ("fifo", "dir", "zero", "huge"):
         m.special_case("gen-" + kind, "generation_config.json", kind)
 
-    # model.safetensors
+
+
+def build_weight_cases(m, base):
+    """model.safetensors."""
     st = os.path.join(base, "model.safetensors")
     raw = open(st, "rb").read()
     m.weights_case("st-truncated", raw=raw[:100000])
@@ -273,7 +274,10 @@ def build_models(base, out):
     for kind in ("fifo", "dir", "zero", "huge", "empty"):
         m.special_case("st-" + kind, "model.safetensors", kind)
 
-    # model.safetensors.index.json (sharded checkpoints)
+
+
+def build_index_cases(m, out):
+    """model.safetensors.index.json (sharded checkpoints)."""
     m.sharded_case("idx-ok")
     m.sharded_case("idx-bad-json", index_text=lambda i: json.dumps(i)[:50])
     m.sharded_case("idx-missing-shard",
@@ -303,7 +307,10 @@ def build_models(base, out):
             with open(target, "wb") as f:
                 f.truncate(2 << 30)
 
-    # tokenizer.json
+
+
+def build_tokenizer_cases(m):
+    """tokenizer.json."""
     def added(token_id, content="<|evil|>"):
         return lambda t: t["added_tokens"].append(
             {"content": content, "id": token_id, "lstrip": False, "normalized": False,
@@ -328,6 +335,48 @@ def build_models(base, out):
     m.tokenizer_case("tok-deep", text='{"x": ' + "[" * 100000 + "]" * 100000 + "}")
     for kind in ("fifo", "dir", "zero", "huge"):
         m.special_case("tok-" + kind, "tokenizer.json", kind)
+
+
+CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{{ eos_token }}{% endfor %}"
+                 "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+def build_chat_cases(m):
+    """The chat template (--chat): chat_template.jinja and tokenizer_config.json."""
+    config = json.dumps({"bos_token": "<s>", "eos_token": "</s>"})
+    m.file_case("chat-ok", "chat_template.jinja", CHAT_TEMPLATE)
+    for kind in ("fifo", "dir", "zero", "huge"):
+        m.special_case("chat-jinja-" + kind, "chat_template.jinja", kind)
+        m.special_case("chat-config-" + kind, "tokenizer_config.json", kind)
+    m.file_case("chat-config-dup-key", "tokenizer_config.json",
+                '{"chat_template": "{{ 1 }}", "chat_template": "{{ 2 }}"}')
+    m.file_case("chat-config-array", "tokenizer_config.json", "[1]")
+    m.file_case("chat-config-template-number", "tokenizer_config.json",
+                json.dumps({"chat_template": 5}))
+    m.file_case("chat-config-no-default", "tokenizer_config.json",
+                json.dumps({"chat_template": [{"name": "tool_use", "template": "x"}]}))
+    for name, template in [
+        ("syntax", "{% for m in messages %}{{ m.content }"),
+        ("unknown-tag", "{% include 'x.jinja' %}"),
+        ("raise", "{{ raise_exception('no system role here') }}"),
+        ("steps", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"),
+        ("output", "{% set s = namespace(t='x') %}{% for i in range(64) %}"
+                   "{% set s.t = s.t ~ s.t %}{% endfor %}{{ s.t }}"),
+        ("nesting", "{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}"),
+        ("macro-recursion", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
+    ]:
+        m.file_case("chat-" + name, "chat_template.jinja", template)
+        with open(os.path.join(m.out, "chat-" + name, "tokenizer_config.json"), "w") as f:
+            f.write(config)
+
+
+def build_models(base, out):
+    m = Models(base, out)
+    build_config_cases(m)
+    build_weight_cases(m, base)
+    build_index_cases(m, out)
+    build_tokenizer_cases(m)
+    build_chat_cases(m)
 
 
 def build_receipts(receipt_path, out, reference_dir):

@@ -13,7 +13,8 @@
 # an empty-matching regex): those cases must succeed. Hostile files come from hostile_files.py.
 #   hostile_input.sh PATH/TO/ree-launch WORK_DIR [PYTHON [MPIEXEC]]
 # REE_HOSTILE_TIMEOUT (default 20 s) is the per-case limit; REE_HOSTILE_ONLY=REGEX runs the
-# cases whose id matches; REE_HOSTILE_VERBOSE=1 also lists the passing cases.
+# cases whose id matches; REE_HOSTILE_VERBOSE=1 also lists the passing cases (with the first line
+# of their stderr: the error message that the case checked).
 set -u
 launch="$1"
 work="$2"
@@ -129,7 +130,7 @@ run() {
       ;;
   esac
   passed=$((passed + 1))
-  [ -z "$verbose" ] || echo "pass [$id] ($elapsed s)"
+  [ -z "$verbose" ] || echo "pass [$id] ($elapsed s) $(head -1 "$work/err" | cut -c1-300)"
 }
 
 # --- Set-up: the built-in model as the base of every hostile model directory, a receipt. ------
@@ -193,7 +194,7 @@ model err config-truncated cfg-truncated config.json
 model err config-array cfg-array config.json
 model err config-deep-nesting cfg-deep config.json
 model err config-nan-literal cfg-nan config.json
-model err config-fifo cfg-fifo "config.json"
+model err config-fifo cfg-fifo "config.json': is a FIFO"
 model err config-directory cfg-dir "is a directory"
 model err config-dev-zero cfg-zero "config.json"
 model err config-2gib cfg-huge "config.json"
@@ -209,8 +210,8 @@ model err generation-eos-2p40 gen-eos-2p40 eos_token_id
 model err generation-eos-list gen-eos-list-bad eos_token_id
 model err generation-duplicate-key gen-dup-key eos_token_id
 model err generation-bad-json gen-bad-json generation_config.json
-model err generation-fifo gen-fifo generation_config.json
-model err generation-directory gen-dir generation_config.json
+model err generation-fifo gen-fifo "generation_config.json': is a FIFO"
+model err generation-directory gen-dir "generation_config.json': is a directory"
 model err generation-dev-zero gen-zero generation_config.json
 model err generation-2gib gen-huge generation_config.json
 
@@ -243,8 +244,8 @@ model err st-missing-tensor st-missing-norm model.norm.weight
 model bounded st-unaligned-data st-unaligned-data model.safetensors
 model err st-metadata-array st-metadata-array __metadata__
 model err st-100k-zero-byte-tensors st-100k-tensors extra.
-model err st-fifo st-fifo model.safetensors
-model err st-directory st-dir model.safetensors
+model err st-fifo st-fifo "model.safetensors': is a FIFO"
+model err st-directory st-dir "model.safetensors': is a directory"
 model err st-dev-zero st-zero model.safetensors
 model err st-2gib-sparse st-huge model.safetensors
 model err st-empty st-empty model.safetensors
@@ -260,8 +261,8 @@ model err index-map-array idx-map-array weight_map
 model err index-no-map idx-no-map weight_map
 model err index-duplicate-key idx-dup-key model.norm.weight
 model bounded index-100k-metadata idx-100k-metadata model.safetensors.index.json
-model err index-fifo idx-fifo model.safetensors.index.json
-model err index-directory idx-dir model.safetensors.index.json
+model err index-fifo idx-fifo "model.safetensors.index.json': is a FIFO"
+model err index-directory idx-dir "model.safetensors.index.json': is a directory"
 model err index-2gib idx-huge model.safetensors.index.json
 
 # --- tokenizer.json (text prompts go through it) ---------------------------------------------------
@@ -274,15 +275,15 @@ tok err tokenizer-added-id-negative tok-added-neg tokenizer.json
 tok err tokenizer-vocab-id-beyond tok-vocab-beyond tokenizer.json
 tok err tokenizer-unigram tok-unigram Unigram
 tok err tokenizer-unknown-normalizer tok-normalizer Bogus
-tok err tokenizer-catastrophic-regex tok-regex-catastrophic tokenizer.json \
+tok err tokenizer-catastrophic-regex tok-regex-catastrophic "field 'pre_tokenizer.pattern'" \
   "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab"
 tok err tokenizer-invalid-regex tok-regex-invalid tokenizer.json
 tok ok tokenizer-empty-matching-regex tok-regex-empty "" "xxabcxx y"
 tok err tokenizer-duplicate-key tok-dup-key added_tokens
 tok err tokenizer-bad-json tok-bad-json tokenizer.json
 tok err tokenizer-deep-nesting tok-deep tokenizer.json
-tok err tokenizer-fifo tok-fifo tokenizer.json
-tok err tokenizer-directory tok-dir tokenizer.json
+tok err tokenizer-fifo tok-fifo "tokenizer.json': is a FIFO"
+tok err tokenizer-directory tok-dir "tokenizer.json': is a directory"
 tok err tokenizer-symlink-dev-zero tok-zero tokenizer.json
 tok err tokenizer-2gib tok-huge tokenizer.json
 
@@ -432,8 +433,8 @@ verify() {  # verify ID NEEDLE FILE
   run rerr "verify-$1" "$2" "$launch" verify "$3" "${b[@]}"
 }
 validate dev-zero "/dev/zero" /dev/zero
-validate directory "$work/dir" "$work/dir"
-validate fifo "$work/fifo" "$work/fifo"
+validate directory "$work/dir': is a directory" "$work/dir"
+validate fifo "$work/fifo': is a FIFO" "$work/fifo"
 validate 2gib "sparse-2g" "$work/sparse-2g"
 validate missing "cannot open" "$work/none.json"
 for name in temp-nan temp-inf temp-neg; do
@@ -464,7 +465,7 @@ if { [ -z "$only" ] || [[ verify-max-context-huge =~ $only ]]; } &&
     verify "$r/r-max-context-huge.json"
 fi
 verify dev-zero "/dev/zero" /dev/zero
-verify fifo "$work/fifo" "$work/fifo"
+verify fifo "$work/fifo': is a FIFO" "$work/fifo"
 run ok validate-informational-plan-layer-1e9 "" "$launch" validate "$r/ok-plan-layer-1e9.json"
 run ok verify-informational-plan-layer-1e9 "" "$launch" verify "$r/ok-plan-layer-1e9.json" "${b[@]}"
 run err validate-two-receipts "unexpected argument" "$launch" validate "$work/receipt.json" \
@@ -485,6 +486,31 @@ run err gguf-huge-tensor-count "tensor count" "$launch" --model "$gg/count.gguf"
 run err gguf-fifo "fifo.gguf" "$launch" --model "$gg/fifo.gguf" "${g[@]}"
 run err gguf-prompt-text "tokenizer" "$launch" --model "$source_dir/tests/fuzz/corpus/gguf/llama_q8_0_tied.gguf" \
   --cpu-only --prompt-text hi
+
+# --- chat templates (--chat): chat_template.jinja and tokenizer_config.json --------------------
+chat() {  # chat KIND ID DIR NEEDLE
+  run "$1" "$2" "$4" "$launch" --model "$m/$3" --cpu-only --chat hi --max-new-tokens 2
+}
+chat ok chat-control chat-ok ""
+chat err chat-template-fifo chat-jinja-fifo "chat_template.jinja': is a FIFO"
+chat err chat-template-directory chat-jinja-dir "chat_template.jinja': is a directory"
+chat err chat-template-dev-zero chat-jinja-zero "chat_template.jinja': is a character device"
+chat err chat-template-2gib chat-jinja-huge "chat_template.jinja"
+chat err chat-config-fifo chat-config-fifo "tokenizer_config.json': is a FIFO"
+chat err chat-config-directory chat-config-dir "tokenizer_config.json': is a directory"
+chat err chat-config-dev-zero chat-config-zero "tokenizer_config.json': is a character device"
+chat err chat-config-2gib chat-config-huge "tokenizer_config.json"
+chat err chat-config-duplicate-key chat-config-dup-key "chat_template"
+chat err chat-config-array chat-config-array "tokenizer_config.json: not a JSON object"
+chat err chat-config-template-number chat-config-template-number "chat_template must be a string"
+chat err chat-config-no-default chat-config-no-default "no template named \"default\""
+chat err chat-template-syntax chat-syntax "chat_template.jinja:1:"
+chat err chat-template-include chat-unknown-tag "the 'include' tag is not supported"
+chat err chat-template-raise chat-raise "no system role here"
+chat err chat-template-step-limit chat-steps "chat_template.jinja"
+chat err chat-template-output-limit chat-output "chat_template.jinja"
+chat err chat-template-nesting chat-nesting "nests deeper than"
+chat err chat-template-macro-recursion chat-macro-recursion "chat_template.jinja"
 
 # --- MPI runs ---------------------------------------------------------------------------------
 if [ -n "$mpiexec" ]; then
