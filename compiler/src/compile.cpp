@@ -12,6 +12,7 @@
 #include "ree/core/file.h"
 #include "ree/core/log.h"
 #include "ree/core/text.h"
+#include "tensor_limit.h"
 
 namespace ree {
 
@@ -99,6 +100,7 @@ Status compileBytes(const std::string& bytes, const std::string& base_dir,
   REE_CHECK_ARG(bytes.size() <= options.max_model_bytes,
                 "model: %zu bytes exceed max_model_bytes = %llu", bytes.size(),
                 static_cast<unsigned long long>(options.max_model_bytes));
+  compiler::ScopedTensorByteLimit limit(options.max_tensor_bytes);
   compiler::ImportResult imported;
   compiler::ImportLimits limits{base_dir, options.max_external_bytes};
   REE_RETURN_IF_ERROR(compiler::importOnnx(bytes, limits, &imported));
@@ -121,7 +123,8 @@ Status compileBytes(const std::string& bytes, const std::string& base_dir,
     if (!keep) std::filesystem::remove_all(dir);
     return status;
   }
-  auto executor = std::make_unique<Executor>(std::move(imported.graph), std::move(run_ops));
+  auto executor = std::make_unique<Executor>(std::move(imported.graph), std::move(run_ops),
+                                             options.max_tensor_bytes);
   *out = std::make_unique<CompiledGraph>(std::move(executor), dir, !keep);
   return Status::kSuccess;
 }

@@ -4,12 +4,16 @@
 
 #include "ops.h"
 #include "ree/core/text.h"
+#include "tensor_limit.h"
 #include "tensor_util.h"
 
 namespace ree::compiler {
 
-Executor::Executor(Graph graph, std::unique_ptr<OperationSet> ops)
-    : graph_(std::move(graph)), ops_(std::move(ops)), last_use_(graph_.values.size(), -1) {
+Executor::Executor(Graph graph, std::unique_ptr<OperationSet> ops, uint64_t max_tensor_bytes)
+    : graph_(std::move(graph)),
+      ops_(std::move(ops)),
+      max_tensor_bytes_(max_tensor_bytes),
+      last_use_(graph_.values.size(), -1) {
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     for (int id : graph_.nodes[n].inputs)
       if (id >= 0) last_use_[id] = static_cast<int>(n);
@@ -57,6 +61,7 @@ Status Executor::checkInputs(const std::vector<GraphTensor>& inputs) const {
 
 Status Executor::run(const std::vector<GraphTensor>& inputs, std::vector<GraphTensor>* outputs) {
   REE_RETURN_IF_ERROR(checkInputs(inputs));
+  ScopedTensorByteLimit limit(max_tensor_bytes_);
   std::vector<GraphTensor> values(graph_.values.size());
   for (const auto& [id, tensor] : graph_.constants)
     values[id] = tensor;
@@ -70,7 +75,7 @@ Status Executor::run(const std::vector<GraphTensor>& inputs, std::vector<GraphTe
     for (int id : node.inputs)
       context.inputs.push_back(id >= 0 ? &values[id] : nullptr);
     context.outputs.resize(node.outputs.size());
-    REE_RETURN_IF_ERROR(def->run(context));
+    REE_RETURN_IF_ERROR(runNode(*def, context));
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       if (node.outputs[i] >= 0) values[node.outputs[i]] = std::move(context.outputs[i]);
     }

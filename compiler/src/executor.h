@@ -12,7 +12,7 @@ namespace ree::compiler {
 
 class Executor {
  public:
-  Executor(Graph graph, std::unique_ptr<OperationSet> ops);
+  Executor(Graph graph, std::unique_ptr<OperationSet> ops, uint64_t max_tensor_bytes);
   const Graph& graph() const { return graph_; }
   OperationSet* ops() const { return ops_.get(); }
   Status run(const std::vector<GraphTensor>& inputs, std::vector<GraphTensor>* outputs);
@@ -22,6 +22,7 @@ class Executor {
 
   Graph graph_;
   std::unique_ptr<OperationSet> ops_;
+  uint64_t max_tensor_bytes_;
   std::vector<int> last_use_;  // per value: the index of the last node reading it (-1: none)
 };
 

@@ -36,7 +36,7 @@ Status foldNode(Graph* graph, const Node& node, const OpDef& def, OperationSet* 
   for (int id : node.inputs)
     context.inputs.push_back(id >= 0 ? &graph->constants.at(id) : nullptr);
   context.outputs.resize(node.outputs.size());
-  REE_RETURN_IF_ERROR(def.run(context));
+  REE_RETURN_IF_ERROR(runNode(def, context));
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     if (node.outputs[i] < 0) continue;
     graph->values[node.outputs[i]].info = typeOf(context.outputs[i]);
@@ -94,7 +94,7 @@ Status runGraphPasses(Graph* graph, OperationSet* cpu_ops, PassStats* stats) {
       for (const Dim& d : graph->values[node.inputs[0]].info.dims)
         stand_in.shape.push_back(d.value);
       OpContext context{node, cpu_ops, graph->opset, {&stand_in}, {GraphTensor()}};
-      REE_RETURN_IF_ERROR(def->run(context));
+      REE_RETURN_IF_ERROR(runNode(*def, context));
       graph->values[node.outputs[0]].info = typeOf(context.outputs[0]);
       graph->constants[node.outputs[0]] = std::move(context.outputs[0]);
       ++stats->folded_nodes;

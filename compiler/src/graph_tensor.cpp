@@ -3,12 +3,39 @@
 #include <cstring>
 
 #include "ree/compiler/compile.h"
+#include "tensor_limit.h"
 
 namespace ree {
 
+namespace compiler {
+
 namespace {
-constexpr int64_t kMaxTensorBytes = int64_t{1} << 40;
+constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 40;
+thread_local uint64_t t_tensor_byte_limit = kMaxTensorBytes;
+}  // namespace
+
+ScopedTensorByteLimit::ScopedTensorByteLimit(uint64_t bytes) : previous_(t_tensor_byte_limit) {
+  t_tensor_byte_limit = bytes < kMaxTensorBytes ? bytes : kMaxTensorBytes;
 }
+
+ScopedTensorByteLimit::~ScopedTensorByteLimit() {
+  t_tensor_byte_limit = previous_;
+}
+
+Status checkTensorBytes(ElementType type, const std::vector<int64_t>& shape) {
+  uint64_t bytes = static_cast<uint64_t>(elementTypeSize(type));
+  for (int64_t d : shape) {
+    REE_CHECK_ARG(d >= 0, "tensor dim %lld is negative", static_cast<long long>(d));
+    REE_CHECK_ARG(d == 0 || bytes <= t_tensor_byte_limit / static_cast<uint64_t>(d),
+                  "a %s tensor of %zu dims is larger than the limit of %llu bytes",
+                  elementTypeName(type), shape.size(),
+                  static_cast<unsigned long long>(t_tensor_byte_limit));
+    bytes *= static_cast<uint64_t>(d);
+  }
+  return Status::kSuccess;
+}
+
+}  // namespace compiler
 
 const char* elementTypeName(ElementType type) {
   switch (type) {
@@ -49,13 +76,10 @@ std::string GraphTensor::describe() const {
 }
 
 Status GraphTensor::empty(ElementType type, std::vector<int64_t> shape, GraphTensor* out) {
+  REE_RETURN_IF_ERROR(compiler::checkTensorBytes(type, shape));
   int64_t bytes = elementTypeSize(type);
-  for (int64_t d : shape) {
-    REE_CHECK_ARG(d >= 0, "tensor dim %lld is negative", static_cast<long long>(d));
-    REE_CHECK_ARG(d == 0 || bytes <= kMaxTensorBytes / d,
-                  "tensor of %zu dims is larger than the limit of 2^40 bytes", shape.size());
+  for (int64_t d : shape)
     bytes *= d;
-  }
   int64_t words = std::max<int64_t>(1, (bytes + 3) / 4);
   GraphTensor result;
   result.type = type;

@@ -30,11 +30,16 @@ struct OpContext {
 
 using RunFn = Status (*)(OpContext& context);
 
+
 struct OpDef {
   const char* op_type;
   RunFn run;
   const char* lowering;  // what it becomes, for plan.json and docs ("RepOp linear", ...)
 };
+
+// Runs `def` on `context`; a failure's message starts with the node's label (added when the
+// operator's own message does not name it, e.g. a size limit).
+Status runNode(const OpDef& def, OpContext& context);
 
 // The definition of `op_type` in `domain` ("" is the default ONNX domain; "com.microsoft" serves
 // SimplifiedLayerNormalization), or nullptr.

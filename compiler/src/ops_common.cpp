@@ -18,6 +18,14 @@ Status OpContext::floatInput(size_t i, const GraphTensor** out) const {
   return Status::kSuccess;
 }
 
+Status runNode(const OpDef& def, OpContext& context) {
+  const Status status = def.run(context);
+  if (status == Status::kSuccess) return status;
+  const std::string message = lastErrorMessage(), label = context.node.label();
+  if (message.compare(0, label.size(), label) == 0) return status;
+  return setError(status, nullptr, 0, "%s: %s", label.c_str(), message.c_str());
+}
+
 namespace {
 
 const std::vector<OpDef>& table() {

@@ -4,6 +4,7 @@
 // [N*OH*OW, Cout] result is transposed to NCHW (exact).
 #include "ops.h"
 #include "ops_window.h"
+#include "tensor_limit.h"
 #include "tensor_util.h"
 
 namespace ree::compiler {
@@ -33,7 +34,8 @@ Status runConv(OpContext& c) {
                 static_cast<long long>(cout));
   const int64_t rows = batch * window.out[0] * window.out[1];
   const int64_t k = channels * kernel_hw[0] * kernel_hw[1];
-  GraphTensor columns, product;
+  REE_RETURN_IF_ERROR(checkTensorBytes(ElementType::kInt64, {rows, k}));  // the index map
+  GraphTensor columns;
   REE_RETURN_IF_ERROR(gatherFlat(*x, windowIndex(window, batch, channels, in_hw, false), {rows, k},
                                  0.0f, &columns));
   REE_CHECK_ARG(k >= 1 && cout >= 1, "%s: empty convolution", c.node.label().c_str());

@@ -205,6 +205,13 @@ Status runUnary(OpContext& c) {
   return repops::cpu::unaryMath(math, in, out, n);
 }
 
+// Cast to FLOAT16 / BFLOAT16 rounds (RNE, numeric.h) and keeps the value as float32.
+float roundToOnnxType(float value, int64_t onnx_type) {
+  if (onnx_type == 10) return toFloat(toF16(value));
+  if (onnx_type == 16) return toFloat(toBF16(value));
+  return value;
+}
+
 Status runCast(OpContext& c) {
   const GraphTensor* x;
   REE_RETURN_IF_ERROR(c.required(0, &x));
@@ -222,7 +229,7 @@ Status runCast(OpContext& c) {
                     c.node.label().c_str(), static_cast<long long>(onnx_type));
   }
   GraphTensor& out = c.outputs[0];
-  if (to == x->type) {
+  if (to == x->type && !(to == ElementType::kFloat32 && (onnx_type == 10 || onnx_type == 16))) {
     out = *x;
     return Status::kSuccess;
   }
@@ -235,6 +242,7 @@ Status runCast(OpContext& c) {
       out.as<float>()[i] = x->type == ElementType::kInt64
                                ? static_cast<float>(x->as<int64_t>()[i])  // one RNE rounding
                                : static_cast<float>(v);
+      out.as<float>()[i] = roundToOnnxType(out.as<float>()[i], onnx_type);
     } else if (to == ElementType::kInt64) {
       REE_CHECK_ARG(std::isfinite(v) && std::fabs(v) < 9.2e18, "%s: value %g does not fit int64",
                     c.node.label().c_str(), v);
@@ -272,7 +280,7 @@ void registerElementwiseOps(std::vector<OpDef>* table) {
        {"Exp", "Log", "Tanh", "Erf", "Sigmoid", "Sin", "Cos", "Softplus", "Gelu"}) {
     table->push_back({op, runUnary, "RepOp unaryMath (correctly rounded, crmath.md)"});
   }
-  table->push_back({"Cast", runCast, "exact conversion on the host (int64 -> float: one RNE)"});
+  table->push_back({"Cast", runCast, "conversion on the host (to float: one RNE rounding)"});
   table->push_back({"Identity", runIdentity, "view"});
 }
 

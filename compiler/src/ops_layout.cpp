@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "ops.h"
+#include "tensor_limit.h"
 #include "tensor_util.h"
 
 namespace ree::compiler {
@@ -103,6 +104,7 @@ Status runGather(OpContext& c) {
   shape.insert(shape.end(), indices_tensor->shape.begin(), indices_tensor->shape.end());
   shape.insert(shape.end(), data->shape.begin() + axis + 1, data->shape.end());
   REE_RETURN_IF_ERROR(checkedShape(c, shape));
+  REE_RETURN_IF_ERROR(checkTensorBytes(data->type, shape));
   const int64_t outer = shapeProduct(data->shape, 0, axis),
                 inner = shapeProduct(data->shape, axis + 1);
   std::vector<int64_t> index;
@@ -170,6 +172,7 @@ Status runSlice(OpContext& c) {
     begin[axis] = s;
     step[axis] = st;
   }
+  REE_RETURN_IF_ERROR(checkTensorBytes(x->type, shape));
   std::vector<int64_t> strides(rank, 1);
   for (int64_t i = rank - 1; i > 0; --i)
     strides[i - 1] = strides[i] * x->shape[i];

@@ -7,6 +7,7 @@
 #include "ops.h"
 #include "ops_window.h"
 #include "ree/kernels/rowops.h"
+#include "tensor_limit.h"
 #include "tensor_util.h"
 
 namespace ree::compiler {
@@ -197,6 +198,7 @@ Status runMaxPool(OpContext& c) {
   REE_RETURN_IF_ERROR(readWindow2d(c.node, in_hw, none, &w));
   const int64_t batch = x->shape[0], channels = x->shape[1];
   const int64_t rows = batch * channels * w.out[0] * w.out[1], cols = w.kernel[0] * w.kernel[1];
+  REE_RETURN_IF_ERROR(checkTensorBytes(ElementType::kInt64, {rows, cols}));  // the index map
   GraphTensor windows;
   REE_RETURN_IF_ERROR(gatherFlat(*x, windowIndex(w, batch, channels, in_hw, true), {rows, cols},
                                  -INFINITY, &windows));

@@ -1,5 +1,7 @@
 #include "tensor_util.h"
 
+#include "tensor_limit.h"
+
 #include <cstring>
 
 namespace ree::compiler {
@@ -75,6 +77,7 @@ Status broadcastTo(const GraphTensor& in, const Shape& shape, GraphTensor* out) 
     *out = in;
     return Status::kSuccess;
   }
+  REE_RETURN_IF_ERROR(checkTensorBytes(in.type, shape));
   Shape check;
   REE_RETURN_IF_ERROR(broadcastShapes(in.shape, shape, "broadcast", &check));
   REE_CHECK_ARG(check == shape, "broadcast: %s does not broadcast to %s",
@@ -99,6 +102,7 @@ Status transposeTensor(const GraphTensor& in, const std::vector<int64_t>& perm, 
     shape[i] = in.shape[perm[i]];
     strides[i] = in_strides[perm[i]];
   }
+  REE_RETURN_IF_ERROR(checkTensorBytes(in.type, shape));
   return gatherFlat(in, stridedIndex(shape, strides), shape, 0.0f, out);
 }
 

@@ -224,6 +224,26 @@ TEST(Compiler, TemporaryArtifactsLeaveWithTheModel) {
   EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
+// requires_reproducibility = false: matrix products and norms on ATen's `default` set (skipped in a
+// build without LibTorch); the results stay close to the reproducible ones.
+TEST(Compiler, DefaultOperationSetRunsWhereLibTorchIs) {
+  CompileOptions options;
+  options.requires_reproducibility = false;
+  std::unique_ptr<CompiledModel> fast;
+  Status status = compileBytes(mlpModel(), "", options, &fast);
+  if (status == Status::kUnsupported) GTEST_SKIP() << lastErrorMessage();
+  ASSERT_EQ(status, Status::kSuccess) << lastErrorMessage();
+  EXPECT_EQ(fast->operationSet(), OperationSetKind::kDefault);
+  auto exact = compileOrFail(mlpModel());
+  ASSERT_TRUE(exact);
+  GraphTensor x = randomInput(5, 300, 3);
+  std::vector<GraphTensor> a, b;
+  ASSERT_EQ(fast->run({x}, &a), Status::kSuccess) << lastErrorMessage();
+  ASSERT_EQ(exact->run({x}, &b), Status::kSuccess) << lastErrorMessage();
+  for (int64_t i = 0; i < a[0].numel(); ++i)
+    EXPECT_NEAR(a[0].as<float>()[i], b[0].as<float>()[i], 1e-5) << i;
+}
+
 TEST(Compiler, CudaDeviceIsRefusedClearly) {
   CompileOptions options;
   options.device = Device::cuda(0);

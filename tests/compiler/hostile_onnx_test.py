@@ -156,6 +156,10 @@ def cases(work):
                                           else_branch=subgraph)],
                         [value("c", [], TensorProto.BOOL)], [value("y", [2])])
     yield "control flow", branch.SerializeToString(), "'branch' (If)", []
+    huge_shape = numpy_helper.from_array(np.array([1 << 17, 1 << 17], np.int64), "s")
+    fill = make_model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="fill")], [],
+                      [value("y", [1 << 17, 1 << 17])], [huge_shape])
+    yield "huge folded tensor", fill.SerializeToString(), "node 'fill' (ConstantOfShape): a float32 tensor", []
     yield "wrong input rank", relu_model().SerializeToString(), "input 'x': rank 1, expected 2", \
         ["--run", "INPUT_6"]
     yield "input not npy", relu_model().SerializeToString(), "not an .npy file", \

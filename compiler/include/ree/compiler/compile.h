@@ -47,7 +47,8 @@ struct GraphTensor {
   std::string describe() const;
 
   // New uninitialised CPU storage of `type` and `shape` (kInvalidArgument for a negative dim or
-  // a size beyond 2^40 bytes).
+  // a size beyond the limit: 2^40 bytes, or CompileOptions::max_tensor_bytes while compiling or
+  // running).
   static Status empty(ElementType type, std::vector<int64_t> shape, GraphTensor* out);
   // A copy of `bytes` (numel * element size of them) as a new CPU tensor.
   static Status fromHost(ElementType type, std::vector<int64_t> shape, const void* bytes,
@@ -71,6 +72,9 @@ struct CompileOptions {
   // Bounds on untrusted input: the model file, and all external tensor data together.
   uint64_t max_model_bytes = uint64_t{2} << 30;
   uint64_t max_external_bytes = uint64_t{64} << 30;
+  // The largest single tensor the graph may create while it is folded or run (a hostile
+  // ConstantOfShape or Expand is refused before anything is allocated).
+  uint64_t max_tensor_bytes = uint64_t{16} << 30;
 };
 
 // A graph input or output as declared in the model: its element type and dims (a dim is a number
