@@ -5,7 +5,7 @@
 // Every operator mirrors the PyTorch code of transformers (LlamaRMSNorm, LlamaRotaryEmbedding,
 // _compute_llama3_parameters, sdpa_attention_forward, LlamaMLP) op for op, so that an ATen run
 // reproduces a transformers run of the same dtype on the same device as closely as possible.
-// ree::Tensor memory is wrapped with at::from_blob (no copies); results are written into the
+// ree::Tensor memory is wrapped with at::for_blob (no copies); results are written into the
 // caller's tensors with out= variants or copy_.
 #if defined(REE_WITH_TORCH)
 
@@ -204,10 +204,14 @@ class AtenOperationSet final : public OperationSet {
   // Checks that `t` is a usable tensor of this set: defined, on its device.
   Status checkTensor(const char* op, const char* name, const Tensor& t) const;
 
-  // Zero-copy ATen view of `t` (same dtype, shape and device).
+  // Zero-copy ATen view of `t` (same dtype, shape and device). The device is given, not looked
+  // up: plain from_blob asks the driver which device owns the pointer (cudaPointerGetAttributes)
+  // for every view, dozens per layer, which cost more host time than the decode step's kernels.
   at::Tensor view(const Tensor& t) const {
-    return at::from_blob(t.data(), t.shape(),
-                         at::TensorOptions().dtype(scalarTypeOf(t.dtype())).device(aten_device_));
+    return at::for_blob(t.data(), t.shape())
+        .options(at::TensorOptions().dtype(scalarTypeOf(t.dtype())).device(aten_device_))
+        .target_device(aten_device_)
+        .make_tensor();
   }
 
   // Inverse frequencies of `spec` (fp32, on this set's device), cached for the last spec.
