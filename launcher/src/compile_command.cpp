@@ -36,7 +36,8 @@ cxxopts::Options compileOptions() {
     ("repops-spec", "repops-1 or repops-2", cxxopts::value<std::string>()->default_value("repops-1"))
     ("run", "An input .npy file, one per graph input in order (repeat the flag)",
      cxxopts::value<std::vector<std::string>>())
-    ("output-dir", "With --run: write output_<i>.npy here", cxxopts::value<std::string>())
+    ("output-dir", "Run (with the --run inputs, if any) and write output_<i>.npy here",
+     cxxopts::value<std::string>())
     ("threads", "CPU threads; 0 = all, at most 4096", cxxopts::value<std::string>()->default_value("0"))
     ("h,help", "Print this help");
   // clang-format on
@@ -87,7 +88,10 @@ std::string dimsText(const GraphValueInfo& info) {
 
 Status runOnInputs(CompiledModel* model, const cxxopts::ParseResult& parsed) {
   std::vector<GraphTensor> inputs, outputs;
-  for (const std::string& path : parsed["run"].as<std::vector<std::string>>()) {
+  const std::vector<std::string> paths = parsed.count("run")
+                                             ? parsed["run"].as<std::vector<std::string>>()
+                                             : std::vector<std::string>();
+  for (const std::string& path : paths) {
     inputs.emplace_back();
     REE_RETURN_IF_ERROR(readNpyFile(path, &inputs.back()));
   }
@@ -109,8 +113,6 @@ Status runOnInputs(CompiledModel* model, const cxxopts::ParseResult& parsed) {
 
 Status compileAndRun(const cxxopts::ParseResult& parsed) {
   REE_CHECK_ARG(parsed.count("model"), "compile: the ONNX model path is required");
-  REE_CHECK_ARG(parsed.count("output-dir") == 0 || parsed.count("run") != 0,
-                "--output-dir needs --run");
   CompileOptions options;
   REE_RETURN_IF_ERROR(readOptions(parsed, &options));
   std::unique_ptr<CompiledModel> model;
@@ -125,7 +127,8 @@ Status compileAndRun(const cxxopts::ParseResult& parsed) {
     std::printf("output '%s': %s%s\n", printableText(info.name, 80).c_str(),
                 elementTypeName(info.type), dimsText(info).c_str());
   }
-  return parsed.count("run") ? runOnInputs(model.get(), parsed) : Status::kSuccess;
+  const bool run = parsed.count("run") || parsed.count("output-dir");
+  return run ? runOnInputs(model.get(), parsed) : Status::kSuccess;
 }
 
 }  // namespace
