@@ -8,6 +8,20 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${REE_BUILD_DIR:-$repo/build}"
 ctest --test-dir "$build" --output-on-failure -j "${REE_TEST_JOBS:-2}" -LE slow "$@"
 
+# The Python package (python/, docs/python.md): built from this CMake project (only the targets it
+# links) and installed into the venv, then its pytest suite, whose engine tests compare with this
+# build's ree-launch. Without a visible GPU the package's CUDA kernels are not compiled (they
+# cannot run, and the main build already compiles them); REE_SKIP_PYTHON=1 skips this step.
+if [ "${REE_SKIP_PYTHON:-0}" != "1" ]; then
+  venv="${REE_VENV:-$repo/.venv}"
+  package_cuda=OFF
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then package_cuda=AUTO; fi
+  REE_CUDA="${REE_PYTHON_CUDA:-$package_cuda}" \
+    "$venv/bin/python" -m pip install -q --no-build-isolation "$repo/python"
+  REE_LAUNCH="$build/launcher/ree-launch" REE_PYTHON_TESTS_STRICT=1 \
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider "$repo/python/tests"
+fi
+
 # The input-handling tests again under AddressSanitizer + UndefinedBehaviorSanitizer: malformed
 # configs, safetensors, GGUF files, tokenizers, prompts, receipts and flags (the hostile-input
 # suite), and the server's requests (malformed, cancelled streams, drain) must give errors, never

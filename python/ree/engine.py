@@ -1,0 +1,150 @@
+"""ree.Engine: the C++ generation engine (models/include/ree/models/engine.h) from Python.
+
+The same engine as ``ree-launch``: the same ids, text, hashes and receipts (docs/receipt.md) for
+the same model, prompts and options. Receipts made here verify with ``ree-launch verify``, and
+``Engine.verify`` checks receipts made by either.
+"""
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence, Union
+
+from . import _C
+
+Messages = Sequence[dict]
+
+
+@dataclass
+class Completion:
+    """One request's result."""
+    prompt_ids: List[int]
+    ids: List[int]                 # generated token ids
+    text: str                      # decoded ids (special tokens skipped)
+    finish_reason: str             # "eos" or "length"
+    output_hash: str               # SHA-256 (hex) of ids as little-endian int32
+    step_logits_sha256: List[str]  # SHA-256 of each step's fp32 logits
+
+
+@dataclass
+class Generation:
+    """What Engine.generate returns: one Completion per prompt and the run's receipt."""
+    completions: List[Completion]
+    receipt_text: str              # the receipt file's text (as ree-launch --receipt-path writes)
+    receipt: dict = field(init=False)
+
+    def __post_init__(self):
+        self.receipt = json.loads(self.receipt_text)
+
+    @property
+    def ids(self) -> List[List[int]]:
+        return [c.ids for c in self.completions]
+
+    @property
+    def text(self) -> List[str]:
+        return [c.text for c in self.completions]
+
+    @property
+    def output_hash(self) -> List[str]:
+        return [c.output_hash for c in self.completions]
+
+    def save_receipt(self, path: Union[str, os.PathLike]) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.receipt_text)
+
+
+@dataclass
+class VerifyReport:
+    """Engine.verify's verdict: "verified", "mismatch" or "could-not-verify"."""
+    verdict: str
+    summary: str
+    report: dict
+
+    def __bool__(self) -> bool:
+        return self.verdict == "verified"
+
+
+class Engine:
+    """A loaded model ready to generate.
+
+    model: a Hugging Face model directory, a .gguf file or "builtin:tiny-llama".
+    operation_set: "reproducible" (RepOps: the same bits on every CPU and GPU, any batch),
+        "deterministic" or "default" (ATen; need a build against LibTorch).
+    repops_spec: "repops-1" or "repops-2" (the reproducible set's arithmetic).
+    device: "cpu", "cuda" or "cuda:N". n_partitions: pipeline stages (in this process).
+    """
+
+    def __init__(self, model: str, operation_set: str = "reproducible", n_partitions: int = 1,
+                 device: str = "cpu", repops_spec: str = "repops-1", max_batch: int = 8,
+                 max_context: int = 0, weight_dtype: str = "auto"):
+        self.model = model
+        self._engine = _C.Engine(model, operation_set, repops_spec, str(device), n_partitions,
+                                 max_batch, max_context, weight_dtype)
+
+    @property
+    def max_context(self) -> int:
+        return self._engine.max_context
+
+    def chat_prompt(self, messages: Messages) -> str:
+        """The model's chat template applied to messages ({"role", "content"} dicts), ending with
+        the assistant's turn header (as ree-launch --chat)."""
+        pairs = []
+        for i, message in enumerate(messages):
+            if not isinstance(message, dict) or "role" not in message or "content" not in message:
+                raise ValueError(f"messages[{i}] must be a dict with 'role' and 'content'")
+            pairs.append((str(message["role"]), str(message["content"])))
+        return self._engine.render_chat(pairs)
+
+    def generate(self, prompts: Union[str, Sequence[str], Sequence[Sequence[int]], None] = None,
+                 *, messages: Union[Messages, Sequence[Messages], None] = None,
+                 max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0,
+                 top_k: int = 0, seed: int = 0, add_special_tokens: bool = True) -> Generation:
+        """Generates for every prompt (a text, a list of texts, or lists of token ids) or every
+        conversation (`messages`: one list of {"role", "content"} dicts, or a list of them).
+        Request i draws with the key (seed, i, step): the same tokens as ree-launch's i-th prompt.
+        """
+        requests = self._requests(prompts, messages, add_special_tokens)
+        if not 0 <= seed < 2**64:
+            raise ValueError(f"seed must be in [0, 2^64), got {seed}")
+        tuples = [(text, ids, int(max_new_tokens), float(temperature), int(top_k), float(top_p),
+                   int(seed), special) for text, ids, special in requests]
+        results, receipt_text = self._engine.generate(tuples)
+        completions = [
+            Completion(prompt_ids=list(r["prompt_ids"]), ids=list(r["output_ids"]), text=r["text"],
+                       finish_reason=r["finish_reason"], output_hash=r["output_ids_sha256"],
+                       step_logits_sha256=list(r["step_logits_sha256"])) for r in results]
+        return Generation(completions=completions, receipt_text=receipt_text)
+
+    def verify(self, receipt: Union[dict, str, os.PathLike, Generation]) -> VerifyReport:
+        """Re-executes a receipt (a dict, its JSON text, a file path or a Generation) on this
+        engine's model and device with the receipt's own options, as `ree-launch verify`."""
+        if isinstance(receipt, Generation):
+            text = receipt.receipt_text
+        elif isinstance(receipt, dict):
+            text = json.dumps(receipt, ensure_ascii=False)
+        elif isinstance(receipt, str) and receipt.lstrip().startswith("{"):
+            text = receipt
+        else:
+            with open(receipt, encoding="utf-8") as f:
+                text = f.read()
+        verdict, summary, report = self._engine.verify(text)
+        return VerifyReport(verdict=verdict, summary=summary, report=json.loads(report))
+
+    def _requests(self, prompts, messages, add_special_tokens):
+        if (prompts is None) == (messages is None):
+            raise ValueError("give exactly one of prompts and messages")
+        if messages is not None:
+            conversations = [messages] if messages and isinstance(messages[0], dict) else messages
+            # The template writes the special tokens, so the prompt is encoded without them.
+            return [(self.chat_prompt(conversation), [], False) for conversation in conversations]
+        if isinstance(prompts, str):
+            prompts = [prompts]
+        requests = []
+        for i, prompt in enumerate(prompts):
+            if isinstance(prompt, str):
+                requests.append((prompt, [], add_special_tokens))
+            elif all(isinstance(t, int) and not isinstance(t, bool) for t in prompt) and prompt:
+                requests.append((None, [int(t) for t in prompt], add_special_tokens))
+            else:
+                raise ValueError(f"prompts[{i}] must be a string or a non-empty list of token ids")
+        return requests

@@ -1,0 +1,84 @@
+"""CPU == CUDA, bit for bit, for every operator on random odd shapes (the REE promise across
+devices). Runs only where a CUDA device and a CUDA build of ree._C exist; elsewhere every test
+skips, saying why. On a GPU machine:
+
+    python -m pytest python/tests/test_cuda.py -v
+"""
+
+import pytest
+import torch
+
+import ree
+from conftest import DTYPES, assert_bits_equal, randn
+
+pytestmark = pytest.mark.skipif(
+    not (torch.cuda.is_available() and ree._C.has_cuda),
+    reason="needs a CUDA device and ree._C built with CUDA (torch.cuda.is_available()="
+           f"{torch.cuda.is_available()}, ree._C.has_cuda={ree._C.has_cuda})")
+
+
+def same_on_both(fn, *args, what=""):
+    cpu = fn(*args)
+    cuda = fn(*[a.cuda() if isinstance(a, torch.Tensor) else a for a in args])
+    torch.cuda.synchronize()
+    assert cuda.device.type == "cuda"
+    assert_bits_equal(cuda.cpu(), cpu, what)
+
+
+SHAPES = [(1, 1), (3, 127), (5, 129), (17, 1000), (33, 4099)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_row_and_element_ops(dtype, shape):
+    x = randn(*shape, dtype=dtype, seed=80, scale=3)
+    w, b = randn(shape[1], dtype=dtype, seed=81), randn(shape[1], dtype=dtype, seed=82)
+    same_on_both(lambda t, ww: ree.ops.rms_norm(t, ww), x, w, what="rms_norm")
+    same_on_both(lambda t, ww: ree.ops.rms_norm(t, ww, cast_before_weight=True), x, w, what="rms hf")
+    same_on_both(lambda t, ww, bb: ree.ops.layer_norm(t, ww, bb), x, w, b, what="layer_norm")
+    for name in ("softmax", "log_softmax", "sum", "mean", "max", "min", "var", "argmax",
+                 "sigmoid", "exp", "expm1", "log1p", "tanh", "erf", "sin", "cos", "softplus",
+                 "silu", "gelu"):
+        arg = x.abs() if name == "log1p" else x
+        same_on_both(getattr(ree.ops, name), arg, what=name)
+    same_on_both(lambda t: ree.ops.gelu(t, approximate="tanh"), x, what="gelu tanh")
+    same_on_both(lambda t: ree.ops.log(t.abs()), x, what="log")
+    same_on_both(ree.ops.swiglu, x, x.flip(-1), what="swiglu")
+    same_on_both(ree.ops.geglu, x, x.flip(-1), what="geglu")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mnk", [(1, 1, 1), (1, 4096, 513), (7, 33, 300), (64, 129, 1000),
+                                 (300, 70, 257)])
+def test_linear_and_matmul(dtype, mnk):
+    m, n, k = mnk
+    x, w, b = randn(m, k, dtype=dtype, seed=83), randn(n, k, dtype=dtype, seed=84), randn(n, seed=85)
+    same_on_both(ree.ops.linear, x, w, what="linear")
+    same_on_both(ree.ops.linear, x, w, b, what="linear + bias")
+    same_on_both(ree.ops.matmul, x, w.t().contiguous(), what="matmul")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_rope_embedding_sample(dtype):
+    for (b, tq, tk, h, hkv, d) in [(1, 1, 1, 1, 1, 8), (2, 5, 150, 6, 2, 64), (3, 77, 77, 4, 1, 128)]:
+        q = randn(b, tq, h, d, dtype=dtype, seed=86)
+        k, v = randn(b, tk, hkv, d, dtype=dtype, seed=87), randn(b, tk, hkv, d, dtype=dtype, seed=88)
+        same_on_both(ree.ops.attention, q, k, v, what=f"attention {b, tq, tk, h, hkv, d}")
+    x = randn(13, 3, 96, dtype=dtype, seed=89)
+    positions = torch.tensor([0, 1, 5, 63, 64, 100, 511, 1000, 4096, 9999, 20000, 65535, 7])
+    for interleaved in (False, True):
+        inv = ree.ops.rope_inv_freq(64, base=500000.0)
+        same_on_both(lambda t, p, f: ree.ops.rope(t, p, f, interleaved=interleaved), x, positions,
+                     inv, what="rope")
+    table = randn(1001, 67, dtype=dtype, seed=90)
+    same_on_both(ree.ops.embedding, torch.tensor([[0, 1000, 5], [77, 77, 3]]), table, what="embedding")
+    logits = randn(9, 32003, seed=91, scale=3)
+    for params in ({"temperature": 0.0}, {"temperature": 0.8, "top_p": 0.9, "seed": 7},
+                   {"temperature": 1.3, "top_k": 40, "seed": 8, "step": 12, "sequence": 5}):
+        same_on_both(lambda t: ree.ops.sample(t, **params), logits, what=f"sample {params}")
+
+
+def test_compile_on_cuda():
+    x, w = randn(5, 64, seed=92, device="cuda"), randn(32, 64, seed=93, device="cuda")
+    fn = lambda a, b: ree.ops.softmax(ree.ops.linear(ree.ops.rms_norm(a), b))  # noqa: E731
+    assert_bits_equal(torch.compile(fn, fullgraph=True)(x, w).cpu(), fn(x.cpu(), w.cpu()), "compiled")

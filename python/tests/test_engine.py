@@ -1,0 +1,95 @@
+"""ree.Engine is the C++ engine of ree-launch: the same ids and hashes for the same request, its
+receipts verify with `ree-launch verify`, and tampered receipts fail there and in Engine.verify."""
+
+import json
+import subprocess
+
+import pytest
+
+import ree
+
+MODEL = "builtin:tiny-llama"
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return ree.Engine(MODEL, operation_set="reproducible", device="cpu")
+
+
+def launch_receipt(launcher, tmp_path, *flags):
+    path = tmp_path / "launch.json"
+    subprocess.run([launcher, "run", "--model", MODEL, "--device", "cpu", "--receipt-path",
+                    str(path), *flags], check=True, capture_output=True, text=True, timeout=300)
+    return json.loads(path.read_text())
+
+
+def launch_verify(launcher, receipt_path):
+    return subprocess.run([launcher, "verify", str(receipt_path), "--model", MODEL, "--device",
+                           "cpu"], capture_output=True, text=True, timeout=300)
+
+
+def test_generate_equals_ree_launch(engine, launcher, tmp_path):
+    out = engine.generate("Hello world", max_new_tokens=12)
+    theirs = launch_receipt(launcher, tmp_path, "--prompt-text", "Hello world",
+                            "--max-new-tokens", "12")["requests"][0]
+    assert out.ids[0] == theirs["output_ids"]
+    assert out.output_hash[0] == theirs["output_ids_sha256"]
+    assert out.completions[0].step_logits_sha256 == theirs["step_logits_sha256"]
+    assert out.text[0] == theirs["text"]
+    assert len(out.ids[0]) > 0
+
+
+def test_sampled_batch_equals_ree_launch(engine, launcher, tmp_path):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('"one prompt"\n{"prompt_ids": [1, 5, 9, 2]}\n"a third, longer prompt"\n')
+    out = engine.generate(["one prompt", [1, 5, 9, 2], "a third, longer prompt"],
+                          max_new_tokens=9, temperature=0.8, top_p=0.9, top_k=50, seed=1234)
+    theirs = launch_receipt(launcher, tmp_path, "--prompt-file", str(prompts), "--max-new-tokens",
+                            "9", "--temperature", "0.8", "--top-p", "0.9", "--top-k", "50",
+                            "--seed", "1234")
+    assert out.ids == [r["output_ids"] for r in theirs["requests"]]
+    assert out.output_hash == [r["output_ids_sha256"] for r in theirs["requests"]]
+
+
+def test_python_receipt_verifies_with_ree_launch(engine, launcher, tmp_path):
+    out = engine.generate(["Hello", "Reproducible"], max_new_tokens=6, temperature=0.7, seed=3)
+    assert out.receipt["format"] == "ree-receipt/1"
+    path = tmp_path / "python.json"
+    out.save_receipt(path)
+    result = launch_verify(launcher, path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert engine.verify(out)  # and in Python
+    assert engine.verify(path).verdict == "verified"
+
+
+def test_tampered_receipt_fails(engine, launcher, tmp_path):
+    out = engine.generate("Hello", max_new_tokens=6)
+    tampered = json.loads(out.receipt_text)
+    tampered["requests"][0]["output_ids"][0] ^= 1
+    path = tmp_path / "tampered.json"
+    path.write_text(json.dumps(tampered, indent=2))
+    result = launch_verify(launcher, path)
+    assert result.returncode == 1, result.stdout + result.stderr  # 1: mismatch
+    report = engine.verify(tampered)
+    assert report.verdict == "mismatch" and not report
+    # A forged step hash: the receipt's own logits chain exposes it.
+    forged = json.loads(out.receipt_text)
+    forged["requests"][0]["step_logits_sha256"][2] = "0" * 64
+    assert engine.verify(forged).verdict == "mismatch"
+
+
+def test_ree_launch_receipt_verifies_in_python(engine, launcher, tmp_path):
+    receipt = launch_receipt(launcher, tmp_path, "--prompt-text", "Verify me", "--max-new-tokens", "5")
+    assert engine.verify(receipt).verdict == "verified"
+
+
+def test_engine_errors():
+    with pytest.raises(ValueError, match="operation"):
+        ree.Engine(MODEL, operation_set="fastest")
+    with pytest.raises((ValueError, RuntimeError), match="no-such-model"):
+        ree.Engine("/no-such-model")
+    engine = ree.Engine(MODEL)
+    with pytest.raises(ValueError, match="exactly one of prompts and messages"):
+        engine.generate()
+    with pytest.raises(ValueError, match="token ids"):
+        engine.generate([[]])
