@@ -1,0 +1,105 @@
+"""BitExact's benchmark table for ree.ops: every operator BitExact offers, timed against PyTorch
+(and against BitExact itself when it is installed: `pip install --no-build-isolation bitexact`,
+CUDA only), with the largest difference from torch's result. Prints the device first.
+
+    python python/benchmarks/bitexact_table.py                # cuda when available, else cpu
+    python python/benchmarks/bitexact_table.py --device cpu --quick
+
+fp32 inputs; TF32 is turned off so torch's matmul is an fp32 product too. Times are medians of
+--iters runs after warm-up (CUDA: events around each call). Asserts nothing.
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+import ree
+
+try:
+    import bitexact  # the peer (https://pypi.org/project/bitexact/)
+except ImportError:
+    bitexact = None
+
+
+def timed(fn, iters, device):
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(iters):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def cases(device, quick):
+    g = torch.Generator(device="cpu").manual_seed(0)
+    n = 1024 if quick else 4096
+    m, k = (256, 1024) if quick else (2048, 4096)
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=g).to(device)
+
+    x, w, b = rand(n, n), rand(n), rand(n)
+    a, bm = rand(m, k), rand(k, k if not quick else 1024)
+    yield ("matmul", f"{m}x{k}x{bm.shape[1]}", lambda: torch.matmul(a, bm),
+           lambda: ree.ops.matmul(a, bm), "matmul", (a, bm))
+    yield ("rms_norm", f"{n}x{n}", lambda: F.rms_norm(x, (n,), w, 1e-6),
+           lambda: ree.ops.rms_norm(x, w, 1e-6), "rms_norm", (x, w, 1e-6))
+    yield ("layer_norm", f"{n}x{n}", lambda: F.layer_norm(x, (n,), w, b, 1e-5),
+           lambda: ree.ops.layer_norm(x, w, b, 1e-5), "layer_norm", (x, w, b, 1e-5))
+    for name, ref in (("sum", lambda: x.sum(-1)), ("mean", lambda: x.mean(-1)),
+                      ("max", lambda: x.amax(-1)), ("min", lambda: x.amin(-1)),
+                      ("var", lambda: x.var(-1, correction=0))):
+        yield (name, f"{n}x{n}", ref, (lambda op=getattr(ree.ops, name): op(x)), name, (x,))
+    yield ("sigmoid", f"{n}x{n}", lambda: torch.sigmoid(x), lambda: ree.ops.sigmoid(x),
+           "sigmoid", (x,))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--quick", action="store_true", help="small shapes (CPU smoke run)")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    peer = bitexact is not None and device.type == "cuda"
+    print(f"device: {name} | torch {torch.__version__} | ree {ree.__version__} | "
+          f"bitexact: {'yes' if peer else 'not measured'}")
+    header = f"{'op':<11}{'shape':<17}{'torch ms':>10}{'REE ms':>10}{'speed-up':>11}"
+    if peer:
+        header += f"{'BitExact ms':>13}{'vs BitExact':>12}"
+    print(header + f"{'max |diff|':>12}  match")
+    for op, shape, torch_fn, ree_fn, peer_name, peer_args in cases(device, args.quick):
+        t_torch = timed(torch_fn, args.iters, device)
+        t_ree = timed(ree_fn, args.iters, device)
+        ours, theirs = ree_fn(), torch_fn()
+        diff = (ours.double() - theirs.double()).abs().max().item()
+        match = torch.allclose(ours, theirs, rtol=1e-4, atol=1e-4)
+        line = f"{op:<11}{shape:<17}{t_torch:>10.3f}{t_ree:>10.3f}{t_torch / t_ree:>10.2f}x"
+        if peer:
+            fn = getattr(bitexact, peer_name, None)
+            if fn is None:
+                line += f"{'-':>13}{'-':>12}"
+            else:
+                t_peer = timed(lambda: fn(*peer_args), args.iters, device)
+                line += f"{t_peer:>13.3f}{t_peer / t_ree:>11.2f}x"
+        print(line + f"{diff:>12.2e}  {'yes' if match else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()
