@@ -82,3 +82,18 @@ def test_compile_on_cuda():
     x, w = randn(5, 64, seed=92, device="cuda"), randn(32, 64, seed=93, device="cuda")
     fn = lambda a, b: ree.ops.softmax(ree.ops.linear(ree.ops.rms_norm(a), b))  # noqa: E731
     assert_bits_equal(torch.compile(fn, fullgraph=True)(x, w).cpu(), fn(x.cpu(), w.cpu()), "compiled")
+
+
+def test_reproducible_llama_same_logits_on_cpu_and_cuda():
+    import copy
+
+    from test_reproducible import logits, tiny_llama
+
+    model = tiny_llama()
+    ids = torch.randint(0, 300, (2, 100), generator=torch.Generator().manual_seed(3))
+    with ree.reproducible(model):
+        cpu = logits(model, ids)
+    gpu_model = copy.deepcopy(model).cuda()
+    with ree.reproducible(gpu_model):
+        gpu = logits(gpu_model, ids.cuda())
+    assert_bits_equal(gpu.cpu(), cpu, "tiny Llama logits, CPU vs CUDA")
