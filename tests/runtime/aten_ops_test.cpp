@@ -273,6 +273,27 @@ TEST_P(AtenOpsTest, LinearNnLinearLayout) {
   EXPECT_EQ(bytesOf(out3), bytesOf(out2));
 }
 
+// The residual connection: acc += linear(x) has the bits of linear() into a temporary followed by
+// addInPlace(), with and without bias, and rejects an acc that does not fit.
+TEST_P(AtenOpsTest, LinearAccumulateIsLinearThenAdd) {
+  const int64_t m = 5, k = 40, n = 24;
+  Tensor x = makeTensor(dtype_, {m, k}, randomIn(dtype_, m * k, 20));
+  Tensor w = makeTensor(dtype_, {n, k}, randomIn(dtype_, n * k, 21, 0.5f));
+  Tensor bias = makeTensor(dtype_, {n}, randomIn(dtype_, n, 22));
+  const std::vector<float> start = randomIn(dtype_, m * n, 23);
+  for (bool with_bias : {false, true}) {
+    Tensor fused = makeTensor(dtype_, {m, n}, start);
+    REE_EXPECT_OK(set_->linearAccumulate(x, w, with_bias ? &bias : nullptr, fused));
+    Tensor separate = makeTensor(dtype_, {m, n}, start);
+    Tensor product = makeZeros(dtype_, {m, n});
+    REE_EXPECT_OK(set_->linear(x, w, with_bias ? &bias : nullptr, product));
+    REE_EXPECT_OK(set_->addInPlace(separate, product));
+    EXPECT_EQ(bytesOf(fused), bytesOf(separate)) << (with_bias ? "with bias" : "without bias");
+  }
+  Tensor wrong = makeZeros(dtype_, {m, n + 1});
+  EXPECT_EQ(set_->linearAccumulate(x, w, nullptr, wrong), Status::kInvalidArgument);
+}
+
 struct RopeCase {
   const char* name;
   int64_t head_dim;

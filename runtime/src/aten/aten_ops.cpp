@@ -188,6 +188,8 @@ class AtenOperationSet final : public OperationSet {
   Status layerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                    Tensor& out) override;
   Status linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& out) override;
+  Status linearAccumulate(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                          Tensor& acc) override;
   Status rope(Tensor& x, const std::vector<int32_t>& positions, const RopeSpec& spec) override;
   Status attention(const Tensor& q, const Tensor& k_new, const Tensor& v_new, LayerKvCache& cache,
                    const StepBatch& batch, Tensor& out) override;
@@ -416,6 +418,33 @@ Status AtenOperationSet::linear(const Tensor& x, const Tensor& weight, const Ten
     } else {
       result.copy_(at::linear(view(x).view({rows, k}), view(weight), aten_bias));
     }
+  });
+}
+
+// The product goes to an ATen temporary (the caching allocator: no device allocation or free per
+// call, nothing that waits), then is added in acc's dtype: transformers' `residual + o_proj(x)`.
+Status AtenOperationSet::linearAccumulate(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                                          Tensor& acc) {
+  REE_RETURN_IF_ERROR(checkTensor("linearAccumulate", "acc", acc));
+  REE_CHECK_ARG(weight.rank() == 2 && acc.rank() >= 1 && acc.dim(-1) == weight.dim(0) &&
+                    acc.dtype() == x.dtype() && x.rank() >= 1 && weight.dim(1) > 0 &&
+                    x.numel() / weight.dim(1) == acc.numel() / weight.dim(0),
+                "linearAccumulate: acc %s does not match x %s and weight %s",
+                acc.describe().c_str(), x.describe().c_str(), weight.describe().c_str());
+  REE_RETURN_IF_ERROR(checkTensor("linearAccumulate", "x", x));
+  REE_RETURN_IF_ERROR(checkTensor("linearAccumulate", "weight", weight));
+  if (bias != nullptr) REE_RETURN_IF_ERROR(checkTensor("linearAccumulate", "bias", *bias));
+  REE_CHECK_ARG(x.dim(-1) == weight.dim(1) && x.dtype() == weight.dtype(),
+                "linearAccumulate: x %s must end in K = %lld in the dtype of weight %s",
+                x.describe().c_str(), static_cast<long long>(weight.dim(1)),
+                weight.describe().c_str());
+  if (acc.numel() == 0) return Status::kSuccess;
+  const int64_t rows = acc.numel() / weight.dim(0);
+  return run("linearAccumulate", [&] {
+    std::optional<at::Tensor> aten_bias;
+    if (bias != nullptr) aten_bias = view(*bias);
+    at::Tensor product = at::linear(view(x).view({rows, weight.dim(1)}), view(weight), aten_bias);
+    view(acc).view({rows, weight.dim(0)}).add_(product);
   });
 }
 
