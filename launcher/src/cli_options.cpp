@@ -115,7 +115,8 @@ std::string launchHelpText(const cxxopts::Options& options) {
          "\nSubcommands:\n  ree-launch validate RECEIPT            check a receipt's structure "
          "and hashes\n  ree-launch verify RECEIPT --model DIR  re-execute a receipt and check "
          "every hash\n  ree-launch serve --model DIR           OpenAI-compatible server with a "
-         "receipt per answer\n\nMulti-process pipeline: mpirun -n N ree-launch --n-partitions N "
+         "receipt per answer\n  ree-launch tui                         terminal UI: configure, "
+         "run, check receipts\n\nMulti-process pipeline: mpirun -n N ree-launch --n-partitions N "
          "...\n";
 }
 

@@ -152,9 +152,7 @@ void App::followWorkers() {
 }
 
 void App::drawFrame(const char* keys) {
-  attron(colorAttr(kTitle));
-  mvhline(0, 0, ' ', COLS);
-  attroff(colorAttr(kTitle));
+  mvhline(0, 0, ' ' | colorAttr(kTitle), COLS);
   putText(0, 0, " REE ", 5, colorAttr(kTitle) | A_BOLD);
   int x = 6;
   for (const Tab& tab : kTabs) {

@@ -17,7 +17,7 @@ constexpr const char* kUsage =
     "usage: ree-launch tui [--model M] [--receipts-dir DIR]\n"
     "A terminal UI for run, validate and verify (docs/tui.md): configure a run, watch it stream,\n"
     "check receipts. Keyboard only; F1 in the UI lists the keys.\n"
-    "  --model M          the model the form starts with (default: tui::kDefaultModel)\n"
+    "  --model M          the model the form starts with (default: %s)\n"
     "  --receipts-dir D   the directory the receipts screen lists (default: .)\n";
 
 int error(const std::string& what) {
@@ -30,7 +30,7 @@ int parseTuiFlags(int argc, const char* const* argv, tui::AppOptions* options) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
+      std::printf(kUsage, tui::kDefaultModel);
       return 0;
     }
     bool has_value = i + 1 < argc;

@@ -1,6 +1,7 @@
 #include "tui_receipt_check.h"
 
 #include <chrono>
+#include <functional>
 #include <memory>
 
 #include "ree/models/model_identity.h"
@@ -103,32 +104,30 @@ void ReceiptChecker::publish(const ReceiptCheckResult& result) {
   busy_ = false;
 }
 
-void ReceiptChecker::validate(const std::string& path) {
-  begin(path, "validate");
-  thread_ = std::thread([this, path] {
+void ReceiptChecker::launch(const std::string& path, const char* action,
+                            std::function<ReceiptCheckResult()> job) {
+  begin(path, action);
+  thread_ = std::thread([this, job] {
     auto start = std::chrono::steady_clock::now();
-    ReceiptCheckResult result = validated(path);
+    ReceiptCheckResult result;
+    try {
+      result = job();
+    } catch (...) {  // nothing may leave the thread: std::terminate would skip endwin()
+      result.verdict = "could-not-verify";
+      result.summary = "internal error: an exception escaped the library";
+    }
     result.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     publish(result);
   });
 }
 
+void ReceiptChecker::validate(const std::string& path) {
+  launch(path, "validate", [path] { return validated(path); });
+}
+
 void ReceiptChecker::verify(const std::string& path, const EngineOptions& options) {
-  begin(path, "verify");
-  thread_ = std::thread([this, path, options] {
-    auto start = std::chrono::steady_clock::now();
-    ReceiptCheckResult result;
-    try {
-      result = verified(path, options);
-    } catch (const std::exception& error) {
-      result.verdict = "could-not-verify";
-      result.summary = std::string("could not verify: internal error: ") + error.what();
-    }
-    result.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    publish(result);
-  });
+  launch(path, "verify", [path, options] { return verified(path, options); });
 }
 
 ReceiptCheckResult ReceiptChecker::result() const {

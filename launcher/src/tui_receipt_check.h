@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -42,6 +43,8 @@ class ReceiptChecker {
 
  private:
   void begin(const std::string& path, const char* action);
+  // Runs `job` on the worker thread and publishes what it returns.
+  void launch(const std::string& path, const char* action, std::function<ReceiptCheckResult()> job);
   void publish(const ReceiptCheckResult& result);
 
   mutable std::mutex mutex_;

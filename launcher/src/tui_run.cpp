@@ -111,6 +111,8 @@ void RunWorker::work(LaunchOptions options) {
     generateAndReport(*engine, options);
   } catch (const std::exception& error) {
     finish(RunPhase::kFailed, std::string("internal error: ") + error.what());
+  } catch (...) {  // nothing may leave the thread: std::terminate would skip endwin()
+    finish(RunPhase::kFailed, "internal error: an unknown exception");
   }
 }
 

@@ -134,10 +134,8 @@ void App::drawModelPicker() {
   int width = std::min(COLS - 4, 70);
   int height = std::min(LINES - 4, static_cast<int>(picker_items_.size()) + 3);
   int top = 3, left = 2;
-  attron(colorAttr(kTitle));
   for (int y = top; y < top + height; ++y)
-    mvhline(y, left, ' ', width);
-  attroff(colorAttr(kTitle));
+    mvhline(y, left, ' ' | colorAttr(kTitle), width);
   putText(top, left + 1, "Models: the embedded default, then recently used (Enter picks, Esc)",
           width - 2, colorAttr(kTitle) | A_BOLD);
   int rows = height - 3;

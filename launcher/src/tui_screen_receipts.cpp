@@ -134,9 +134,7 @@ void App::drawReceipts() {
   int list_top = 4;
   int result_top = std::max(list_top + 2, LINES - 2 - kResultRows);
   drawReceiptList(list_top, result_top - list_top - 1);
-  attron(colorAttr(kDim));
-  mvhline(result_top - 1, 0, ACS_HLINE, COLS);
-  attroff(colorAttr(kDim));
+  mvhline(result_top - 1, 0, ACS_HLINE | colorAttr(kDim), COLS);
   drawCheckResult(result_top, LINES - 2);
   if (cursor_y >= 0) {
     move(cursor_y, cursor_x);

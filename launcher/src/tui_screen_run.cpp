@@ -51,9 +51,9 @@ int App::drawRunHeader(const RunSnapshot& run, int y) {
   drawBar(y, 0, bar_width, fraction);
   char info[160];
   double rate = run.generate_seconds > 0 ? run.tokens / run.generate_seconds : 0.0;
-  std::snprintf(info, sizeof(info), " %lld/%lld tokens  %.1f tokens/s  load %.2f s  %.2f s",
+  std::snprintf(info, sizeof(info), " %lld/%lld tokens  %.1f tokens/s  %.2f s (load %.2f s)",
                 static_cast<long long>(run.tokens), static_cast<long long>(maxTokens(run)), rate,
-                run.load_seconds, run.generate_seconds);
+                run.generate_seconds, run.load_seconds);
   putText(y, bar_width, info, COLS - bar_width);
   return y + 1;
 }
@@ -112,19 +112,17 @@ void App::drawRunResults(const RunSnapshot& run, int top, int bottom) {
 }
 
 void App::drawRun() {
-  drawFrame("^C cancel  PgUp/PgDn scroll  F2 configure  F4 receipts  ^R run again  F10 quit");
   RunSnapshot run = run_.snapshot();
+  if (status_ == "running; Ctrl-C cancels" && finished(run.phase)) setStatus("");
+  drawFrame("^C cancel  PgUp/PgDn scroll  F2 configure  F4 receipts  ^R run again  F10 quit");
   if (run.phase == RunPhase::kIdle) {
     putText(2, 1, "No run yet: configure one (F2) and press Ctrl-R.", COLS - 2);
     return;
   }
   int y = drawRunHeader(run, 1);
   y = drawStages(run, y);
-  attron(colorAttr(kDim));
-  mvhline(y, 0, ACS_HLINE, COLS);
-  attroff(colorAttr(kDim));
+  mvhline(y, 0, ACS_HLINE | colorAttr(kDim), COLS);
   drawRunResults(run, y + 1, LINES - 2);
-  if (status_ == "running; Ctrl-C cancels" && finished(run.phase)) setStatus("");
 }
 
 void App::handleRunKey(int key) {

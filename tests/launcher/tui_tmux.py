@@ -275,7 +275,7 @@ def main():
     os.makedirs(work)
     env = dict(os.environ, REE_CACHE_DIR=os.path.join(work, "cache"),
                XDG_STATE_HOME=os.path.join(work, "state"), LANG="C.UTF-8", LC_ALL="C.UTF-8",
-               PS1="$ ")
+               TERM="xterm-256color")  # the client's; the pane gets tmux's default-terminal
     tui = Tui(work, env)
     # A plain sh -c, not an interactive shell: bash's job control would restore the terminal's
     # modes after the TUI whatever it left (the stty check could not fail).
