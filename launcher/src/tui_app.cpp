@@ -2,8 +2,11 @@
 
 #include <curses.h>
 
+#include <cstdio>
+
 #include "tui_draw.h"
 #include "tui_terminal.h"
+#include "tui_text.h"
 
 namespace ree::launcher::tui {
 namespace {
@@ -61,8 +64,9 @@ int App::loop() {
 }
 
 void App::setStatus(const std::string& text, bool error) {
-  status_ = text;
+  status_ = error ? withoutSourceLocation(text) : text;
   status_error_ = error;
+  if (error) std::fprintf(stderr, "ree-launch tui: %s\n", text.c_str());  // to tui.log
 }
 
 void App::quit() {

@@ -92,7 +92,12 @@ void App::drawRunResults(const RunSnapshot& run, int top, int bottom) {
       results.push_back(prefix + "ids sha256 " + request.output_ids_sha256);
     }
   }
-  if (!run.message.empty()) results.push_back(run.message);
+  if (!run.message.empty()) {
+    std::string message =
+        run.phase == RunPhase::kFailed ? withoutSourceLocation(run.message) : run.message;
+    for (const std::string& line : wrapText(message, COLS))
+      results.push_back(line);
+  }
   int result_rows =
       std::min<int>(static_cast<int>(results.size()), std::max(1, (bottom - top) / 3));
   int text_bottom = bottom - result_rows - (result_rows > 0 ? 1 : 0);

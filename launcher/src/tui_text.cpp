@@ -87,6 +87,17 @@ std::string fitTail(const std::string& text, int width) {
   return ".." + tail;
 }
 
+std::string withoutSourceLocation(const std::string& message) {
+  size_t open = message.rfind(" (");
+  if (open == std::string::npos) return message;
+  size_t close = message.find(')', open);
+  std::string inside = message.substr(open + 2, close == std::string::npos ? 0 : close - open - 2);
+  bool location =
+      inside.find(".cpp:") != std::string::npos || inside.find(".h:") != std::string::npos;
+  if (!location || inside.find(' ') != std::string::npos) return message;
+  return message.substr(0, open) + message.substr(close + 1);
+}
+
 int textColumns(const std::string& text) {
   int total = 0;
   size_t at = 0;

@@ -18,6 +18,10 @@ std::string fitText(const std::string& text, int width);
 // The same, keeping the end (a long path's file name) behind a leading "..".
 std::string fitTail(const std::string& text, int width);
 
+// A library error message without its source location: "x (models/src/a.cpp:28) [kind]" becomes
+// "x [kind]" (the screen has one line for it; the log keeps the whole message).
+std::string withoutSourceLocation(const std::string& message);
+
 // Display columns of `text` (as wrapText counts them).
 int textColumns(const std::string& text);
 
