@@ -1,7 +1,8 @@
 // Fuzz target: a whole GGUF file opened by GgufFile::open; on success every tensor it lists must
 // lie inside the input at its offset, every metadata key must give a typed read or a one-line
 // error, and every dequantizable tensor (up to a size cap) is dequantized. Then the same file as a
-// GgufSource (names, un-permutation, values) and as a model config.
+// GgufSource (names, un-permutation, values), as a model config and as a tokenizer (encoding and
+// decoding a fixed text when its tokenizer.ggml.* metadata is accepted).
 #include <cstring>
 #include <memory>
 
@@ -10,6 +11,7 @@
 #include "ree/models/gguf_config.h"
 #include "ree/models/gguf_dequant.h"
 #include "ree/models/gguf_source.h"
+#include "ree/models/gguf_tokenizer.h"
 
 using namespace ree;
 using namespace ree::models;
@@ -75,6 +77,19 @@ void checkAsSource(const std::string& path) {
   source->metadata();
 }
 
+void checkAsTokenizer(const std::string& path) {
+  fuzz::beginInput();
+  std::unique_ptr<Tokenizer> tokenizer;
+  const Status status = loadGgufTokenizer(path, &tokenizer);
+  fuzz::checkStatus(status, "loadGgufTokenizer");
+  if (status != Status::kSuccess || tokenizer == nullptr) return;
+  std::vector<int32_t> ids;
+  fuzz::checkStatus(tokenizer->encode("Hello, world! 123 \xE2\x96\x81<s>", true, &ids),
+                    "Tokenizer::encode");
+  std::string text;
+  fuzz::checkStatus(tokenizer->decode(ids, false, &text), "Tokenizer::decode");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -96,5 +111,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::beginInput();
   ModelConfig config;
   fuzz::checkStatus(loadGgufModelConfig(path, &config, nullptr), "loadGgufModelConfig");
+  checkAsTokenizer(path);
   return 0;
 }

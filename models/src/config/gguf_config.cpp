@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ree/core/text.h"
+#include "ree/models/gguf_tokenizer.h"
 #include "ree/models/model_limits.h"
 
 namespace ree::models {
@@ -285,8 +286,15 @@ Status loadGgufModelConfig(const std::string& path, ModelConfig* config,
   ModelConfig parsed;
   REE_RETURN_IF_ERROR(parseModelConfig(text, path + " (GGUF metadata)", &parsed));
   REE_RETURN_IF_ERROR(checkRotaryDims(*file, parsed));
+  // Generation ends at any of the end tokens the tokenizer names (eos, end of turn, end of
+  // message), as generation_config.json's eos_token_id list says for a Hugging Face directory.
+  std::vector<int64_t> end_ids;
+  REE_RETURN_IF_ERROR(ggufEndTokenIds(*file, &end_ids));
   *config = std::move(parsed);
-  if (generation != nullptr) *generation = GenerationConfig();
+  if (generation != nullptr) {
+    *generation = GenerationConfig();
+    generation->eos_token_ids = std::move(end_ids);
+  }
   return Status::kSuccess;
 }
 

@@ -12,6 +12,7 @@
 #include "ree/models/builtin.h"
 #include "ree/models/gguf_config.h"
 #include "ree/models/gguf_source.h"
+#include "ree/models/gguf_tokenizer.h"
 
 namespace ree::models {
 namespace {
@@ -114,6 +115,9 @@ Status EngineState::openModel() {
     REE_RETURN_IF_ERROR(loadModelDirectoryConfigs(directory, &config, &generation));
   }
   eos = effectiveEosTokenIds(config, generation);
+  if (!synthetic && isGgufPath(directory)) {  // its tokenizer.ggml.* metadata, if any
+    REE_RETURN_IF_ERROR(loadGgufTokenizer(directory, &tokenizer));
+  }
   std::string tokenizer_path = directory + "/tokenizer.json";
   if (std::filesystem::exists(tokenizer_path)) {
     REE_RETURN_IF_ERROR(Tokenizer::load(tokenizer_path, &tokenizer));

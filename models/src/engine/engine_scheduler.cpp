@@ -26,8 +26,8 @@ Status EngineState::prepareRequest(const GenerationRequest& req, size_t r,
   } else {
     if (!tokenizer) {
       return REE_FAIL(Status::kInvalidArgument,
-                      "request %zu: the model has no tokenizer (no tokenizer.json; a GGUF "
-                      "file's is not read yet); pass token ids (--prompt-ids)",
+                      "request %zu: the model has no tokenizer (no tokenizer.json, or a GGUF "
+                      "file without tokenizer.ggml.* metadata); pass token ids (--prompt-ids)",
                       r);
     }
     REE_RETURN_IF_ERROR(

@@ -31,8 +31,9 @@ Status ggufModelConfigJson(const GgufFile& file, std::string* json_text);
 // Opens the GGUF file `path` and gives ggufModelConfigJson's text (the run fingerprint's config).
 Status readGgufConfigJson(const std::string& path, std::string* json_text);
 
-// Opens the GGUF file `path` and parses its config; *generation (may be null) is left default
-// (the eos ids are the config's).
+// Opens the GGUF file `path` and parses its config; *generation (may be null) gets the ids that
+// end generation as its eos_token_ids: tokenizer.ggml.eos_token_id, eot_token_id and eom_token_id
+// (ggufEndTokenIds, gguf_tokenizer.h), the others default.
 Status loadGgufModelConfig(const std::string& path, ModelConfig* config,
                            GenerationConfig* generation);
 
