@@ -130,14 +130,21 @@ def cycle_choice(tui, name, value):
     tui.wait(r"< %s >" % re.escape(value), "choice %s = %s" % (name, value), timeout=5)
 
 
+def listed_receipts(screen):
+    listing = screen.split("\u2500")[0].splitlines()[4:]  # the rows above the separator line
+    return [l.split()[0] for l in listing if l.startswith("  ") and ".json" in l]
+
+
 def select_receipt(tui, name):
     """On the receipts screen: rescans, then moves the selection onto `name`."""
     tui.keys("r")
-    screen = tui.wait(r"\.json", "the receipt list").string
-    listing = screen.split("\u2500")[0].splitlines()[4:]  # the rows above the separator line
-    names = [l.split()[0] for l in listing if l.startswith("  ") and ".json" in l]
-    if name not in names:
-        raise AssertionError("%s not listed: %s" % (name, names))
+    deadline = time.monotonic() + WAIT_S
+    names = []
+    while name not in names:  # the rescan shows it once the key is handled
+        if time.monotonic() > deadline:
+            raise AssertionError("%s not listed: %s" % (name, names))
+        time.sleep(0.1)
+        names = listed_receipts(tui.screen())
     if names.index(name):
         tui.keys(*(["Down"] * names.index(name)))
 
