@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "artifacts.h"
+#include "device_ops.h"
 #include "executor.h"
 #include "graph_passes.h"
 #include "onnx_import.h"
@@ -81,10 +82,6 @@ Status makeTemporaryDir(std::string* out) {
 }
 
 Status createRunOps(const CompileOptions& options, std::unique_ptr<OperationSet>* out) {
-  REE_CHECK_ARG(!options.device.isCuda(),
-                "compile: device %s: compiled graphs run on the CPU in this version "
-                "(docs/compiler.md, Limits)",
-                options.device.str().c_str());
   const OperationSetKind kind = options.requires_reproducibility ? OperationSetKind::kReproducible
                                                                  : options.non_reproducible_set;
   REE_CHECK_ARG(options.requires_reproducibility || kind != OperationSetKind::kReproducible,
@@ -93,6 +90,10 @@ Status createRunOps(const CompileOptions& options, std::unique_ptr<OperationSet>
 }
 
 }  // namespace
+
+Status copyToCpu(const GraphTensor& in, GraphTensor* out) {
+  return compiler::moveTo(in, Device::cpu(), out);
+}
 
 Status compileBytes(const std::string& bytes, const std::string& base_dir,
                     const CompileOptions& options, std::unique_ptr<CompiledModel>* out) {

@@ -1,6 +1,9 @@
 #include "executor.h"
 
 #include <map>
+#include <set>
+
+#include "device_ops.h"
 
 #include "ops.h"
 #include "ree/core/text.h"
@@ -30,8 +33,10 @@ Status Executor::checkInputs(const std::vector<GraphTensor>& inputs) const {
     const Value& value = graph_.values[graph_.inputs[i]];
     const std::string name = printableText(value.name, 80);
     const GraphTensor& given = inputs[i];
-    REE_CHECK_ARG(given.storage.defined() && given.storage.device() == Device::cpu(),
-                  "input '%s': no data, or not on the CPU", name.c_str());
+    REE_CHECK_ARG(given.storage.defined() && (given.storage.device() == Device::cpu() ||
+                                              given.storage.device() == ops_->device()),
+                  "input '%s': no data, or on another device than the CPU or %s", name.c_str(),
+                  ops_->device().str().c_str());
     REE_CHECK_ARG(given.type == value.info.type, "input '%s': expected %s, got %s", name.c_str(),
                   elementTypeName(value.info.type), given.describe().c_str());
     REE_CHECK_ARG(given.storage.nbytes() >= given.nbytes(),
@@ -59,27 +64,122 @@ Status Executor::checkInputs(const std::vector<GraphTensor>& inputs) const {
   return Status::kSuccess;
 }
 
+namespace {
+
+// Operators whose float work runs on the graph's device (a GPU when it has one); the others run
+// on the host (integer and bool values, comparisons, casts, concatenation, constants), and views
+// run wherever their input is.
+const std::set<std::string> kDeviceOps = {"Add",
+                                          "Sub",
+                                          "Mul",
+                                          "Div",
+                                          "Pow",
+                                          "Max",
+                                          "Min",
+                                          "Where",
+                                          "Neg",
+                                          "Abs",
+                                          "Sqrt",
+                                          "Reciprocal",
+                                          "Relu",
+                                          "Exp",
+                                          "Log",
+                                          "Tanh",
+                                          "Erf",
+                                          "Sigmoid",
+                                          "Sin",
+                                          "Cos",
+                                          "Softplus",
+                                          "Gelu",
+                                          "MatMul",
+                                          "Gemm",
+                                          "Conv",
+                                          "Softmax",
+                                          "LogSoftmax",
+                                          "ReduceMean",
+                                          "ReduceSum",
+                                          "ReduceMax",
+                                          "ReduceMin",
+                                          "LayerNormalization",
+                                          "SimplifiedLayerNormalization",
+                                          "RMSNormalization",
+                                          "GlobalAveragePool",
+                                          "MaxPool",
+                                          "Transpose",
+                                          "Gather",
+                                          "Slice",
+                                          "Expand"};
+const std::set<std::string> kViewOps = {"Reshape",  "Flatten", "Squeeze", "Unsqueeze",
+                                        "Identity", "Shape",   "Size"};
+
+enum class Placement { kHost, kDevice, kAnywhere };
+
+Placement placementOf(const Node& node, const std::vector<GraphTensor>& values) {
+  if (kViewOps.count(node.op_type)) return Placement::kAnywhere;
+  if (!kDeviceOps.count(node.op_type)) return Placement::kHost;
+  // The data operand decides: Where's is input 1, everyone else's input 0.
+  const size_t data = node.op_type == "Where" ? 1 : 0;
+  if (node.inputs.size() <= data || node.inputs[data] < 0) return Placement::kHost;
+  return values[node.inputs[data]].type == ElementType::kFloat32 ? Placement::kDevice
+                                                                 : Placement::kHost;
+}
+
+}  // namespace
+
+Status Executor::uploadConstants() {
+  if (!ops_->device().isCuda() || !device_constants_.empty()) return Status::kSuccess;
+  for (const auto& [id, tensor] : graph_.constants) {
+    if (tensor.type != ElementType::kFloat32) continue;
+    REE_RETURN_IF_ERROR(moveTo(tensor, ops_->device(), &device_constants_[id]));
+  }
+  return Status::kSuccess;
+}
+
+Status Executor::runNodeAt(size_t n, std::vector<GraphTensor>& values) {
+  const Node& node = graph_.nodes[n];
+  const OpDef* def = findOp(node.op_type, node.domain);
+  REE_CHECK_ARG(def != nullptr, "%s: not supported", node.label().c_str());
+  const Placement placement = placementOf(node, values);
+  const Device device = ops_->device();
+  OpContext context{node, ops_.get(), graph_.opset, {}, {}};
+  context.device = placement == Placement::kDevice ? device : Device::cpu();
+  std::vector<GraphTensor> moved(node.inputs.size());
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const int id = node.inputs[i];
+    if (id < 0) {
+      context.inputs.push_back(nullptr);
+      continue;
+    }
+    const GraphTensor& value = values[id];
+    // Float values follow the node; integers and bools stay on the host.
+    const bool move = placement != Placement::kAnywhere && value.type == ElementType::kFloat32 &&
+                      value.storage.device() != context.device;
+    if (move) REE_RETURN_IF_ERROR(moveTo(value, context.device, &moved[i]));
+    context.inputs.push_back(move ? &moved[i] : &value);
+  }
+  context.outputs.resize(node.outputs.size());
+  REE_RETURN_IF_ERROR(runNode(*def, context));
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    if (node.outputs[i] >= 0) values[node.outputs[i]] = std::move(context.outputs[i]);
+  }
+  return Status::kSuccess;
+}
+
 Status Executor::run(const std::vector<GraphTensor>& inputs, std::vector<GraphTensor>* outputs) {
   REE_RETURN_IF_ERROR(checkInputs(inputs));
   ScopedTensorByteLimit limit(max_tensor_bytes_);
+  REE_RETURN_IF_ERROR(setCurrentDevice(ops_->device()));
+  REE_RETURN_IF_ERROR(uploadConstants());
   std::vector<GraphTensor> values(graph_.values.size());
-  for (const auto& [id, tensor] : graph_.constants)
-    values[id] = tensor;
+  for (const auto& [id, tensor] : graph_.constants) {
+    auto on_device = device_constants_.find(id);
+    values[id] = on_device != device_constants_.end() ? on_device->second : tensor;
+  }
   for (size_t i = 0; i < inputs.size(); ++i)
     values[graph_.inputs[i]] = inputs[i];
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
-    const Node& node = graph_.nodes[n];
-    const OpDef* def = findOp(node.op_type, node.domain);
-    REE_CHECK_ARG(def != nullptr, "%s: not supported", node.label().c_str());
-    OpContext context{node, ops_.get(), graph_.opset, {}, {}};
-    for (int id : node.inputs)
-      context.inputs.push_back(id >= 0 ? &values[id] : nullptr);
-    context.outputs.resize(node.outputs.size());
-    REE_RETURN_IF_ERROR(runNode(*def, context));
-    for (size_t i = 0; i < node.outputs.size(); ++i) {
-      if (node.outputs[i] >= 0) values[node.outputs[i]] = std::move(context.outputs[i]);
-    }
-    for (int id : node.inputs) {
+    REE_RETURN_IF_ERROR(runNodeAt(n, values));
+    for (int id : graph_.nodes[n].inputs) {
       if (id >= 0 && last_use_[id] == static_cast<int>(n) && !graph_.isConstant(id)) {
         values[id] = GraphTensor();
       }
@@ -88,7 +188,7 @@ Status Executor::run(const std::vector<GraphTensor>& inputs, std::vector<GraphTe
   outputs->clear();
   for (int id : graph_.outputs)
     outputs->push_back(values[id]);
-  return Status::kSuccess;
+  return ops_->synchronize();
 }
 
 }  // namespace ree::compiler

@@ -2,6 +2,7 @@
 // each value released after its last use.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -19,11 +20,16 @@ class Executor {
 
  private:
   Status checkInputs(const std::vector<GraphTensor>& inputs) const;
+  // Float constants copied to the operation set's GPU once (nothing on the CPU).
+  Status uploadConstants();
+  Status runNodeAt(size_t n, std::vector<GraphTensor>& values);
 
   Graph graph_;
   std::unique_ptr<OperationSet> ops_;
   uint64_t max_tensor_bytes_;
-  std::vector<int> last_use_;  // per value: the index of the last node reading it (-1: none)
+  std::vector<int> last_use_;
+  std::map<int, GraphTensor>
+      device_constants_;  // per value: the index of the last node reading it (-1: none)
 };
 
 }  // namespace ree::compiler

@@ -19,6 +19,8 @@ struct OpContext {
   int64_t opset = 0;
   std::vector<const GraphTensor*> inputs;  // nullptr for an omitted optional input
   std::vector<GraphTensor> outputs;        // one per node output
+  // Where this node's float work runs (the executor moved its float inputs there).
+  Device device = Device::cpu();
 
   // Input i, or nullptr when omitted or beyond the node's inputs.
   const GraphTensor* input(size_t i) const { return i < inputs.size() ? inputs[i] : nullptr; }
@@ -29,7 +31,6 @@ struct OpContext {
 };
 
 using RunFn = Status (*)(OpContext& context);
-
 
 struct OpDef {
   const char* op_type;

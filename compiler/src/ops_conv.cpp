@@ -2,6 +2,7 @@
 // (c, kh, kw) with zeros for padding, then one linear() against the weight [Cout, C*kh*kw] (its
 // natural layout): every output is one canonical dot over (c, kh, kw) plus the bias, then the
 // [N*OH*OW, Cout] result is transposed to NCHW (exact).
+#include "device_ops.h"
 #include "ops.h"
 #include "ops_window.h"
 #include "tensor_limit.h"
@@ -40,7 +41,7 @@ Status runConv(OpContext& c) {
                                  0.0f, &columns));
   REE_CHECK_ARG(k >= 1 && cout >= 1, "%s: empty convolution", c.node.label().c_str());
   GraphTensor result;
-  REE_RETURN_IF_ERROR(GraphTensor::empty(ElementType::kFloat32, {rows, cout}, &result));
+  REE_RETURN_IF_ERROR(emptyOn(c.device, ElementType::kFloat32, {rows, cout}, &result));
   if (rows > 0) {
     Tensor y = floatView(result);
     Tensor b = bias != nullptr ? floatView(*bias, {cout}) : Tensor();

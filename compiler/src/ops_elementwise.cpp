@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "device_ops.h"
 #include "ops.h"
 #include "ree/kernels/elementwise.h"
 #include "ree/kernels/math_ops.h"
@@ -78,14 +79,15 @@ Status runBinary(OpContext& c) {
     REE_RETURN_IF_ERROR(GraphTensor::empty(ElementType::kFloat32, b.shape, &exponent));
     for (int64_t i = 0; i < b.numel(); ++i)
       exponent.as<float>()[i] = static_cast<float>(b.as<int64_t>()[i]);
-    b = exponent;
+    REE_RETURN_IF_ERROR(moveTo(exponent, c.device, &b));
   }
   REE_CHECK_ARG(a.type == b.type && a.type != ElementType::kBool,
                 "%s: operands %s and %s (float or int64 pairs are supported)",
                 c.node.label().c_str(), a.describe().c_str(), b.describe().c_str());
   if (a.type == ElementType::kInt64) return runIntBinary(c, op, a, b, &c.outputs[0]);
-  REE_RETURN_IF_ERROR(GraphTensor::empty(ElementType::kFloat32, a.shape, &c.outputs[0]));
-  return repops::cpu::binary(op, a.as<float>(), b.as<float>(), c.outputs[0].as<float>(), a.numel());
+  REE_RETURN_IF_ERROR(emptyOn(c.device, ElementType::kFloat32, a.shape, &c.outputs[0]));
+  return dev::binary(c.device, op, a.as<float>(), b.as<float>(), c.outputs[0].as<float>(),
+                     a.numel());
 }
 
 // Comparisons and logic: exact on the host, bool out.
@@ -144,11 +146,13 @@ Status runWhere(OpContext& c) {
   REE_RETURN_IF_ERROR(broadcastTo(*x, shape, &a));
   REE_RETURN_IF_ERROR(broadcastTo(*y, shape, &b));
   GraphTensor& out = c.outputs[0];
-  REE_RETURN_IF_ERROR(GraphTensor::empty(x->type, shape, &out));
   if (x->type == ElementType::kFloat32) {
-    return repops::cpu::where(k.as<uint8_t>(), a.as<float>(), b.as<float>(), out.as<float>(),
-                              out.numel());
+    REE_RETURN_IF_ERROR(moveTo(k, c.device, &k));  // the condition is host-resident
+    REE_RETURN_IF_ERROR(emptyOn(c.device, ElementType::kFloat32, shape, &out));
+    return dev::where(c.device, k.as<uint8_t>(), a.as<float>(), b.as<float>(), out.as<float>(),
+                      out.numel());
   }
+  REE_RETURN_IF_ERROR(GraphTensor::empty(x->type, shape, &out));
   const int size = elementTypeSize(x->type);
   for (int64_t i = 0; i < out.numel(); ++i) {
     const GraphTensor& pick = k.as<uint8_t>()[i] ? a : b;
@@ -177,16 +181,17 @@ Status runUnary(OpContext& c) {
   REE_RETURN_IF_ERROR(c.required(0, &x));
   if (x->type == ElementType::kInt64) return runIntUnary(c, *x);
   REE_RETURN_IF_ERROR(c.floatInput(0, &x));
-  REE_RETURN_IF_ERROR(GraphTensor::empty(ElementType::kFloat32, x->shape, &c.outputs[0]));
+  REE_RETURN_IF_ERROR(emptyOn(c.device, ElementType::kFloat32, x->shape, &c.outputs[0]));
   const std::string& op = c.node.op_type;
+  const Device d = c.device;
   const float* in = x->as<float>();
   float* out = c.outputs[0].as<float>();
   const int64_t n = x->numel();
-  if (op == "Neg") return repops::cpu::simpleUnary(SimpleUnaryOp::kNeg, in, out, n);
-  if (op == "Abs") return repops::cpu::simpleUnary(SimpleUnaryOp::kAbs, in, out, n);
-  if (op == "Sqrt") return repops::cpu::simpleUnary(SimpleUnaryOp::kSqrt, in, out, n);
-  if (op == "Reciprocal") return repops::cpu::simpleUnary(SimpleUnaryOp::kReciprocal, in, out, n);
-  if (op == "Relu") return repops::cpu::simpleUnary(SimpleUnaryOp::kRelu, in, out, n);
+  if (op == "Neg") return dev::simpleUnary(d, SimpleUnaryOp::kNeg, in, out, n);
+  if (op == "Abs") return dev::simpleUnary(d, SimpleUnaryOp::kAbs, in, out, n);
+  if (op == "Sqrt") return dev::simpleUnary(d, SimpleUnaryOp::kSqrt, in, out, n);
+  if (op == "Reciprocal") return dev::simpleUnary(d, SimpleUnaryOp::kReciprocal, in, out, n);
+  if (op == "Relu") return dev::simpleUnary(d, SimpleUnaryOp::kRelu, in, out, n);
   UnaryMathOp math = UnaryMathOp::kExp;
   if (op == "Log") math = UnaryMathOp::kLog;
   if (op == "Tanh") math = UnaryMathOp::kTanh;
@@ -202,7 +207,7 @@ Status runUnary(OpContext& c) {
                   approximate.c_str());
     math = approximate == "tanh" ? UnaryMathOp::kGeluTanh : UnaryMathOp::kGeluErf;
   }
-  return repops::cpu::unaryMath(math, in, out, n);
+  return dev::unaryMath(d, math, in, out, n);
 }
 
 // Cast to FLOAT16 / BFLOAT16 rounds (RNE, numeric.h) and keeps the value as float32.

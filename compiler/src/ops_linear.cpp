@@ -3,6 +3,7 @@
 // reproducible set is the RepOp linear (linear.md: one canonical dot per output, independent of M).
 #include <algorithm>
 
+#include "device_ops.h"
 #include "ops.h"
 #include "ree/kernels/elementwise.h"
 #include "tensor_util.h"
@@ -17,7 +18,7 @@ Status linearRows(OpContext& c, const GraphTensor& x, const GraphTensor& w, cons
   REE_CHECK_ARG(k >= 1 && n >= 1, "%s: empty matrix product (K = %lld, N = %lld)",
                 c.node.label().c_str(), static_cast<long long>(k), static_cast<long long>(n));
   GraphTensor result;
-  REE_RETURN_IF_ERROR(GraphTensor::empty(ElementType::kFloat32, {m, n}, &result));
+  REE_RETURN_IF_ERROR(emptyOn(c.device, ElementType::kFloat32, {m, n}, &result));
   if (m > 0) {
     Tensor y = floatView(result);
     Tensor b = bias != nullptr ? floatView(*bias, {n}) : Tensor();
@@ -78,14 +79,17 @@ Status runMatMul(OpContext& c) {
   REE_RETURN_IF_ERROR(broadcastTo(b, b_full, &fb));
   REE_RETURN_IF_ERROR(transposeLastTwo(fb, &wt));
   GraphTensor& out = c.outputs[0];
-  REE_RETURN_IF_ERROR(GraphTensor::empty(ElementType::kFloat32, out_shape, &out));
+  REE_RETURN_IF_ERROR(emptyOn(c.device, ElementType::kFloat32, out_shape, &out));
   const int64_t batches = shapeProduct(batch);
-  for (int64_t i = 0; i < batches; ++i) {
-    GraphTensor xi = reshapedView(fa, {m, k}), wi = reshapedView(wt, {n, k}), yi;
-    xi.storage = Tensor::wrap(fa.as<float>() + i * m * k, Device::cpu(), DType::kF32, {m * k});
-    wi.storage = Tensor::wrap(wt.as<float>() + i * n * k, Device::cpu(), DType::kF32, {n * k});
-    REE_RETURN_IF_ERROR(linearRows(c, xi, wi, nullptr, m, n, k, &yi));
-    std::copy(yi.as<float>(), yi.as<float>() + m * n, out.as<float>() + i * m * n);
+  REE_CHECK_ARG(k >= 1 && n >= 1, "%s: empty matrix product (K = %lld, N = %lld)",
+                c.node.label().c_str(), static_cast<long long>(k), static_cast<long long>(n));
+  const Device device = out.storage.device();
+  for (int64_t i = 0; i < batches && m > 0; ++i) {
+    // Views of batch matrix i: one linear() each, written in place.
+    Tensor xi = Tensor::wrap(fa.as<float>() + i * m * k, device, DType::kF32, {m, k});
+    Tensor wi = Tensor::wrap(wt.as<float>() + i * n * k, device, DType::kF32, {n, k});
+    Tensor yi = Tensor::wrap(out.as<float>() + i * m * n, device, DType::kF32, {m, n});
+    REE_RETURN_IF_ERROR(c.ops->linear(xi, wi, nullptr, yi));
   }
   return Status::kSuccess;
 }
@@ -122,9 +126,9 @@ Status runGemm(OpContext& c) {
     return Status::kSuccess;
   }
   REE_RETURN_IF_ERROR(broadcastTo(*bias, {m, n}, &c_full));
-  REE_RETURN_IF_ERROR(GraphTensor::empty(ElementType::kFloat32, {m, n}, &c.outputs[0]));
-  return repops::cpu::binary(BinaryOp::kAdd, product.as<float>(), c_full.as<float>(),
-                             c.outputs[0].as<float>(), m * n);
+  REE_RETURN_IF_ERROR(emptyOn(c.device, ElementType::kFloat32, {m, n}, &c.outputs[0]));
+  return dev::binary(c.device, BinaryOp::kAdd, product.as<float>(), c_full.as<float>(),
+                     c.outputs[0].as<float>(), m * n);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "device_ops.h"
 #include "ops.h"
 #include "ops_window.h"
 #include "ree/kernels/rowops.h"
@@ -64,11 +65,10 @@ Status runSoftmax(OpContext& c) {
   REE_CHECK_ARG(cols >= 1, "%s: empty softmax axis", c.node.label().c_str());
   const int64_t rows = shapeProduct(kept);
   GraphTensor result;
-  REE_RETURN_IF_ERROR(GraphTensor::empty(ElementType::kFloat32, rows_in.shape, &result));
+  REE_RETURN_IF_ERROR(emptyOn(c.device, ElementType::kFloat32, rows_in.shape, &result));
   RowsIn in{rows_in.data(), DType::kF32, cols};
   RowsOut y{result.data(), DType::kF32, cols};
-  REE_RETURN_IF_ERROR(c.node.op_type == "Softmax" ? repops::cpu::softmax(in, y, rows, cols)
-                                                  : repops::cpu::logSoftmax(in, y, rows, cols));
+  REE_RETURN_IF_ERROR(dev::softmax(c.device, c.node.op_type != "Softmax", in, y, rows, cols));
   if (legacy || axis == rank - 1) {
     c.outputs[0] = reshapedView(result, x->shape);
     return Status::kSuccess;
@@ -127,9 +127,9 @@ Status runReduce(OpContext& c) {
                     : op == "ReduceMin" ? ReduceOp::kMin
                                         : ReduceOp::kSum;
   GraphTensor& out = c.outputs[0];
-  REE_RETURN_IF_ERROR(GraphTensor::empty(ElementType::kFloat32, out_shape, &out));
-  return repops::cpu::reduceRows(reduce, RowsIn{rows_in.data(), DType::kF32, cols}, out.data(),
-                                 DType::kF32, shapeProduct(kept), cols);
+  REE_RETURN_IF_ERROR(emptyOn(c.device, ElementType::kFloat32, out_shape, &out));
+  return dev::reduceRows(c.device, reduce, RowsIn{rows_in.data(), DType::kF32, cols}, out.data(),
+                         DType::kF32, shapeProduct(kept), cols);
 }
 
 // LayerNormalization / SimplifiedLayerNormalization / RMSNormalization: normalised over the dims
@@ -151,7 +151,7 @@ Status runNorm(OpContext& c) {
   GraphTensor w, b;
   REE_RETURN_IF_ERROR(broadcastTo(*scale, normalized, &w));
   const float eps = c.node.floatAttribute("epsilon", 1e-5f);
-  REE_RETURN_IF_ERROR(GraphTensor::empty(ElementType::kFloat32, x->shape, &c.outputs[0]));
+  REE_RETURN_IF_ERROR(emptyOn(c.device, ElementType::kFloat32, x->shape, &c.outputs[0]));
   Tensor y = floatView(c.outputs[0], {rows, cols});
   if (c.node.op_type != "LayerNormalization") {
     return c.ops->rmsNorm(floatView(*x, {rows, cols}), floatView(w, {cols}), eps, y);
@@ -175,9 +175,9 @@ Status runGlobalAveragePool(OpContext& c) {
   Shape out_shape(x->shape.size(), 1);
   out_shape[0] = x->shape[0];
   out_shape[1] = x->shape[1];
-  REE_RETURN_IF_ERROR(GraphTensor::empty(ElementType::kFloat32, out_shape, &c.outputs[0]));
-  return repops::cpu::reduceRows(ReduceOp::kMean, RowsIn{x->data(), DType::kF32, cols},
-                                 c.outputs[0].data(), DType::kF32, rows, cols);
+  REE_RETURN_IF_ERROR(emptyOn(c.device, ElementType::kFloat32, out_shape, &c.outputs[0]));
+  return dev::reduceRows(c.device, ReduceOp::kMean, RowsIn{x->data(), DType::kF32, cols},
+                         c.outputs[0].data(), DType::kF32, rows, cols);
 }
 
 // MaxPool 2-D: the windows gathered into rows (n, c, oh, ow) x cols (kh, kw), padding -inf, then
@@ -202,10 +202,10 @@ Status runMaxPool(OpContext& c) {
   GraphTensor windows;
   REE_RETURN_IF_ERROR(gatherFlat(*x, windowIndex(w, batch, channels, in_hw, true), {rows, cols},
                                  -INFINITY, &windows));
-  REE_RETURN_IF_ERROR(GraphTensor::empty(ElementType::kFloat32,
-                                         {batch, channels, w.out[0], w.out[1]}, &c.outputs[0]));
-  return repops::cpu::reduceRows(ReduceOp::kMax, RowsIn{windows.data(), DType::kF32, cols},
-                                 c.outputs[0].data(), DType::kF32, rows, cols);
+  REE_RETURN_IF_ERROR(emptyOn(c.device, ElementType::kFloat32,
+                              {batch, channels, w.out[0], w.out[1]}, &c.outputs[0]));
+  return dev::reduceRows(c.device, ReduceOp::kMax, RowsIn{windows.data(), DType::kF32, cols},
+                         c.outputs[0].data(), DType::kF32, rows, cols);
 }
 
 }  // namespace

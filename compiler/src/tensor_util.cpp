@@ -1,5 +1,6 @@
 #include "tensor_util.h"
 
+#include "device_ops.h"
 #include "tensor_limit.h"
 
 #include <cstring>
@@ -109,22 +110,15 @@ Status transposeTensor(const GraphTensor& in, const std::vector<int64_t>& perm, 
 Status gatherFlat(const GraphTensor& in, const std::vector<int64_t>& index, const Shape& shape,
                   float fill, GraphTensor* out) {
   GraphTensor result;
-  REE_RETURN_IF_ERROR(GraphTensor::empty(in.type, shape, &result));
+  const Device device = in.storage.device();
+  REE_RETURN_IF_ERROR(emptyOn(device, in.type, shape, &result));
   REE_CHECK_ARG(static_cast<int64_t>(index.size()) == result.numel(),
                 "gather: %zu indices for %lld elements", index.size(),
                 static_cast<long long>(result.numel()));
-  const int size = elementTypeSize(in.type);
-  const char* src = static_cast<const char*>(in.data());
-  char* dst = static_cast<char*>(result.data());
-  for (size_t i = 0; i < index.size(); ++i) {
-    if (index[i] >= 0) {
-      std::memcpy(dst + i * size, src + index[i] * size, size);
-    } else if (in.type == ElementType::kFloat32) {
-      std::memcpy(dst + i * size, &fill, size);
-    } else {
-      std::memset(dst + i * size, 0, size);
-    }
-  }
+  uint32_t fill_bits = 0;  // padding: `fill` for floats, zero otherwise
+  if (in.type == ElementType::kFloat32) std::memcpy(&fill_bits, &fill, 4);
+  REE_RETURN_IF_ERROR(
+      dev::gather(device, elementTypeSize(in.type), in.data(), index, result.data(), fill_bits));
   *out = std::move(result);
   return Status::kSuccess;
 }
@@ -151,7 +145,7 @@ Status intValues(const GraphTensor& tensor, const std::string& what, std::vector
 }
 
 Tensor floatView(const GraphTensor& tensor, const Shape& shape) {
-  return Tensor::wrap(tensor.data(), Device::cpu(), DType::kF32, shape);
+  return Tensor::wrap(tensor.data(), tensor.storage.device(), DType::kF32, shape);
 }
 
 Tensor floatView(const GraphTensor& tensor) {

@@ -38,6 +38,8 @@ cxxopts::Options compileOptions() {
      cxxopts::value<std::vector<std::string>>())
     ("output-dir", "Run (with the --run inputs, if any) and write output_<i>.npy here",
      cxxopts::value<std::string>())
+    ("device", "cpu, cuda or cuda:N: where the float operators run",
+     cxxopts::value<std::string>()->default_value("cpu"))
     ("threads", "CPU threads; 0 = all, at most 4096", cxxopts::value<std::string>()->default_value("0"))
     ("h,help", "Print this help");
   // clang-format on
@@ -67,6 +69,7 @@ Status readOptions(const cxxopts::ParseResult& parsed, CompileOptions* options) 
   if (!options->requires_reproducibility) options->non_reproducible_set = kind;
   REE_RETURN_IF_ERROR(parseRepOpsSpec(parsed["repops-spec"].as<std::string>(), "--repops-spec",
                                       &options->repops_spec));
+  REE_RETURN_IF_ERROR(parseDevice(parsed["device"].as<std::string>(), &options->device));
   int threads = 0;
   REE_RETURN_IF_ERROR(
       parseIntFlag("--threads", parsed["threads"].as<std::string>(), 0, 4096, &threads));
@@ -105,7 +108,9 @@ Status runOnInputs(CompiledModel* model, const cxxopts::ParseResult& parsed) {
     std::printf("output %zu '%s': %s\n", i, printableText(model->outputs()[i].name, 80).c_str(),
                 outputs[i].describe().c_str());
     if (!dir.empty()) {
-      REE_RETURN_IF_ERROR(writeNpyFile(dir + "/output_" + std::to_string(i) + ".npy", outputs[i]));
+      GraphTensor host;
+      REE_RETURN_IF_ERROR(copyToCpu(outputs[i], &host));
+      REE_RETURN_IF_ERROR(writeNpyFile(dir + "/output_" + std::to_string(i) + ".npy", host));
     }
   }
   return Status::kSuccess;

@@ -1,6 +1,9 @@
 """ree-launch compile on models exported by torch.onnx.export, against onnxruntime.
 
-Usage: onnx_models_test.py REE_LAUNCH WORK_DIR
+Usage: onnx_models_test.py REE_LAUNCH WORK_DIR [cuda]
+
+With `cuda` (ctest compiler_onnx_models_gpu, label gpu): every model also runs with --device cuda
+and must give the CPU's bits; exit 77 (skipped) when ree-launch has no CUDA device.
 
 For every model of export_models.py (an MLP at opsets 17 and 20 and with external weights, a CNN
 with a residual block, an attention block with a written-out RMSNorm, a two-layer transformers
@@ -120,11 +123,42 @@ def check_artifacts(name, artifacts, colocate):
         check(len(plan.get("external_files", [])) == 1, f"{name}: plan lists no external file")
 
 
+def compare_gpu(launch, models_dir, work):
+    """Every model on cuda:0 against its CPU bits; 77 when there is no GPU."""
+    for name in sorted(os.listdir(models_dir)):
+        directory = os.path.join(models_dir, name)
+        model = os.path.join(directory, "model.onnx")
+        inputs = case_inputs(directory)
+        cpu = run_compile(launch, model, inputs, os.path.join(work, name, "cpu"))
+        command = [launch, "compile", model, "--device", "cuda", "--output-dir",
+                   os.path.join(work, name, "cuda")]
+        for path in inputs:
+            command += ["--run", path]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        if result.returncode != 0 and "cuda" in result.stderr.lower() and not failures and (
+                "without cuda" in result.stderr.lower() or "no cuda" in result.stderr.lower()
+                or "visible" in result.stderr.lower()):
+            print(f"skipped: {result.stderr.strip()}")
+            return 77
+        check(result.returncode == 0, f"{name} on cuda: {result.stderr.strip()}")
+        if result.returncode != 0:
+            continue
+        gpu = []
+        while os.path.exists(os.path.join(work, name, "cuda", f"output_{len(gpu)}.npy")):
+            gpu.append(np.load(os.path.join(work, name, "cuda", f"output_{len(gpu)}.npy")))
+        check_bitwise(name, cpu, gpu, "between the CPU and cuda:0")
+        print(f"{name}: cuda:0 {'==' if cpu and all(a.tobytes() == b.tobytes() for a, b in zip(cpu, gpu)) else '!='} CPU")
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
 def main():
     launch, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
     models_dir = os.path.join(work, "models")
     subprocess.run([sys.executable, os.path.join(HERE, "export_models.py"), models_dir], check=True)
+    if len(sys.argv) > 3 and sys.argv[3] == "cuda":
+        return compare_gpu(launch, models_dir, work)
     for name in sorted(os.listdir(models_dir)):
         directory = os.path.join(models_dir, name)
         model = os.path.join(directory, "model.onnx")

@@ -1,5 +1,7 @@
 // CUDA element-wise RepOps (elementwise.h): one thread per element, grid-stride, the element
 // functions the CPU calls.
+#include <cstring>
+
 #include "common/elementwise_args.h"
 #include "ree/core/cuda_check.h"
 #include "ree/kernels/elementwise.h"
@@ -39,7 +41,39 @@ __global__ void whereKernel(const uint8_t* condition, const float* a, const floa
   }
 }
 
+template <typename T>
+__global__ void gatherKernel(const T* in, const int64_t* index, T* out, int64_t n, T fill) {
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const int64_t source = index[i];
+    out[i] = source >= 0 ? in[source] : fill;
+  }
+}
+
+template <typename T>
+Status launchGather(const void* in, const int64_t* index, void* out, int64_t n, uint64_t fill,
+                    cudaStream_t stream) {
+  T fill_value;
+  memcpy(&fill_value, &fill, sizeof(T));
+  gatherKernel<T><<<blocksFor(n), kThreads, 0, stream>>>(static_cast<const T*>(in), index,
+                                                         static_cast<T*>(out), n, fill_value);
+  REE_CUDA_CHECK_LAUNCH();
+  return Status::kSuccess;
+}
+
 }  // namespace
+
+Status gather(int elem_bytes, const void* in, const int64_t* index, void* out, int64_t n,
+              uint64_t fill, cudaStream_t stream) {
+  REE_RETURN_IF_ERROR(validateElementwiseArgs("gather", 0, 1, in, index, out, out, n));
+  REE_CHECK_ARG(elem_bytes == 1 || elem_bytes == 4 || elem_bytes == 8,
+                "gather: elem_bytes %d (1, 4 or 8)", elem_bytes);
+  if (n == 0) return Status::kSuccess;
+  if (elem_bytes == 1) return launchGather<uint8_t>(in, index, out, n, fill, stream);
+  if (elem_bytes == 4) return launchGather<uint32_t>(in, index, out, n, fill, stream);
+  return launchGather<uint64_t>(in, index, out, n, fill, stream);
+}
 
 Status binary(BinaryOp op, const float* a, const float* b, float* out, int64_t n,
               cudaStream_t stream) {

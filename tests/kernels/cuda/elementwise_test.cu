@@ -1,6 +1,6 @@
 // Element-wise RepOps on the GPU (elementwise.h): repops::cuda::binary / simpleUnary / where give
 // the CPU's bits on random and special inputs (NaN of any payload, +-0, +-inf, subnormals), odd
-// sizes.
+// sizes; gather copies the same elements (1, 4 and 8 bytes, with padding).
 #include <cuda_runtime.h>
 
 #include <random>
@@ -64,6 +64,35 @@ TEST(ElementwiseCuda, MatchesCpuBitwise) {
     REE_CUDA_OK(cudaFree(d_c));
     REE_CUDA_OK(cudaFree(d_out));
   }
+}
+
+TEST(ElementwiseCuda, GatherMatchesCpu) {
+  REE_SKIP_WITHOUT_GPU();
+  const int64_t n = 100003, source = 4099;
+  std::mt19937_64 rng(5);
+  std::vector<int64_t> index(n);
+  for (int64_t i = 0; i < n; ++i)
+    index[i] = i % 11 == 0 ? -1 : static_cast<int64_t>(rng() % source);
+  std::vector<uint64_t> in(source);
+  for (uint64_t& v : in)
+    v = rng();
+  uint64_t* d_in = test::toDevice(in);
+  int64_t* d_index = test::toDevice(index);
+  uint64_t* d_out = nullptr;
+  REE_CUDA_OK(cudaMalloc(&d_out, n * sizeof(uint64_t)));
+  for (int bytes : {1, 4, 8}) {
+    std::vector<uint64_t> cpu(n, 0), gpu(n, 0);
+    ASSERT_EQ(repops::cpu::gather(bytes, in.data(), index.data(), cpu.data(), n, 0xff800000u),
+              Status::kSuccess);
+    REE_CUDA_OK(cudaMemset(d_out, 0, n * sizeof(uint64_t)));
+    ASSERT_EQ(repops::cuda::gather(bytes, d_in, d_index, d_out, n, 0xff800000u, nullptr),
+              Status::kSuccess);
+    gpu = test::toHost(d_out, n);
+    EXPECT_EQ(test::firstBitDifference(cpu, gpu), -1) << bytes << "-byte elements";
+  }
+  REE_CUDA_OK(cudaFree(d_in));
+  REE_CUDA_OK(cudaFree(d_index));
+  REE_CUDA_OK(cudaFree(d_out));
 }
 
 }  // namespace

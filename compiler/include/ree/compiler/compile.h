@@ -66,8 +66,8 @@ struct CompileOptions {
   bool requires_reproducibility = true;
   OperationSetKind non_reproducible_set = OperationSetKind::kDefault;
   RepOpsSpec repops_spec = kDefaultRepOpsSpec;
-  // The device the compiled graph runs on. This version runs on the CPU only (kUnsupported for a
-  // CUDA device: docs/compiler.md, "Limits").
+  // The device the compiled graph's float operators run on (a CUDA device needs a CUDA build).
+  // Integer and bool values (shapes, indices, masks) are always computed on the host.
   Device device = Device::cpu();
   // Bounds on untrusted input: the model file, and all external tensor data together.
   uint64_t max_model_bytes = uint64_t{2} << 30;
@@ -95,11 +95,15 @@ class CompiledModel {
   virtual const std::string& artifactsDir() const = 0;
   // The operation set the graph runs on.
   virtual OperationSetKind operationSet() const = 0;
-  // Runs the graph: `inputs` in the order of inputs() (types, ranks and fixed dims are checked; a
-  // symbolic dim takes the same value wherever it appears). Outputs in the order of outputs().
+  // Runs the graph: `inputs` in the order of inputs(), on the CPU or the graph's device (types,
+  // ranks and fixed dims are checked; a symbolic dim takes the same value wherever it appears).
+  // Outputs in the order of outputs(), each on the CPU or the graph's device (copyToCpu).
   // Not thread-safe: one run at a time per CompiledModel.
   virtual Status run(const std::vector<GraphTensor>& inputs, std::vector<GraphTensor>* outputs) = 0;
 };
+
+// `in` itself when it is on the CPU, else a copy there (for a run's outputs on a GPU).
+Status copyToCpu(const GraphTensor& in, GraphTensor* out);
 
 // Compiles the ONNX model at `path`; external data is looked up beside it (never outside its
 // directory).

@@ -99,6 +99,11 @@ Status binary(BinaryOp op, const float* a, const float* b, float* out, int64_t n
 Status simpleUnary(SimpleUnaryOp op, const float* x, float* out, int64_t n);
 // out[i] = condition[i] != 0 ? a[i] : b[i].
 Status where(const uint8_t* condition, const float* a, const float* b, float* out, int64_t n);
+// out[i] = in[index[i]] for elements of `elem_bytes` (1, 4 or 8 bytes); index[i] < 0 writes the low
+// elem_bytes bytes of `fill` (padding). Pure data movement: transposes, slices, broadcasts and
+// im2col of the ONNX compiler. Indices are trusted (the caller computed them from the shapes).
+Status gather(int elem_bytes, const void* in, const int64_t* index, void* out, int64_t n,
+              uint64_t fill);
 }  // namespace repops::cpu
 
 namespace repops::cuda {
@@ -108,6 +113,9 @@ Status binary(BinaryOp op, const float* a, const float* b, float* out, int64_t n
 Status simpleUnary(SimpleUnaryOp op, const float* x, float* out, int64_t n, cudaStream_t stream);
 Status where(const uint8_t* condition, const float* a, const float* b, float* out, int64_t n,
              cudaStream_t stream);
+// `index` is a device array too.
+Status gather(int elem_bytes, const void* in, const int64_t* index, void* out, int64_t n,
+              uint64_t fill, cudaStream_t stream);
 }  // namespace repops::cuda
 
 }  // namespace ree
