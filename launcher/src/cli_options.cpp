@@ -10,9 +10,10 @@ constexpr const char* kDescription =
     "REE: reproducible LLM inference. With --operation-set reproducible the output ids and logits\n"
     "are bitwise identical on every supported CPU and GPU, for any batch composition.";
 
-constexpr std::array<const char*, 10> kSwitches = {
+constexpr std::array<const char*, 11> kSwitches = {
     "no-special-tokens", "cpu-only", "plan", "trace-hashes",        "json",
-    "version",           "help",     "h",    "allow-extra-tensors", "allow-non-finite-weights"};
+    "version",           "help",     "h",    "allow-extra-tensors", "allow-non-finite-weights",
+    "no-prefix-cache"};
 
 std::shared_ptr<cxxopts::Value> value(const char* default_value = nullptr) {
   auto v = cxxopts::value<std::string>();
@@ -53,10 +54,14 @@ void addModelAndPrompt(cxxopts::Options& options) {
     ("kv-memory-fraction", "Share of the memory left after the weights (GPU: free memory; CPU: available memory) that the KV "
                            "cache pool takes, in [0, 1]; 0 = 0.9 on a GPU, 0.5 on the CPU. Never more than --max-batch "
                            "sequences of --max-context tokens need; a full pool preempts (results never depend on it)", value("0"))
-    ("kv-blocks", "KV cache pool size in blocks, 1..2147483647, instead of --kv-memory-fraction (refused if the device "
+    ("kv-blocks", "KV cache pool size in blocks, 0..2147483647, instead of --kv-memory-fraction (refused if the device "
                   "cannot hold it); 0 = from memory", value("0"))
     ("kv-block-size", "Positions per KV cache block, 1..1048576 (reproducible set; the ATen sets use one block "
-                      "per sequence); results never depend on it", value("16"));
+                      "per sequence); results never depend on it", value("16"))
+    ("prefill-chunk", "Prompt tokens per step of a micro-batch, 0..2147483647 (0 = whole prompts): long prompts run "
+                      "in chunks beside the running decodes (reproducible set: results never depend on it; off with --trace-hashes)", value("0"))
+    ("no-prefix-cache", "Recompute every prompt: no reading of KV cache blocks that hold the same first tokens "
+                        "(reproducible set; it never changes results; off with --trace-hashes)");
   // clang-format on
 }
 

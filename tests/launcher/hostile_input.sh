@@ -325,6 +325,8 @@ flag kv-blocks-2p31-plus "--kv-blocks '2147483648'" --kv-blocks 2147483648
 flag kv-memory-fraction-2 "--kv-memory-fraction '2'" --kv-memory-fraction 2
 flag kv-memory-fraction-nan "--kv-memory-fraction 'nan'" --kv-memory-fraction nan
 flag kv-block-size-0 "--kv-block-size '0'" --kv-block-size 0
+flag prefill-chunk-negative "--prefill-chunk '-1'" --prefill-chunk -1
+flag no-prefix-cache-value "--no-prefix-cache" --no-prefix-cache=false
 flag kv-blocks-one "need 3 KV cache blocks of 16 tokens, the pool holds 1; raise --kv-blocks" \
   --kv-blocks 1 --max-new-tokens 40
 flag max-context-negative "--max-context '-1'" --max-context -1

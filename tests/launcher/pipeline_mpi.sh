@@ -79,6 +79,9 @@ for sampling in greedy sampled; do
   run_layout "$sampling-mpi4-micro1" "${mpirun[@]}" -n 4 "$launch" "${common[@]}" "${extra[@]}" \
     --n-partitions 4 --micro-batches 1 --max-batch 2
   run_layout "$sampling-single4" "$launch" "${common[@]}" "${extra[@]}" --n-partitions 4
+  # A KV pool too small for the five at once (preemption), prompts in chunks of 5 tokens.
+  run_layout "$sampling-mpi3-pool20" "${mpirun[@]}" -n 3 "$launch" "${common[@]}" "${extra[@]}" \
+    --n-partitions 3 --micro-batches 2 --kv-blocks 20 --kv-block-size 4 --prefill-chunk 5
   for f in "$work/$sampling"-*.norm; do
     if ! cmp -s "$f" "$work/$sampling-n1.norm"; then
       fail "$(basename "$f" .norm) differs from $sampling-n1"

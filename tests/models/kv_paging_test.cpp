@@ -376,5 +376,129 @@ TEST(KvPagingEngine, BadPoolOptionsAreRefused) {
       << lastErrorMessage();
 }
 
+// ---- The prefix cache -----------------------------------------------------------------------
+
+// Requests that share their first `shared` tokens (a system prompt), then differ.
+std::vector<GenerationRequest> sharedPrefixRequests(int count, int shared, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> prefix;
+  for (int i = 0; i < shared; ++i)
+    prefix.push_back(3 + static_cast<int32_t>(rng() % 250));
+  std::vector<GenerationRequest> requests;
+  for (int r = 0; r < count; ++r) {
+    GenerationRequest request;
+    request.prompt_ids = prefix;
+    const int suffix = static_cast<int>(rng() % 9);  // 0: the prefix alone
+    for (int i = 0; i < suffix; ++i)
+      request.prompt_ids.push_back(3 + static_cast<int32_t>(rng() % 250));
+    request.max_new_tokens = 1 + static_cast<int>(rng() % 16);
+    if (r % 2 == 1) {
+      request.sampling.temperature = 0.7f;
+      request.sampling.seed = 7 + r;
+    }
+    requests.push_back(request);
+  }
+  return requests;
+}
+
+// A cached prefix gives the bits of recomputing it: requests sharing 37 tokens, in one batch, in
+// a small pool (preemption, and resumed sequences matching their own blocks), and again in a
+// later generate() (the blocks of the first are still cached), each equal to its solo result.
+TEST(KvPagingPrefixCache, ACachedPrefixGivesTheBitsOfRecomputingIt) {
+  const std::vector<GenerationRequest> requests = sharedPrefixRequests(10, 37, 9);
+  const std::vector<GenerationResult> solo = soloResults(requests);
+  for (int block_size : {1, 4, 16}) {
+    std::unique_ptr<Engine> engine = makeEngine(tinyOptions(4, block_size, 0));
+    std::vector<GenerationResult> first, second;
+    ASSERT_EQ(engine->generate(requests, &first), Status::kSuccess) << lastErrorMessage();
+    const std::string what = "block size " + std::to_string(block_size);
+    expectSameResults(first, solo, what + ", first call");
+    const int64_t hits = engine->kvPrefixHitTokens();
+    EXPECT_GE(hits, (37 / block_size) * block_size * 3) << what;  // later requests share
+    ASSERT_EQ(engine->generate(requests, &second), Status::kSuccess) << lastErrorMessage();
+    expectSameResults(second, solo, what + ", second call");
+    EXPECT_GT(engine->kvPrefixHitTokens(), hits) << what;
+  }
+  std::unique_ptr<Engine> small = makeEngine(tinyOptions(4, 4, 18));
+  std::vector<GenerationResult> results;
+  ASSERT_EQ(small->generate(requests, &results), Status::kSuccess) << lastErrorMessage();
+  expectSameResults(results, solo, "18 blocks of 4");
+  EXPECT_GT(small->kvPrefixHitTokens(), 0);
+  // Off, nothing is read from the cache and the bits are the same.
+  EngineOptions off = tinyOptions(4, 4, 0);
+  off.prefix_caching = false;
+  std::unique_ptr<Engine> uncached = makeEngine(off);
+  ASSERT_EQ(uncached->generate(requests, &results), Status::kSuccess) << lastErrorMessage();
+  expectSameResults(results, solo, "prefix cache off");
+  EXPECT_EQ(uncached->kvPrefixHitTokens(), 0);
+}
+
+// Replay and prefillLogits overwrite the pool's first blocks: the cache forgets them, and a later
+// generate() recomputes instead of reading what they wrote.
+TEST(KvPagingPrefixCache, ReplayInvalidatesTheCache) {
+  const std::vector<GenerationRequest> requests = sharedPrefixRequests(3, 20, 10);
+  const std::vector<GenerationResult> solo = soloResults(requests);
+  std::unique_ptr<Engine> engine = makeEngine(tinyOptions(4, 4, 0));
+  std::vector<GenerationResult> results;
+  ASSERT_EQ(engine->generate(requests, &results), Status::kSuccess) << lastErrorMessage();
+  std::vector<float> logits;
+  ASSERT_EQ(engine->prefillLogits(std::vector<int32_t>(60, 9), &logits), Status::kSuccess)
+      << lastErrorMessage();
+  const int64_t hits = engine->kvPrefixHitTokens();
+  ASSERT_EQ(engine->generate(requests, &results), Status::kSuccess) << lastErrorMessage();
+  expectSameResults(results, solo, "after prefillLogits");
+  // The three are admitted together, before any has cached a block: nothing is read.
+  EXPECT_EQ(engine->kvPrefixHitTokens(), hits);
+  // Without the prefillLogits, the third call reads the second's blocks.
+  ASSERT_EQ(engine->generate(requests, &results), Status::kSuccess) << lastErrorMessage();
+  expectSameResults(results, solo, "third call");
+  EXPECT_GE(engine->kvPrefixHitTokens() - hits, 3 * 16);
+}
+
+// The pipeline's later stages hold the cached blocks' rows too (they wrote them): hits there give
+// the same bits.
+TEST(KvPagingPrefixCache, PipelinesShareCachedBlocksOnEveryStage) {
+  const std::vector<GenerationRequest> requests = sharedPrefixRequests(8, 25, 11);
+  const std::vector<GenerationResult> solo = soloResults(requests);
+  EngineOptions options = tinyOptions(3, 5, 0);
+  options.n_partitions = 3;
+  options.micro_batches = 2;
+  std::unique_ptr<Engine> engine = makeEngine(options);
+  std::vector<GenerationResult> results;
+  ASSERT_EQ(engine->generate(requests, &results), Status::kSuccess) << lastErrorMessage();
+  expectSameResults(results, solo, "3 stages");
+  EXPECT_GT(engine->kvPrefixHitTokens(), 0);
+}
+
+// ---- Chunked prefill ---------------------------------------------------------------------------
+
+// Prompts cut into chunks of a step's budget, beside other sequences' decodes, with prefix hits
+// and preemption, in one process and in pipelines: every request's solo bits.
+TEST(KvPagingChunkedPrefill, ChunksGiveTheBitsOfAWholePrefill) {
+  std::vector<GenerationRequest> requests = variedRequests(10, 12, 16);
+  const std::vector<GenerationRequest> shared = sharedPrefixRequests(6, 30, 13);
+  requests.insert(requests.end(), shared.begin(), shared.end());
+  const std::vector<GenerationResult> solo = soloResults(requests);
+  for (int chunk : {1, 7, 64}) {
+    std::unique_ptr<Engine> engine = makeEngine([&] {
+      EngineOptions options = tinyOptions(5, 4, 0);
+      options.prefill_chunk = chunk;
+      return options;
+    }());
+    std::vector<GenerationResult> results;
+    ASSERT_EQ(engine->generate(requests, &results), Status::kSuccess) << lastErrorMessage();
+    expectSameResults(results, solo, "chunk " + std::to_string(chunk));
+  }
+  EngineOptions small = tinyOptions(6, 4, 22);
+  small.prefill_chunk = 5;
+  small.n_partitions = 2;
+  small.micro_batches = 2;
+  std::unique_ptr<Engine> engine = makeEngine(small);
+  std::vector<GenerationResult> results;
+  ASSERT_EQ(engine->generate(requests, &results), Status::kSuccess) << lastErrorMessage();
+  expectSameResults(results, solo, "chunk 5, 22 blocks, 2 stages");
+  EXPECT_GT(engine->kvPreemptions(), 0);
+}
+
 }  // namespace
 }  // namespace ree

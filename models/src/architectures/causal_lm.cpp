@@ -254,13 +254,15 @@ Status CausalLM::embed(const std::vector<int32_t>& ids, const StepBatch& batch, 
   return Status::kSuccess;
 }
 
-// Every sequence's table covers its positions with blocks of the pool, no block twice in a step.
+// Every sequence's table covers its positions with blocks of the pool; a block that a step
+// appends to belongs to that sequence alone (blocks of a shared prefix are only read).
 Status CausalLM::checkBlockTables(const StepBatch& batch) const {
   const int blocks = cacheBlocks(), block_size = cacheBlockSize();
-  std::vector<int32_t> used;
+  std::vector<std::pair<int32_t, int>> readers;  // (block, sequence)
+  std::vector<int32_t> written;
   for (int s = 0; s < batch.batch(); ++s) {
-    const int64_t total = static_cast<int64_t>(batch.cached_lens[s]) + batch.query_offsets[s + 1] -
-                          batch.query_offsets[s];
+    const int64_t cached = batch.cached_lens[s];
+    const int64_t total = cached + batch.query_offsets[s + 1] - batch.query_offsets[s];
     const int64_t needed = (total + block_size - 1) / block_size;
     if (needed > batch.blocks_per_seq) {
       return REE_FAIL(Status::kInvalidArgument,
@@ -273,13 +275,21 @@ Status CausalLM::checkBlockTables(const StepBatch& batch) const {
       REE_CHECK_ARG(block >= 0 && block < blocks,
                     "sequence %d: its block %lld is KV cache block %d of %d", s,
                     static_cast<long long>(j), block, blocks);
-      used.push_back(block);
+      readers.emplace_back(block, s);
+      if ((j + 1) * block_size > cached && total > cached) written.push_back(block);
     }
   }
-  std::sort(used.begin(), used.end());
-  auto twice = std::adjacent_find(used.begin(), used.end());
-  REE_CHECK_ARG(twice == used.end(), "KV cache block %d is used twice in one step",
-                twice == used.end() ? 0 : *twice);
+  std::sort(readers.begin(), readers.end());
+  std::sort(written.begin(), written.end());
+  for (size_t i = 1; i < readers.size(); ++i) {
+    const int32_t block = readers[i].first;
+    if (block != readers[i - 1].first) continue;
+    REE_CHECK_ARG(readers[i].second != readers[i - 1].second,
+                  "sequence %d lists KV cache block %d twice", readers[i].second, block);
+    REE_CHECK_ARG(!std::binary_search(written.begin(), written.end(), block),
+                  "KV cache block %d is written by one sequence of the step and used by another",
+                  block);
+  }
   return Status::kSuccess;
 }
 

@@ -51,6 +51,9 @@ int Engine::kvCacheBlockSize() const {
 int64_t Engine::kvPreemptions() const {
   return impl_->kv_preemptions;
 }
+int64_t Engine::kvPrefixHitTokens() const {
+  return impl_->kv_prefix_hit_tokens;
+}
 std::vector<int64_t> Engine::eosTokenIds() const {
   return impl_->eos;
 }

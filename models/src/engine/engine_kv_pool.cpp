@@ -170,7 +170,14 @@ Status EngineState::allocateKvCaches() {
   return Status::kSuccess;
 }
 
-Status EngineState::soloBlockTable(int tokens, StepBatch* batch) const {
+KvBlockAllocator& EngineState::generationBlocks() {
+  if (kv_allocator.numBlocks() != kv_blocks || kv_allocator.usedBlocks() != 0) {
+    kv_allocator = KvBlockAllocator(kv_blocks, kv_block_size);
+  }
+  return kv_allocator;
+}
+
+Status EngineState::soloBlockTable(int tokens, StepBatch* batch) {
   const int64_t needed = (int64_t{tokens} + kv_block_size - 1) / kv_block_size;
   if (needed > kv_blocks) {
     return REE_FAIL(Status::kOutOfMemory,
@@ -179,6 +186,7 @@ Status EngineState::soloBlockTable(int tokens, StepBatch* batch) const {
                     tokens, static_cast<long long>(needed), kv_block_size, kv_blocks,
                     options.names.kv_blocks.c_str(), options.names.kv_memory_fraction.c_str());
   }
+  kv_allocator.reset();  // its blocks are overwritten
   batch->block_tables.resize(static_cast<size_t>(needed));
   for (int64_t b = 0; b < needed; ++b)
     batch->block_tables[b] = static_cast<int32_t>(b);

@@ -9,6 +9,7 @@
 // bit): the scheduler decides only which steps run together, never what a step computes.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <deque>
 
 #include "engine_state.h"
@@ -73,11 +74,13 @@ using Clock = std::chrono::steady_clock;
 
 struct ActiveSequence {
   size_t request = 0;
-  uint64_t order = 0;           // admission order: the youngest is preempted first
-  std::vector<int32_t> blocks;  // KV cache blocks of positions 0..cached + feed - 1
-  int group = 0;                // micro-batch
-  std::vector<int32_t> feed;    // tokens to run in the next step
-  int cached = 0;               // tokens already in the KV cache
+  uint64_t order = 0;                // admission order: the youngest is preempted first
+  std::vector<int32_t> blocks;       // KV cache blocks of positions 0..cached + feed - 1
+  std::vector<BlockKey> block_keys;  // prefix cache keys of its full blocks so far
+  int group = 0;                     // micro-batch
+  std::vector<int32_t> feed;         // tokens still to run (the prompt, then the last token)
+  int step_tokens = 0;               // how many of them the group's next step runs
+  int cached = 0;                    // tokens already in the KV cache
   int produced = 0;
   Clock::time_point start;
   Clock::time_point first_token;
@@ -91,11 +94,13 @@ struct PendingDigests {
   std::vector<std::pair<size_t, size_t>> slots;
 };
 
-// A step in flight: its micro-batch, its sequences (requests) and, for each, its trace group.
+// A step in flight: its micro-batch, its sequences (requests) that get a token and, for each,
+// its trace group; and those that ran only a chunk of their prompt, with its length.
 struct StepInFlight {
   int group = 0;
   std::vector<size_t> members;
   std::vector<size_t> trace_groups;
+  std::vector<std::pair<size_t, int>> chunks;
 };
 
 class GenerationScheduler {
@@ -106,10 +111,11 @@ class GenerationScheduler {
 
  private:
   void admitWaiting();
-  bool fitsPool(const ActiveSequence& seq) const;
-  void admit(ActiveSequence seq);
+  bool tryAdmit(ActiveSequence* seq);
   int leastLoadedGroup() const;
   bool ensureGroupBlocks(int group);
+  int stepTokens(const ActiveSequence& seq, int64_t* chunk_budget) const;
+  void advanceChunk(ActiveSequence& seq, int tokens);
   int youngestPreemptable() const;
   void preempt(size_t index);
   Status submitIdleGroups();
@@ -118,6 +124,7 @@ class GenerationScheduler {
   Status acceptToken(ActiveSequence& seq, const StepOutput& out, size_t row, size_t trace_group,
                      bool* finished);
   Status finishSequence(ActiveSequence& seq, bool is_eos);
+  void registerFullBlocks(ActiveSequence& seq);
   Status resolveDigests(size_t keep);
 
   EngineState& m_;
@@ -125,7 +132,8 @@ class GenerationScheduler {
   std::vector<GenerationResult>& results_;
   const TokenCallback& on_token_;
   int groups_ = 1;
-  KvBlockAllocator blocks_;
+  KvBlockAllocator& blocks_;
+  const bool prefix_caching_;
   uint64_t next_order_ = 0;
   std::deque<size_t> waiting_;
   // Preempted sequences, oldest first: they resume before any new request is admitted.
@@ -145,13 +153,17 @@ GenerationScheduler::GenerationScheduler(EngineState& engine,
                                          const std::vector<GenerationRequest>& requests,
                                          std::vector<GenerationResult>& results,
                                          const TokenCallback& on_token)
-    : m_(engine), requests_(requests), results_(results), on_token_(on_token) {
+    : m_(engine),
+      requests_(requests),
+      results_(results),
+      on_token_(on_token),
+      blocks_(engine.generationBlocks()),
+      prefix_caching_(engine.prefixCaching()) {
   const EngineOptions& o = engine.options;
   groups_ = o.micro_batches > 0 ? o.micro_batches : (engine.multiProcess() ? engine.nStages() : 1);
   groups_ = std::max(1, std::min(groups_, o.max_batch));
   for (size_t r = 0; r < requests.size(); ++r)
     waiting_.push_back(r);
-  blocks_ = KvBlockAllocator(engine.kv_blocks, engine.kv_block_size);
   group_busy_.assign(groups_, false);
   group_size_.assign(groups_, 0);
   keep_pending_ = engine.multiProcess() ? 0 : 8;
@@ -192,8 +204,7 @@ int GenerationScheduler::leastLoadedGroup() const {
 void GenerationScheduler::admitWaiting() {
   while (static_cast<int>(active_.size()) < m_.options.max_batch) {
     if (!preempted_.empty()) {
-      if (!fitsPool(preempted_.front())) return;
-      admit(std::move(preempted_.front()));
+      if (!tryAdmit(&preempted_.front())) return;
       preempted_.pop_front();
       continue;
     }
@@ -201,48 +212,80 @@ void GenerationScheduler::admitWaiting() {
     ActiveSequence seq;
     seq.request = waiting_.front();
     seq.feed = results_[seq.request].prompt_ids;
-    if (!fitsPool(seq)) return;
-    admit(std::move(seq));
-    ActiveSequence& admitted = active_.back();
+    seq.order = next_order_;
+    if (!tryAdmit(&seq)) return;
     waiting_.pop_front();
-    admitted.order = next_order_++;
+    next_order_ += 1;
+    ActiveSequence& admitted = active_.back();
     admitted.start = Clock::now();
     if (m_.tokenizer) admitted.stream = std::make_unique<DecodeStream>(*m_.tokenizer, true);
   }
 }
 
-// Whether the pool has the blocks of what `seq` feeds and of one more token.
-bool GenerationScheduler::fitsPool(const ActiveSequence& seq) const {
-  const int64_t tokens = static_cast<int64_t>(seq.cached) + seq.feed.size();
-  return blocks_.blocksFor(tokens + 1) - static_cast<int64_t>(seq.blocks.size()) <=
-         blocks_.freeBlocks();
-}
-
-// `seq` runs from now on, in the least loaded micro-batch, with the blocks of what it feeds.
-void GenerationScheduler::admit(ActiveSequence seq) {
-  blocks_.grow(&seq.blocks, static_cast<int64_t>(seq.cached) + seq.feed.size());
-  seq.group = leastLoadedGroup();
-  group_size_[seq.group] += 1;
-  active_.push_back(std::move(seq));
-}
-
-// Gives every sequence of `group` the blocks of its next step, preempting the youngest sequence
-// not in flight while the pool is short (possibly one of the group's own). False when the group
-// must wait for a step in flight to come back.
-bool GenerationScheduler::ensureGroupBlocks(int group) {
-  for (size_t i = 0; i < active_.size();) {
-    ActiveSequence& seq = active_[i];
-    if (seq.group != group ||
-        blocks_.grow(&seq.blocks, static_cast<int64_t>(seq.cached) + seq.feed.size())) {
-      ++i;
-      continue;
-    }
-    const int victim = youngestPreemptable();
-    if (victim < 0) return false;
-    preempt(static_cast<size_t>(victim));
-    i = 0;  // active_ changed
+// Moves *seq (nothing cached, its tokens in feed) into the least loaded micro-batch when the pool
+// has the blocks of its feed and one more token, after the prefix cache's blocks of its first
+// tokens (all but the last: its logits are needed); false, *seq unchanged, otherwise.
+bool GenerationScheduler::tryAdmit(ActiveSequence* seq) {
+  const int64_t tokens = static_cast<int64_t>(seq->feed.size());
+  int64_t matched = 0;
+  if (prefix_caching_) {
+    matched = blocks_.matchPrefix(seq->feed, tokens - 1, &seq->blocks, &seq->block_keys);
   }
+  if (blocks_.blocksFor(tokens + 1) - static_cast<int64_t>(seq->blocks.size()) >
+      blocks_.freeBlocks()) {
+    blocks_.release(&seq->blocks);
+    seq->block_keys.clear();
+    return false;
+  }
+  blocks_.grow(&seq->blocks, tokens);
+  seq->cached = static_cast<int>(matched);
+  seq->feed.erase(seq->feed.begin(), seq->feed.begin() + matched);
+  m_.kv_prefix_hit_tokens += matched;
+  seq->group = leastLoadedGroup();
+  group_size_[seq->group] += 1;
+  active_.push_back(std::move(*seq));
   return true;
+}
+
+// Gives every sequence of `group` the tokens and blocks of its next step, preempting the youngest
+// sequence not in flight while the pool is short (possibly one of the group's own). False when
+// the group must wait for a step in flight to come back.
+bool GenerationScheduler::ensureGroupBlocks(int group) {
+  for (;;) {
+    int64_t chunk_budget = m_.prefillChunk() > 0 ? m_.prefillChunk() : INT64_MAX;
+    bool preempted = false;
+    for (ActiveSequence& seq : active_) {
+      if (seq.group != group) continue;
+      seq.step_tokens = stepTokens(seq, &chunk_budget);
+      if (seq.step_tokens == 0 ||
+          blocks_.grow(&seq.blocks, static_cast<int64_t>(seq.cached) + seq.step_tokens)) {
+        continue;
+      }
+      const int victim = youngestPreemptable();
+      if (victim < 0) return false;
+      preempt(static_cast<size_t>(victim));
+      preempted = true;  // active_ changed: plan the group again
+      break;
+    }
+    if (!preempted) return true;
+  }
+}
+
+// A sequence's tokens in its group's next step: its last token, or of a prompt (or a resumed
+// sequence's tokens) what is left of the step's --prefill-chunk budget, in admission order.
+int GenerationScheduler::stepTokens(const ActiveSequence& seq, int64_t* chunk_budget) const {
+  const int64_t pending = static_cast<int64_t>(seq.feed.size());
+  if (pending <= 1) return static_cast<int>(pending);
+  const int64_t tokens = std::min(pending, *chunk_budget);
+  *chunk_budget -= tokens;
+  return static_cast<int>(tokens);
+}
+
+// A chunk of the prompt ran: the sequence moves on to its next chunk.
+void GenerationScheduler::advanceChunk(ActiveSequence& seq, int tokens) {
+  seq.cached += tokens;
+  seq.feed.erase(seq.feed.begin(), seq.feed.begin() + tokens);
+  registerFullBlocks(seq);
 }
 
 int GenerationScheduler::youngestPreemptable() const {
@@ -260,6 +303,7 @@ void GenerationScheduler::preempt(size_t index) {
   ActiveSequence seq = std::move(active_[index]);
   active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(index));
   blocks_.release(&seq.blocks);
+  seq.block_keys.clear();
   group_size_[seq.group] -= 1;
   const GenerationResult& res = results_[seq.request];
   seq.feed = res.prompt_ids;
@@ -287,35 +331,40 @@ Status GenerationScheduler::submitIdleGroups() {
   return Status::kSuccess;
 }
 
-// The step of `group`: each member's pending tokens (its prompt, then its last token; after a
-// preemption all its tokens), logits for its last row, sampled with its request's parameters and
-// key, and its block table.
+// The step of `group`: each member's tokens of this step (its prompt or a chunk of it, then its
+// last token; after a preemption all its tokens), and for each member whose pending tokens all
+// run, logits for its last row, sampled with its request's parameters and key; block tables.
 Status GenerationScheduler::buildGroupStep(int group, StepWork* work, StepInFlight* step) const {
   work->trace = m_.options.trace_layer_hashes;
   work->batch.query_offsets.push_back(0);
   int blocks_per_seq = 1;
   for (const ActiveSequence& seq : active_) {
-    if (seq.group == group)
+    if (seq.group == group && seq.step_tokens > 0)
       blocks_per_seq = std::max(blocks_per_seq, static_cast<int>(seq.blocks.size()));
   }
   work->batch.blocks_per_seq = blocks_per_seq;
   for (const ActiveSequence& seq : active_) {
-    if (seq.group != group) continue;
+    if (seq.group != group || seq.step_tokens == 0) continue;
     // Rows are int32 offsets: a step of all prompts at once must stay within them.
-    if (work->ids.size() + seq.feed.size() > static_cast<size_t>(INT32_MAX)) {
+    if (work->ids.size() + seq.step_tokens > static_cast<size_t>(INT32_MAX)) {
       return REE_FAIL(Status::kInvalidArgument,
                       "a step of micro-batch %d would feed more than 2^31 - 1 tokens; lower "
                       "--max-batch or raise --micro-batches",
                       group);
     }
-    work->ids.insert(work->ids.end(), seq.feed.begin(), seq.feed.end());
+    work->ids.insert(work->ids.end(), seq.feed.begin(), seq.feed.begin() + seq.step_tokens);
     int32_t end = static_cast<int32_t>(work->ids.size());
     work->batch.query_offsets.push_back(end);
     work->batch.cached_lens.push_back(seq.cached);
     work->batch.block_tables.insert(work->batch.block_tables.end(), seq.blocks.begin(),
                                     seq.blocks.end());
     work->batch.block_tables.resize(work->batch.block_tables.size() + blocks_per_seq -
-                                    seq.blocks.size());  // padding, never read
+                                    seq.blocks.size());         // padding, never read
+    if (seq.step_tokens < static_cast<int>(seq.feed.size())) {  // a chunk: no token yet
+      work->trace_group_ends.push_back(end);
+      step->chunks.emplace_back(seq.request, seq.step_tokens);
+      continue;
+    }
     work->logits_rows.push_back(end - 1);
     // A resumed sequence's earlier rows form a trace group of their own: its group is the row of
     // its token, as the decode step it replaces hashed it.
@@ -330,7 +379,8 @@ Status GenerationScheduler::buildGroupStep(int group, StepWork* work, StepInFlig
   return work->batch.finalize();
 }
 
-// Collects the oldest step in flight and hands each of its sequences its token.
+// Collects the oldest step in flight and hands each of its sequences its token (or its next
+// chunk).
 Status GenerationScheduler::collectStep() {
   StepOutput out;
   REE_RETURN_IF_ERROR(m_.collect(&out));
@@ -342,15 +392,23 @@ Status GenerationScheduler::collectStep() {
     return REE_FAIL(Status::kCommError, "a pipeline step returned %zu tokens for %zu sequences",
                     out.tokens.size(), members.size());
   }
-  pending_digests_.push_back({out.id, {}});
-  pending_digests_.back().slots.resize(members.size());
+  if (!members.empty()) {  // a step of chunks only has no logits to hash
+    pending_digests_.push_back({out.id, {}});
+    pending_digests_.back().slots.resize(members.size());
+  }
   std::vector<ActiveSequence> still_active;
   for (ActiveSequence& seq : active_) {
-    auto it = std::find(members.begin(), members.end(), seq.request);
     bool finished = false;
-    if (seq.group == step.group && it != members.end()) {
-      const size_t row = static_cast<size_t>(it - members.begin());
-      REE_RETURN_IF_ERROR(acceptToken(seq, out, row, step.trace_groups[row], &finished));
+    if (seq.group == step.group) {
+      auto it = std::find(members.begin(), members.end(), seq.request);
+      auto chunk = std::find_if(step.chunks.begin(), step.chunks.end(),
+                                [&](const auto& c) { return c.first == seq.request; });
+      if (it != members.end()) {
+        const size_t row = static_cast<size_t>(it - members.begin());
+        REE_RETURN_IF_ERROR(acceptToken(seq, out, row, step.trace_groups[row], &finished));
+      } else if (chunk != step.chunks.end()) {
+        advanceChunk(seq, chunk->second);
+      }
     }
     if (!finished) still_active.push_back(std::move(seq));
   }
@@ -376,6 +434,7 @@ Status GenerationScheduler::acceptToken(ActiveSequence& seq, const StepOutput& o
   seq.cached += static_cast<int>(seq.feed.size());
   seq.produced += 1;
   res.output_ids.push_back(token);
+  registerFullBlocks(seq);
   if (seq.produced == 1) seq.first_token = Clock::now();
   std::string piece;
   if (seq.stream) REE_RETURN_IF_ERROR(seq.stream->step(token, &piece));
@@ -391,6 +450,17 @@ Status GenerationScheduler::acceptToken(ActiveSequence& seq, const StepOutput& o
   if (*finished) return finishSequence(seq, is_eos);
   seq.feed.assign(1, token);
   return Status::kSuccess;
+}
+
+// Offers the blocks that the sequence's cached positions filled to the prefix cache.
+void GenerationScheduler::registerFullBlocks(ActiveSequence& seq) {
+  const int block_size = blocks_.blockSize();
+  if (!prefix_caching_ || seq.cached / block_size <= static_cast<int>(seq.block_keys.size()))
+    return;
+  const GenerationResult& res = results_[seq.request];
+  std::vector<int32_t> tokens = res.prompt_ids;
+  tokens.insert(tokens.end(), res.output_ids.begin(), res.output_ids.end());
+  blocks_.registerFull(tokens, seq.cached, seq.blocks, &seq.block_keys);
 }
 
 Status GenerationScheduler::finishSequence(ActiveSequence& seq, bool is_eos) {

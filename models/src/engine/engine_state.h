@@ -20,6 +20,7 @@
 
 #include "async_digester.h"
 #include "engine_profile.h"
+#include "kv_blocks.h"
 #include "pipeline_step.h"
 #include "ree/models/causal_lm.h"
 #include "ree/models/checkpoint.h"
@@ -68,6 +69,9 @@ struct EngineState {
   int kv_block_size = 0;
   int kv_blocks = 0;
   int64_t kv_preemptions = 0;
+  int64_t kv_prefix_hit_tokens = 0;
+  // Rank 0: the pool's blocks and prefix cache, kept across generate() calls.
+  KvBlockAllocator kv_allocator;
   std::vector<partitioner::Stage> plan;
   // Single process: every stage. Multi-process: this rank's stage only.
   std::vector<LocalStage> stages;
@@ -106,9 +110,18 @@ struct EngineState {
   Status agreeKvBlocks();
   Status allocateKvCaches();
   std::string kvPoolSummary() const;
-  // One sequence of `tokens` alone in the pool (replay, prefillLogits): blocks 0, 1, ...; then
-  // batch->finalize().
-  Status soloBlockTable(int tokens, StepBatch* batch) const;
+  // Traced runs hash each step's rows: prompts run whole, so their hashes are a solo run's.
+  int prefillChunk() const { return options.trace_layer_hashes ? 0 : options.prefill_chunk; }
+  bool prefixCaching() const {
+    return options.prefix_caching && !options.trace_layer_hashes &&
+           options.operation_set == OperationSetKind::kReproducible;
+  }
+  // The allocator for a generate(): the one kept since the last, unless that one ended with blocks
+  // still held (a failed generate) or there is none yet.
+  KvBlockAllocator& generationBlocks();
+  // One sequence of `tokens` alone in the pool (replay, prefillLogits): blocks 0, 1, ... (the
+  // prefix cache is forgotten); then batch->finalize().
+  Status soloBlockTable(int tokens, StepBatch* batch);
 
   // ---- engine.cpp: loading (a stage's weights; then the KV pool's size).
   Status loadStage(const partitioner::Stage& stage, Device device);

@@ -72,6 +72,16 @@ struct EngineOptions {
   int kv_block_size = 16;
   int64_t kv_blocks = 0;
   double kv_memory_fraction = 0.0;
+  // Prefix cache (reproducible set, without trace_layer_hashes): a request whose first
+  // n x kv_block_size tokens equal those of a block still in the pool (of a running, finished or
+  // preempted sequence, this generate() or an earlier one) reads those blocks instead of
+  // recomputing them: the same bits, as a position's K/V depends only on the tokens up to it.
+  bool prefix_caching = true;
+  // Chunked prefill: a step of a micro-batch runs at most this many prompt tokens (0: prompts run
+  // whole), its decoding sequences' tokens besides, so a long prompt does not stall the decodes
+  // running with it; it runs over several steps. Off with trace_layer_hashes. In reproducible
+  // mode the bits are those of a whole prefill.
+  int prefill_chunk = 0;
 
   // Pipeline: the model is cut into n_partitions contiguous stages (partitioner/, or the explicit
   // layers per stage in partition_layers). Without a transport every stage runs in this process,
@@ -170,6 +180,8 @@ class Engine {
   int kvCacheBlockSize() const;
   // Sequences preempted (and later recomputed) because the pool was full, over this engine's life.
   int64_t kvPreemptions() const;
+  // Prompt positions read from the prefix cache instead of computed, over this engine's life.
+  int64_t kvPrefixHitTokens() const;
   std::vector<int64_t> eosTokenIds() const;
 
   // Generates for every request; requests beyond max_batch wait for a free slot. The result of a
