@@ -3,6 +3,7 @@
 #include "ops.h"
 #include "ree/core/text.h"
 #include "shape_inference.h"
+#include "tensor_util.h"
 
 namespace ree::compiler {
 
@@ -73,6 +74,50 @@ Status mergeType(const Node& node, const std::string& name, const ValueType& inf
   return Status::kSuccess;
 }
 
+// MatMul and Gemm with a constant 2-D float weight get it transposed once, now, to the [N, K]
+// layout linear() reads (an exact copy), instead of at every run.
+Status transposeConstantWeights(Graph* graph) {
+  for (Node& node : graph->nodes) {
+    const bool matmul = node.op_type == "MatMul";
+    const bool gemm = node.op_type == "Gemm" && node.intAttribute("transB", 0) == 0;
+    if ((!matmul && !gemm) || node.inputs.size() < 2 || !graph->isConstant(node.inputs[1])) {
+      continue;
+    }
+    const GraphTensor& weight = graph->constants.at(node.inputs[1]);
+    if (weight.type != ElementType::kFloat32 || weight.shape.size() != 2) continue;
+    GraphTensor transposed;
+    REE_RETURN_IF_ERROR(transposeTensor(weight, {1, 0}, &transposed));
+    const std::string name = graph->values[node.inputs[1]].name + "#transposed";
+    const int id = graph->valueId(name);
+    if (!graph->isConstant(id)) {
+      graph->values[id].info.type = ElementType::kFloat32;
+      graph->values[id].info.type_known = graph->values[id].info.rank_known = true;
+      graph->values[id].info.dims = {Dim::of(transposed.shape[0]), Dim::of(transposed.shape[1])};
+      graph->constants[id] = std::move(transposed);
+    }
+    node.inputs[1] = id;
+    Attribute flag;
+    flag.kind = Attribute::Kind::kInt;
+    flag.i = 1;
+    node.attributes[matmul ? kWeightTransposedAttribute : "transB"] = flag;
+  }
+  return Status::kSuccess;
+}
+
+// Constants no node reads and no graph output names (folded intermediates, weights replaced by
+// their transposes) are dropped: they would only fill memory and constants.bin.
+void dropUnusedConstants(Graph* graph) {
+  std::vector<bool> used(graph->values.size(), false);
+  for (const Node& node : graph->nodes)
+    for (int id : node.inputs)
+      if (id >= 0) used[id] = true;
+  for (int id : graph->outputs)
+    used[id] = true;
+  for (auto it = graph->constants.begin(); it != graph->constants.end();) {
+    it = used[it->first] ? std::next(it) : graph->constants.erase(it);
+  }
+}
+
 }  // namespace
 
 Status runGraphPasses(Graph* graph, OperationSet* cpu_ops, PassStats* stats) {
@@ -116,6 +161,8 @@ Status runGraphPasses(Graph* graph, OperationSet* cpu_ops, PassStats* stats) {
   }
   graph->nodes = std::move(kept);
   stats->remaining_nodes = static_cast<int>(graph->nodes.size());
+  REE_RETURN_IF_ERROR(transposeConstantWeights(graph));
+  dropUnusedConstants(graph);
   return Status::kSuccess;
 }
 

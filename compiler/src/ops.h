@@ -32,6 +32,9 @@ struct OpContext {
 
 using RunFn = Status (*)(OpContext& context);
 
+// Set by the compiler on a MatMul whose constant right operand it stored transposed ([N, K]).
+inline constexpr const char* kWeightTransposedAttribute = "ree.weight_transposed";
+
 struct OpDef {
   const char* op_type;
   RunFn run;

@@ -38,10 +38,31 @@ Status transposeLastTwo(const GraphTensor& in, GraphTensor* out) {
   return transposeTensor(in, perm, out);
 }
 
+// MatMul against a weight the compiler stored as [N, K]: every row of `a` through one linear().
+Status matMulTransposedWeight(OpContext& c, const GraphTensor& a, const GraphTensor& w) {
+  REE_CHECK_ARG(!a.shape.empty() && w.shape.size() == 2, "%s: operands %s and %s",
+                c.node.label().c_str(), shapeText(a.shape).c_str(), shapeText(w.shape).c_str());
+  const int64_t n = w.shape[0], k = w.shape[1];
+  REE_CHECK_ARG(k >= 1 && n >= 1, "%s: empty matrix product (K = %lld, N = %lld)",
+                c.node.label().c_str(), static_cast<long long>(k), static_cast<long long>(n));
+  REE_CHECK_ARG(a.shape.back() == k, "%s: inner dims differ: %s x [%lld, %lld]",
+                c.node.label().c_str(), shapeText(a.shape).c_str(), static_cast<long long>(k),
+                static_cast<long long>(n));
+  Shape out_shape(a.shape.begin(), a.shape.end() - 1);
+  out_shape.push_back(n);
+  GraphTensor result;
+  REE_RETURN_IF_ERROR(linearRows(c, a, w, nullptr, a.numel() / k, n, k, &result));
+  c.outputs[0] = reshapedView(result, out_shape);
+  return Status::kSuccess;
+}
+
 Status runMatMul(OpContext& c) {
   const GraphTensor *a0, *b0;
   REE_RETURN_IF_ERROR(c.floatInput(0, &a0));
   REE_RETURN_IF_ERROR(c.floatInput(1, &b0));
+  if (c.node.intAttribute(kWeightTransposedAttribute, 0) != 0) {
+    return matMulTransposedWeight(c, *a0, *b0);
+  }
   REE_CHECK_ARG(!a0->shape.empty() && !b0->shape.empty(), "%s: scalar operand",
                 c.node.label().c_str());
   GraphTensor a = *a0, b = *b0;
