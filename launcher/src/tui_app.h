@@ -17,7 +17,7 @@ namespace ree::launcher::tui {
 enum class Screen { kHelp, kConfigure, kRun, kReceipts, kLicense };
 
 struct AppOptions {
-  std::string model;         // --model: the form's first model (default kDefaultModel)
+  std::string model;         // --model: the form's first model (default: defaultModel())
   std::string receipts_dir;  // --receipts-dir (default: the current directory)
 };
 

@@ -17,7 +17,8 @@ constexpr const char* kUsage =
     "usage: ree-launch tui [--model M] [--receipts-dir DIR]\n"
     "A terminal UI for run, validate and verify (docs/tui.md): configure a run, watch it stream,\n"
     "check receipts. Keyboard only; F1 in the UI lists the keys.\n"
-    "  --model M          the model the form starts with (default: %s)\n"
+    "  --model M          the model the form starts with (default: %s when installed,\n"
+    "                     else %s)\n"
     "  --receipts-dir D   the directory the receipts screen lists (default: .)\n";
 
 int error(const std::string& what) {
@@ -30,7 +31,7 @@ int parseTuiFlags(int argc, const char* const* argv, tui::AppOptions* options) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
-      std::printf(kUsage, tui::kDefaultModel);
+      std::printf(kUsage, tui::kPreferredModel, tui::kFallbackModel);
       return 0;
     }
     bool has_value = i + 1 < argc;
@@ -51,7 +52,6 @@ int parseTuiFlags(int argc, const char* const* argv, tui::AppOptions* options) {
 
 int tuiCommand(int argc, const char* const* argv) {
   tui::AppOptions options;
-  options.model = tui::kDefaultModel;
   if (int code = parseTuiFlags(argc, argv, &options); code >= 0) return code;
   if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
     return error("needs a terminal on stdin and stdout (use ree-launch run for scripts)");

@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "ree/models/builtin.h"
+
 namespace ree::launcher::tui {
 namespace {
 
@@ -16,7 +18,7 @@ std::vector<FormField> makeFields() {
     fields[id].edit.set(value);
   };
   set(kFieldModel, "Model", "directory, FILE.gguf or builtin:NAME; Tab completes, Ctrl-O: recent",
-      kDefaultModel);
+      defaultModel());
   fields[kFieldModel].path = true;
   set(kFieldPromptKind, "Prompt from", "text, a JSONL prompt file, or a chat message", "");
   fields[kFieldPromptKind].choices = kPromptKinds;
@@ -62,6 +64,15 @@ std::string shellQuoted(const std::string& text) {
 }
 
 }  // namespace
+
+std::string defaultModel() {
+  std::string path;
+  if (models::isPackagedModel(kPreferredModel)) {
+    return models::findPackagedModel(kPreferredModel, &path) == Status::kSuccess ? kPreferredModel
+                                                                                 : kFallbackModel;
+  }
+  return kPreferredModel;  // a builtin: name or a path: used as it is
+}
 
 ConfigForm::ConfigForm() : fields_(makeFields()) {}
 

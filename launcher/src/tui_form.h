@@ -12,8 +12,12 @@
 
 namespace ree::launcher::tui {
 
-// The model a fresh form starts with: one constant, so that switching the default is one line.
-inline constexpr const char* kDefaultModel = "builtin:tiny-llama";
+// The model a fresh form starts with: kPreferredModel when it is there (a packaged model's Python
+// package installed, models/builtin.h), else the embedded kFallbackModel, which always is.
+// Switching the default is changing kPreferredModel.
+inline constexpr const char* kPreferredModel = "smollm2";
+inline constexpr const char* kFallbackModel = "builtin:tiny-llama";
+std::string defaultModel();
 
 enum FieldId {
   kFieldModel,

@@ -122,9 +122,12 @@ void App::handleConfigureKey(int key) {
 }
 
 void App::openModelPicker() {
-  picker_items_ = {kDefaultModel};
+  picker_items_ = {defaultModel()};
+  if (picker_items_.front() != kFallbackModel) picker_items_.push_back(kFallbackModel);
   for (const std::string& model : loadRecentModels()) {
-    if (model != kDefaultModel) picker_items_.push_back(model);
+    if (std::find(picker_items_.begin(), picker_items_.end(), model) == picker_items_.end()) {
+      picker_items_.push_back(model);
+    }
   }
   picker_selected_ = 0;
   picker_open_ = true;
@@ -136,13 +139,13 @@ void App::drawModelPicker() {
   int top = 3, left = 2;
   for (int y = top; y < top + height; ++y)
     mvhline(y, left, ' ' | colorAttr(kTitle), width);
-  putText(top, left + 1, "Models: the embedded default, then recently used (Enter picks, Esc)",
-          width - 2, colorAttr(kTitle) | A_BOLD);
+  putText(top, left + 1, "Models: the defaults, then recently used (Enter picks, Esc)", width - 2,
+          colorAttr(kTitle) | A_BOLD);
   int rows = height - 3;
   int first = std::max(0, picker_selected_ - rows + 1);
   for (int i = 0; i < rows && first + i < static_cast<int>(picker_items_.size()); ++i) {
     int index = first + i;
-    std::string label = picker_items_[index] + (index == 0 ? "  (embedded default)" : "");
+    std::string label = picker_items_[index] + (index == 0 ? "  (default)" : "");
     int attr = index == picker_selected_ ? colorAttr(kSelected) : colorAttr(kTitle);
     putText(top + 2 + i, left + 2, fitTail(label, width - 4), width - 4, attr, true);
   }

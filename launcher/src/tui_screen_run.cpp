@@ -67,11 +67,11 @@ int App::drawStages(const RunSnapshot& run, int y) {
   for (int s = 0; s < rows; ++s) {
     const StageInfo& stage = run.stages[s];
     char line[200];
-    std::snprintf(line, sizeof(line), "stage %d  layers %lld-%lld  %-8s %10s  %s %lld tokens", s,
-                  static_cast<long long>(stage.first_layer),
-                  static_cast<long long>(stage.end_layer - 1), stage.device.c_str(),
-                  formatBytes(stage.parameter_bytes).c_str(), active ? "busy" : "idle",
-                  static_cast<long long>(run.tokens));
+    std::string layers =
+        std::to_string(stage.first_layer) + "-" + std::to_string(stage.end_layer - 1);
+    std::snprintf(line, sizeof(line), "stage %-2d layers %-9s %-8s %10s  %s %lld tokens", s,
+                  layers.c_str(), stage.device.c_str(), formatBytes(stage.parameter_bytes).c_str(),
+                  active ? "busy" : "idle", static_cast<long long>(run.tokens));
     putText(y++, 2, line, COLS - 2, active ? colorAttr(kBar) : 0);
   }
   if (static_cast<int>(run.stages.size()) > rows) {

