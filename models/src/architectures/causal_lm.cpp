@@ -215,9 +215,14 @@ Status CausalLM::allocateCache(int num_blocks, int block_size, int max_context) 
   for (size_t i = 0; i < m.layers.size(); ++i) {
     LayerKvCache c;
     std::vector<int64_t> shape = {num_blocks, block_size, m.config.num_kv_heads, m.config.head_dim};
-    // Not cleared: every position is appended before any query reads it.
-    REE_RETURN_IF_ERROR(Tensor::empty(m.device(), m.kv_dtype, shape, &c.k));
-    REE_RETURN_IF_ERROR(Tensor::empty(m.device(), m.kv_dtype, shape, &c.v));
+    // RepOps attention reads only positions that were appended, so its pool is not cleared (on
+    // the host, untouched pages cost nothing); the ATen sets' kernels may load rows past a
+    // sequence's end (masked), so theirs starts as zeros, never NaN, as before paging.
+    const bool clear = m.ops->kind() != OperationSetKind::kReproducible;
+    REE_RETURN_IF_ERROR(
+        (clear ? Tensor::zeros : Tensor::empty)(m.device(), m.kv_dtype, shape, &c.k));
+    REE_RETURN_IF_ERROR(
+        (clear ? Tensor::zeros : Tensor::empty)(m.device(), m.kv_dtype, shape, &c.v));
     m.cache.push_back(std::move(c));
   }
   return Status::kSuccess;
