@@ -12,6 +12,7 @@ Checks, each with a bounded wait that polls the screen (never a sleep that hopes
     copies of its receipt (a step's logits hash; a layer hash) show the mismatch named as
     `ree-launch verify --json` names it (field, step, layer, stage);
   - every screen draws at 80x24 after tmux resize-window, and again after resizing back;
+  - a bad field and a missing model are one-line errors, and the TUI goes on;
   - Ctrl-C mid-run cancels it (back to configure), SIGINT when idle quits with status 0, and
     `stty -a` before and after the TUI are equal.
 Exit 77 (skip) only when tmux is not installed.
@@ -240,6 +241,21 @@ def check_resize(tui):
     print("ok: every screen draws at 80x24, and again after resizing back")
 
 
+def check_errors(tui):
+    """Errors are one line on the screen, and the TUI goes on."""
+    set_field(tui, "max_new_tokens", "0")
+    tui.keys("C-r")
+    tui.wait(r"--max-new-tokens '0': expected an integer in \[1, 2147483647\]",
+             "the form's error naming the flag")
+    set_field(tui, "max_new_tokens", "4")
+    set_field(tui, "model", "/nonexistent/model")
+    tui.keys("C-r")
+    tui.wait(r"Run: failed", "the failed run")
+    tui.wait(r"--model /nonexistent/model: ", "the run's error naming the model")
+    set_field(tui, "model", "builtin:tiny-llama")
+    print("ok: a bad field and a missing model are one-line errors; the TUI goes on")
+
+
 def children_of(pid):
     children = []
     for entry in os.listdir("/proc"):
@@ -306,6 +322,7 @@ def main():
         check_receipt_verifies(tui, work, model)
         check_tampered(tui, launch, env, work, source_dir)
         check_resize(tui)
+        check_errors(tui)
         check_interrupts(tui, work)
         with open(os.path.join(work, "state", "ree", "tui-recent-models")) as f:
             recent = f.read().split()
