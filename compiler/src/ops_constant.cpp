@@ -82,6 +82,8 @@ Status runRange(OpContext& c) {
     const int64_t s = *start->as<int64_t>(), l = *limit->as<int64_t>(), d = *delta->as<int64_t>();
     REE_CHECK_ARG(d != 0, "%s: delta is 0", c.node.label().c_str());
     const double count = std::ceil((static_cast<double>(l) - s) / static_cast<double>(d));
+    REE_CHECK_ARG(count <= static_cast<double>(kMaxRangeElements), "%s: %g elements exceed 2^32",
+                  c.node.label().c_str(), count);
     const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
     REE_CHECK_ARG(n <= kMaxRangeElements, "%s: %lld elements exceed 2^32", c.node.label().c_str(),
                   static_cast<long long>(n));

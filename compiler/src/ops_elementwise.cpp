@@ -168,9 +168,11 @@ Status runIntUnary(OpContext& c, const GraphTensor& x) {
                 c.node.label().c_str(), x.describe().c_str());
   REE_RETURN_IF_ERROR(GraphTensor::empty(ElementType::kInt64, x.shape, &c.outputs[0]));
   for (int64_t i = 0; i < x.numel(); ++i) {
-    int64_t v = x.as<int64_t>()[i];
-    c.outputs[0].as<int64_t>()[i] = op == "Neg"   ? -v
-                                    : op == "Abs" ? (v < 0 ? -v : v)
+    const int64_t v = x.as<int64_t>()[i];
+    // Negation in unsigned arithmetic: -INT64_MIN wraps (as numpy does) instead of being UB.
+    const int64_t negated = static_cast<int64_t>(0 - static_cast<uint64_t>(v));
+    c.outputs[0].as<int64_t>()[i] = op == "Neg"   ? negated
+                                    : op == "Abs" ? (v < 0 ? negated : v)
                                                   : (v > 0 ? v : 0);
   }
   return Status::kSuccess;

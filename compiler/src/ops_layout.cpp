@@ -1,6 +1,7 @@
 // Layout and shape operators: exact copies or views of whole values, and the integer shape
 // computations exporters emit (Shape, Gather on shapes, Concat, Range, ...), exact on the host.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "ops.h"
@@ -44,8 +45,12 @@ Status runReshape(OpContext& c) {
       continue;
     }
     REE_RETURN_IF_ERROR(checkedShape(c, {shape[i]}));
-    known *= shape[i];
   }
+  Shape listed;  // the dims other than -1, bounded together before their product is formed
+  for (int64_t d : shape)
+    if (d != -1) listed.push_back(d);
+  REE_RETURN_IF_ERROR(checkedShape(c, listed));
+  known = shapeProduct(listed);
   if (infer >= 0) {
     REE_CHECK_ARG(known > 0 && x->numel() % known == 0, "%s: cannot reshape %s into %s",
                   c.node.label().c_str(), shapeText(x->shape).c_str(), shapeText(shape).c_str());
@@ -163,11 +168,13 @@ Status runSlice(OpContext& c) {
     if (st > 0) {
       s = std::clamp<int64_t>(s, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
-      shape[axis] = e > s ? (e - s + st - 1) / st : 0;
+      shape[axis] = e > s ? (e - s - 1) / st + 1 : 0;
     } else {
       s = std::clamp<int64_t>(s, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
-      shape[axis] = s > e ? (s - e + (-st) - 1) / (-st) : 0;
+      REE_CHECK_ARG(st != INT64_MIN, "%s: step %lld", c.node.label().c_str(),
+                    static_cast<long long>(st));
+      shape[axis] = s > e ? (s - e - 1) / (-st) + 1 : 0;
     }
     begin[axis] = s;
     step[axis] = st;

@@ -28,7 +28,9 @@ Status splitSizes(OpContext& c, int64_t dim, std::vector<int64_t>* sizes) {
   }
   int64_t total = 0;
   for (int64_t s : *sizes) {
-    REE_CHECK_ARG(s >= 0, "%s: negative split size", c.node.label().c_str());
+    REE_CHECK_ARG(s >= 0 && s <= dim - total,
+                  "%s: split sizes must be one per output and sum to %lld", c.node.label().c_str(),
+                  static_cast<long long>(dim));
     total += s;
   }
   REE_CHECK_ARG(sizes->size() == c.outputs.size() && total == dim,

@@ -160,6 +160,21 @@ def cases(work):
     fill = make_model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="fill")], [],
                       [value("y", [1 << 17, 1 << 17])], [huge_shape])
     yield "huge folded tensor", fill.SerializeToString(), "node 'fill' (ConstantOfShape): a float32 tensor", []
+    big_shape = numpy_helper.from_array(np.array([1 << 35, 1 << 35, -1], np.int64), "s")
+    overflow = make_model([helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")],
+                          [value("x", [2, 3])], [value("y", [2, 3])], [big_shape])
+    yield "reshape dims overflow", overflow.SerializeToString(), "'rs' (Reshape): output shape", \
+        ["--run", "INPUT_2x3"]
+    limits = [numpy_helper.from_array(np.array(v, np.int64), n)
+              for v, n in [(-(1 << 62), "start"), (1 << 62, "limit"), (1, "delta")]]
+    endless = make_model([helper.make_node("Range", ["start", "limit", "delta"], ["y"], name="r")],
+                         [], [value("y", [2], TensorProto.INT64)], limits)
+    yield "range too long", endless.SerializeToString(), "'r' (Range)", []
+    sizes = numpy_helper.from_array(np.array([1 << 62, 1 << 62, 4], np.int64), "sizes")
+    split = make_model([helper.make_node("Split", ["x", "sizes"], ["a", "b", "c"], name="cut")],
+                       [value("x", [4, 2])], [value("a", [1, 2])], [sizes])
+    yield "split sizes overflow", split.SerializeToString(), "'cut' (Split): split sizes", \
+        ["--run", "INPUT_4x2"]
     yield "wrong input rank", relu_model().SerializeToString(), "input 'x': rank 1, expected 2", \
         ["--run", "INPUT_6"]
     yield "input not npy", relu_model().SerializeToString(), "not an .npy file", \
