@@ -98,6 +98,33 @@ void run(const Problem& p, int iterations, double copy_gbs, cublasHandle_t cubla
   std::fflush(stdout);
 }
 
+// Batched decode (17 to 128 rows of x, the model path: fp32 x, constant bf16 weights): the
+// GEMV's row blocks against the GEMM's 128 x 128 tiles, side by side; kAuto picks the GEMV up to
+// kernels/src/cuda/linear.cu's kAutoGemvMaxRows.
+void batchedDecode(int m, int k, int n, int iterations, int l2_bytes) {
+  size_t w_count = size_t(n) * k;
+  int copies = std::max<int>(1, static_cast<int>((3.0 * l2_bytes) / (w_count * 2) + 1));
+  ree::bench::DeviceLinearProblem problem(m, n, k, copies, 1);
+  ree::repops::LinearArgs args = problem.args();
+  args.x = problem.x_f32;
+  args.x_dtype = ree::DType::kF32;
+  args.w_is_constant = true;
+  auto timeKernel = [&](ree::repops::cuda::LinearKernel kernel) {
+    return timeMs(iterations, [&](int i) {
+      args.w = problem.w_bf16[i % copies];
+      CHECK_REE(ree::repops::cuda::linearWithKernel(args, kernel, nullptr));
+    });
+  };
+  const float gemv = timeKernel(ree::repops::cuda::LinearKernel::kGemv);
+  const float gemm = timeKernel(ree::repops::cuda::LinearKernel::kGemm);
+  const float chosen = timeKernel(ree::repops::cuda::LinearKernel::kAuto);
+  std::printf(
+      "batched decode M=%-4d K=%-6d N=%-6d gemv rows %9.2f us | gemm tiles %9.2f us | gemv/gemm "
+      "speed %.2fx | auto %9.2f us\n",
+      m, k, n, gemv * 1e3, gemm * 1e3, gemm / gemv, chosen * 1e3);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,6 +149,10 @@ int main(int argc, char** argv) {
   for (auto& shape : model_shapes) {
     for (int m : {1, 8})
       decode(m, shape[0], shape[1]);
+  }
+  for (auto& shape : ree::bench::kLlamaProjections) {
+    for (int m : {32, 64, 96, 128})
+      batchedDecode(m, shape[0], shape[1], std::max(3, iterations / 4), prop.l2CacheSize);
   }
   run({4096, 4096, 4096, false}, std::max(3, iterations / 4), copy_gbs, context.cublas,
       prop.l2CacheSize);

@@ -1199,6 +1199,14 @@ Status launchGemm(const DeviceArgs& a, cudaStream_t stream) {
   return Status::kSuccess;
 }
 
+// Up to this many rows of x, kAuto runs the GEMV (row blocks of 16, launched together, each
+// streaming the weights through L2) rather than the GEMM, whose 128 x 128 tiles leave most SMs
+// idle at decode batch sizes: at M = 64 and N = 4096 the GEMM has 32 blocks for 132 SMs, and a
+// batch-64 decode step of the Llama-3-8B shape was 9x a batch-16 one (H100). Both kernels give the
+// same bits (the spec fixes every output's order; tested against the CPU). Measured crossover:
+// bench_gpu_linear_bench's "batched decode" rows (docs/benchmarks.md).
+constexpr int kAutoGemvMaxRows = 64;
+
 template <typename TW, typename TX>
 Status dispatchKernel(const DeviceArgs& a, LinearKernel kernel, cudaStream_t stream) {
   bool gemv_ok = aligned16(a.x, a.x_stride, sizeof(TX)) && aligned16(a.w, a.w_stride, sizeof(TW));
@@ -1210,7 +1218,9 @@ Status dispatchKernel(const DeviceArgs& a, LinearKernel kernel, cudaStream_t str
     }
     return dispatchGemv<TW, TX>(a, stream);
   }
-  if (kernel == LinearKernel::kAuto && gemv_ok && a.m <= 16) return dispatchGemv<TW, TX>(a, stream);
+  if (kernel == LinearKernel::kAuto && gemv_ok && a.m <= kAutoGemvMaxRows) {
+    return dispatchGemv<TW, TX>(a, stream);
+  }
   return launchGemm<TW, TX>(a, stream);
 }
 

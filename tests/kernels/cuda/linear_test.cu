@@ -148,7 +148,7 @@ TEST(LinearCuda, RandomShapesMatchCpuBitwise) {
 TEST(LinearCuda, DecodeAndPrefillLikeShapesMatchCpu) {
   REE_SKIP_WITHOUT_GPU();
   int seed = 1;
-  for (int64_t m : {1, 3, 8, 16, 17, 131}) {
+  for (int64_t m : {1, 3, 8, 16, 17, 48, 64, 65, 131}) {
     Case c;
     c.m = m;
     c.n = 4096 + 32 + 1;  // a partial 32-row and a partial 128-row tile
