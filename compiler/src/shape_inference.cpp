@@ -152,6 +152,68 @@ Status inferTranspose(const Node& node, const ValueType& x, ValueType* out) {
   return Status::kSuccess;
 }
 
+// The int64 values of input `i` when it is a constant.
+bool constantInts(const Graph& graph, const Node& node, size_t i, std::vector<int64_t>* out) {
+  if (node.inputs.size() <= i || node.inputs[i] < 0 || !graph.isConstant(node.inputs[i])) {
+    return false;
+  }
+  const GraphTensor& t = graph.constants.at(node.inputs[i]);
+  if (t.type != ElementType::kInt64) return false;
+  out->assign(t.as<int64_t>(), t.as<int64_t>() + t.numel());
+  return true;
+}
+
+// Reshape to a constant shape, Unsqueeze by constant axes, Flatten, Gather by constant-shaped
+// indices: dims follow from the input's. Anything unusual stays unknown (the run decides).
+Status inferFromConstants(const Graph& graph, const Node& node, const ValueType& x,
+                          ValueType* out) {
+  out->type = x.type;
+  out->type_known = x.type_known;
+  if (!x.rank_known) return Status::kSuccess;
+  const int64_t rank = static_cast<int64_t>(x.dims.size());
+  std::vector<int64_t> values;
+  if (node.op_type == "Reshape" && constantInts(graph, node, 1, &values)) {
+    if (node.intAttribute("allowzero", 0) != 0) return Status::kSuccess;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (values[i] == 0 && static_cast<int64_t>(i) < rank) {
+        out->dims.push_back(x.dims[i]);
+      } else if (values[i] >= 1) {
+        out->dims.push_back(Dim::of(values[i]));
+      } else {
+        out->dims.push_back(Dim{});  // -1 (or invalid: the run reports it)
+      }
+    }
+    out->rank_known = true;
+  } else if (node.op_type == "Unsqueeze" &&
+             (constantInts(graph, node, 1, &values) || node.attribute("axes") != nullptr)) {
+    if (values.empty()) values = node.attribute("axes")->ints;
+    const int64_t out_rank = rank + static_cast<int64_t>(values.size());
+    std::vector<bool> inserted(out_rank, false);
+    for (int64_t axis : values) {
+      const int64_t a = axis < 0 ? axis + out_rank : axis;
+      if (a < 0 || a >= out_rank || inserted[a]) return Status::kSuccess;
+      inserted[a] = true;
+    }
+    size_t next = 0;
+    for (int64_t i = 0; i < out_rank; ++i)
+      out->dims.push_back(inserted[i] ? Dim::of(1) : x.dims[next++]);
+    out->rank_known = true;
+  } else if (node.op_type == "Flatten") {
+    out->rank_known = true;
+    out->dims = {Dim{}, Dim{}};
+  } else if (node.op_type == "Gather" && node.inputs.size() >= 2 && node.inputs[1] >= 0) {
+    const ValueType& indices = graph.values[node.inputs[1]].info;
+    const int64_t axis = node.intAttribute("axis", 0) < 0 ? node.intAttribute("axis", 0) + rank
+                                                          : node.intAttribute("axis", 0);
+    if (!indices.rank_known || axis < 0 || axis >= rank) return Status::kSuccess;
+    out->dims.assign(x.dims.begin(), x.dims.begin() + axis);
+    out->dims.insert(out->dims.end(), indices.dims.begin(), indices.dims.end());
+    out->dims.insert(out->dims.end(), x.dims.begin() + axis + 1, x.dims.end());
+    out->rank_known = true;
+  }
+  return Status::kSuccess;
+}
+
 }  // namespace
 
 Status inferNodeTypes(const Graph& graph, const Node& node, std::vector<ValueType>* outputs) {
@@ -201,9 +263,13 @@ Status inferNodeTypes(const Graph& graph, const Node& node, std::vector<ValueTyp
                     ? Dim::of(static_cast<int64_t>(x.dims.size()))
                     : Dim{}};
   } else if (op == "Cast") {
-    out.type_known = false;
+    const int64_t to = node.intAttribute("to", 0);
+    out.type_known = to == 1 || to == 7 || to == 9;
+    out.type = to == 7 ? ElementType::kInt64 : to == 9 ? ElementType::kBool : ElementType::kFloat32;
     out.rank_known = x.rank_known;
     out.dims = x.dims;
+  } else if (op == "Reshape" || op == "Unsqueeze" || op == "Flatten" || op == "Gather") {
+    return inferFromConstants(graph, node, x, &out);
   } else {
     out.type_known = false;  // the shape depends on values or rules not modelled here
   }

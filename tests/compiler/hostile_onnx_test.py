@@ -162,7 +162,7 @@ def cases(work):
     yield "huge folded tensor", fill.SerializeToString(), "node 'fill' (ConstantOfShape): a float32 tensor", []
     big_shape = numpy_helper.from_array(np.array([1 << 35, 1 << 35, -1], np.int64), "s")
     overflow = make_model([helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")],
-                          [value("x", [2, 3])], [value("y", [2, 3])], [big_shape])
+                          [value("x", [2, 3])], [value("y", None)], [big_shape])
     yield "reshape dims overflow", overflow.SerializeToString(), "'rs' (Reshape): output shape", \
         ["--run", "INPUT_2x3"]
     limits = [numpy_helper.from_array(np.array(v, np.int64), n)
