@@ -126,25 +126,30 @@ inline std::unique_ptr<OperationSet> createSet(OperationSetKind kind) {
 #define REE_EXPECT_OK(expr) \
   EXPECT_EQ((expr), ::ree::Status::kSuccess) << #expr << ": " << ::ree::lastErrorMessage()
 
+// A host-made tensor on `device` (itself on the CPU).
+inline Tensor onDevice(const Tensor& host, Device device) {
+  if (!device.isCuda()) return host;
+  Tensor t;
+  EXPECT_EQ(toDevice(host, device, &t), Status::kSuccess) << lastErrorMessage();
+  return t;
+}
+
+// Appends the bytes of `t` (copied to the host first when it is on a GPU).
+inline void appendHostBytes(const Tensor& t, std::vector<unsigned char>* bytes) {
+  Tensor host = t;
+  if (t.device().isCuda()) {
+    EXPECT_EQ(toDevice(t, Device::cpu(), &host), Status::kSuccess);
+  }
+  std::vector<unsigned char> b = bytesOf(host);
+  bytes->insert(bytes->end(), b.begin(), b.end());
+}
+
 // Runs every operator once on fixed inputs and returns all outputs' bytes.
 inline std::vector<unsigned char> runEveryOperator(OperationSet& set, DType dtype) {
   const Device device = set.device();
   std::vector<unsigned char> bytes;
-  // Host-made tensors moved to the set's device.
-  auto dev = [&](const Tensor& host) {
-    if (!device.isCuda()) return host;
-    Tensor t;
-    EXPECT_EQ(toDevice(host, device, &t), Status::kSuccess) << lastErrorMessage();
-    return t;
-  };
-  auto keep = [&](const Tensor& t) {
-    Tensor host = t;
-    if (device.isCuda()) {
-      EXPECT_EQ(toDevice(t, Device::cpu(), &host), Status::kSuccess);
-    }
-    std::vector<unsigned char> b = bytesOf(host);
-    bytes.insert(bytes.end(), b.begin(), b.end());
-  };
+  auto dev = [&](const Tensor& host) { return onDevice(host, device); };
+  auto keep = [&](const Tensor& t) { appendHostBytes(t, &bytes); };
   const int64_t m = 33, k = 160, n = 96, vocab = 50;
   Tensor table = dev(makeTensor(dtype, {vocab, k}, randomIn(dtype, vocab * k, 500)));
   Tensor x = dev(makeZeros(dtype, {m, k}));
@@ -212,21 +217,9 @@ inline std::vector<unsigned char> runEveryOperator(OperationSet& set, DType dtyp
 inline std::vector<unsigned char> runAttentionSteps(OperationSet& set, DType dtype, int64_t d) {
   const Device device = set.device();
   const int64_t heads = 8, kv_heads = 2, slots = 4, max_len = 48;
-  auto dev = [&](const Tensor& host) {
-    if (!device.isCuda()) return host;
-    Tensor t;
-    EXPECT_EQ(toDevice(host, device, &t), Status::kSuccess) << lastErrorMessage();
-    return t;
-  };
+  auto dev = [&](const Tensor& host) { return onDevice(host, device); };
   std::vector<unsigned char> bytes;
-  auto keep = [&](const Tensor& t) {
-    Tensor host = t;
-    if (device.isCuda()) {
-      EXPECT_EQ(toDevice(t, Device::cpu(), &host), Status::kSuccess);
-    }
-    std::vector<unsigned char> b = bytesOf(host);
-    bytes.insert(bytes.end(), b.begin(), b.end());
-  };
+  auto keep = [&](const Tensor& t) { appendHostBytes(t, &bytes); };
   LayerKvCache cache{dev(makeZeros(dtype, {slots, max_len, kv_heads, d})),
                      dev(makeZeros(dtype, {slots, max_len, kv_heads, d}))};
   std::vector<int32_t> cached(slots, 0);
