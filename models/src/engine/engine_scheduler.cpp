@@ -7,6 +7,8 @@
 // tokens kept, and it later resumes with ONE prefill of its prompt and generated tokens. A
 // request's result never depends on the others in reproducible mode (prefill == decode, bit for
 // bit): the scheduler decides only which steps run together, never what a step computes.
+// A request whose stop flag is set (GenerationRequest::stop) finishes at the next step boundary
+// with the tokens it has, its blocks freed: only which steps run changes, never what they compute.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -123,7 +125,10 @@ class GenerationScheduler {
   Status collectStep();
   Status acceptToken(ActiveSequence& seq, const StepOutput& out, size_t row, size_t trace_group,
                      bool* finished);
-  Status finishSequence(ActiveSequence& seq, bool is_eos);
+  bool stopRequested(size_t request) const;
+  Status finishStopped();
+  Status finishSequence(ActiveSequence& seq, const char* reason);
+  Status completeResult(size_t request, const char* reason);
   void registerFullBlocks(ActiveSequence& seq);
   Status resolveDigests(size_t keep);
 
@@ -171,8 +176,10 @@ GenerationScheduler::GenerationScheduler(EngineState& engine,
 
 Status GenerationScheduler::run() {
   for (;;) {
+    REE_RETURN_IF_ERROR(finishStopped());
     admitWaiting();
     REE_RETURN_IF_ERROR(submitIdleGroups());
+    m_.kv_blocks_used.store(blocks_.usedBlocks(), std::memory_order_relaxed);
     if (steps_.empty()) {
       if (active_.empty() && waiting_.empty() && preempted_.empty()) break;
       // Unreachable: with nothing in flight every sequence can be preempted but the oldest, and
@@ -440,14 +447,18 @@ Status GenerationScheduler::acceptToken(ActiveSequence& seq, const StepOutput& o
   if (seq.stream) REE_RETURN_IF_ERROR(seq.stream->step(token, &piece));
   const bool is_eos = std::find(m_.eos.begin(), m_.eos.end(), token) != m_.eos.end();
   const bool at_length = seq.produced >= req.max_new_tokens || seq.cached + 1 >= m_.max_context;
-  *finished = is_eos || at_length;
+  // A stop flag set by the time the token arrives ends the request here (the text held back for
+  // an incomplete character goes out with it); one the callback sets ends it at the next step
+  // boundary (finishStopped), before any other step of it.
+  const bool stopped = stopRequested(seq.request);
+  *finished = is_eos || at_length || stopped;
   if (*finished && seq.stream) {
     std::string tail;
     REE_RETURN_IF_ERROR(seq.stream->finish(&tail));
     piece += tail;
   }
   if (on_token_) on_token_(seq.request, token, piece);
-  if (*finished) return finishSequence(seq, is_eos);
+  if (*finished) return finishSequence(seq, is_eos ? "eos" : at_length ? "length" : "stop");
   seq.feed.assign(1, token);
   return Status::kSuccess;
 }
@@ -463,16 +474,62 @@ void GenerationScheduler::registerFullBlocks(ActiveSequence& seq) {
   blocks_.registerFull(tokens, seq.cached, seq.blocks, &seq.block_keys);
 }
 
-Status GenerationScheduler::finishSequence(ActiveSequence& seq, bool is_eos) {
+bool GenerationScheduler::stopRequested(size_t request) const {
+  const std::shared_ptr<const std::atomic<bool>>& stop = requests_[request].stop;
+  return stop != nullptr && stop->load(std::memory_order_acquire);
+}
+
+// Finishes, with finish_reason "stop", every request whose stop flag is set and that has no step
+// in flight: waiting (no token yet), preempted (its blocks already freed), or running in an idle
+// micro-batch. A sequence whose step is in flight finishes when its token arrives (acceptToken).
+Status GenerationScheduler::finishStopped() {
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (!stopRequested(*it)) {
+      ++it;
+      continue;
+    }
+    REE_RETURN_IF_ERROR(completeResult(*it, "stop"));
+    it = waiting_.erase(it);
+  }
+  for (auto it = preempted_.begin(); it != preempted_.end();) {
+    if (!stopRequested(it->request)) {
+      ++it;
+      continue;
+    }
+    group_size_[it->group] += 1;  // preempt() took it out of its group; finishSequence does too
+    REE_RETURN_IF_ERROR(finishSequence(*it, "stop"));
+    it = preempted_.erase(it);
+  }
+  std::vector<ActiveSequence> still_active;
+  for (ActiveSequence& seq : active_) {
+    if (!group_busy_[seq.group] && stopRequested(seq.request)) {
+      REE_RETURN_IF_ERROR(finishSequence(seq, "stop"));
+    } else {
+      still_active.push_back(std::move(seq));
+    }
+  }
+  active_ = std::move(still_active);
+  return Status::kSuccess;
+}
+
+Status GenerationScheduler::finishSequence(ActiveSequence& seq, const char* reason) {
   GenerationResult& res = results_[seq.request];
-  res.finish_reason = is_eos ? "eos" : "length";
-  auto end = Clock::now();
-  res.prefill_seconds = std::chrono::duration<double>(seq.first_token - seq.start).count();
-  res.decode_seconds = std::chrono::duration<double>(end - seq.first_token).count();
-  res.output_ids_sha256 = sha256Hex(res.output_ids.data(), res.output_ids.size() * sizeof(int32_t));
-  if (m_.tokenizer) REE_RETURN_IF_ERROR(m_.tokenizer->decode(res.output_ids, true, &res.text));
+  if (seq.produced > 0) {
+    auto end = Clock::now();
+    res.prefill_seconds = std::chrono::duration<double>(seq.first_token - seq.start).count();
+    res.decode_seconds = std::chrono::duration<double>(end - seq.first_token).count();
+  }
   blocks_.release(&seq.blocks);
   group_size_[seq.group] -= 1;
+  return completeResult(seq.request, reason);
+}
+
+// The result's finish reason, output hash and text, from the tokens it has.
+Status GenerationScheduler::completeResult(size_t request, const char* reason) {
+  GenerationResult& res = results_[request];
+  res.finish_reason = reason;
+  res.output_ids_sha256 = sha256Hex(res.output_ids.data(), res.output_ids.size() * sizeof(int32_t));
+  if (m_.tokenizer) REE_RETURN_IF_ERROR(m_.tokenizer->decode(res.output_ids, true, &res.text));
   return Status::kSuccess;
 }
 
@@ -512,7 +569,9 @@ Status Engine::generate(const std::vector<GenerationRequest>& requests,
     REE_RETURN_IF_ERROR(m.prepareRequest(requests[r], r, &(*results)[r]));
   models::GenerationScheduler scheduler(m, requests, *results, on_token);
   const int64_t preempted_before = m.kv_preemptions;
-  REE_RETURN_IF_ERROR(scheduler.run());
+  Status status = scheduler.run();
+  m.kv_blocks_used.store(m.kv_allocator.usedBlocks(), std::memory_order_relaxed);
+  REE_RETURN_IF_ERROR(status);
   if (m.kv_preemptions > preempted_before) {
     logMessage(LogLevel::kInfo, "KV cache full: %lld preemptions (sequences recomputed)",
                static_cast<long long>(m.kv_preemptions - preempted_before));

@@ -11,6 +11,7 @@
 //   engine_profile.*      the REE_PROFILE_STEPS step profiler
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -70,6 +71,8 @@ struct EngineState {
   int kv_blocks = 0;
   int64_t kv_preemptions = 0;
   int64_t kv_prefix_hit_tokens = 0;
+  // Blocks the running sequences hold, published by the scheduler for readers on other threads.
+  std::atomic<int> kv_blocks_used{0};
   // Rank 0: the pool's blocks and prefix cache, kept across generate() calls.
   KvBlockAllocator kv_allocator;
   std::vector<partitioner::Stage> plan;

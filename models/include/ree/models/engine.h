@@ -12,6 +12,7 @@
 //   engine->generate({request}, &results);
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -126,13 +127,22 @@ struct GenerationRequest {
   // the request's index in generate()'s list. A server that batches unrelated requests sets it, so
   // that a request draws what it would alone at that index. Receipts record it as "index".
   std::optional<uint64_t> sampling_index;
+  // Optional stop flag, read (never written) by the engine at every step boundary, so another
+  // thread (a server whose client went away, a TUI's Ctrl-C) or the token callback can stop this
+  // request alone. Once set, the request finishes after the token being produced (at once when
+  // no step of it is running: waiting, preempted, between steps), with finish_reason "stop"
+  // unless that token ended it anyway ("eos", "length"); its KV blocks go back to the pool and
+  // its result holds the tokens so far, each with its logits hash (possibly none, if it was
+  // stopped before its first token). The other requests' results do not change.
+  std::shared_ptr<const std::atomic<bool>> stop;
 };
 
 struct GenerationResult {
   std::vector<int32_t> prompt_ids;
   std::vector<int32_t> output_ids;
-  std::string text;           // decoded output_ids (special tokens skipped)
-  std::string finish_reason;  // "eos" or "length"
+  std::string text;  // decoded output_ids (special tokens skipped)
+  // "eos", "length", or "stop" (GenerationRequest::stop was set; output_ids may then be empty)
+  std::string finish_reason;
   // SHA-256 (hex) of the fp32 logits bytes that produced each output token, in order.
   std::vector<std::string> step_logits_sha256;
   std::string output_ids_sha256;  // SHA-256 (hex) of output_ids as little-endian int32
@@ -182,6 +192,9 @@ class Engine {
   int64_t kvPreemptions() const;
   // Prompt positions read from the prefix cache instead of computed, over this engine's life.
   int64_t kvPrefixHitTokens() const;
+  // Blocks of the pool that running sequences hold now (cached but unreferenced blocks count as
+  // free). Safe to read from another thread while generate() runs (a server's /metrics).
+  int kvCacheBlocksUsed() const;
   std::vector<int64_t> eosTokenIds() const;
 
   // Generates for every request; requests beyond max_batch wait for a free slot. The result of a
