@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include <cstdio>
@@ -415,8 +417,8 @@ TEST(Receipt, MalformedReceiptsNameTheField) {
        "requests[1].sampling.seed"},
       {"seed as a number", [](Json& j) { j["requests"][1]["sampling"]["seed"] = 12; },
        "requests[1].sampling.seed: expected a string"},
-      {"bad finish reason", [](Json& j) { j["requests"][0]["finish_reason"] = "stop"; },
-       "requests[0].finish_reason: 'stop' is not one of eos, length"},
+      {"bad finish reason", [](Json& j) { j["requests"][0]["finish_reason"] = "stopped"; },
+       "requests[0].finish_reason: 'stopped' is not one of eos, length, stop"},
       {"layer hashes without trace",
        [](Json& j) { j["requests"][0]["step_layer_sha256"] = Json::array(); },
        "requests[0].step_layer_sha256: present but"},
@@ -811,6 +813,135 @@ TEST(ReceiptHostile, EngineErrorsNameTheReceiptFieldNotAFlag) {
             std::string::npos)
       << message;
   EXPECT_EQ(message.find("--max-context"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace ree
+
+// ---- finish_reason "stop": a generation its caller stopped (GenerationRequest::stop) ---------
+
+namespace ree {
+namespace {
+
+// The receipt of `requests` on one stage where request `stopped` is stopped at its
+// `after`-th token by the token callback (as a server does at a stop string).
+Receipt stoppedReceipt(std::vector<GenerationRequest> requests, size_t stopped, int after) {
+  auto flag = std::make_shared<std::atomic<bool>>(false);
+  requests[stopped].stop = flag;
+  EngineOptions options;
+  options.max_context = 128;
+  std::unique_ptr<Engine> engine = makeEngine(options);
+  Receipt receipt;
+  if (engine == nullptr) return receipt;
+  std::vector<int> produced(requests.size(), 0);
+  auto on_token = [&](size_t r, int32_t, const std::string&) {
+    if (++produced[r] == after && r == stopped) *flag = true;
+  };
+  std::vector<GenerationResult> results;
+  EXPECT_EQ(engine->generate(requests, &results, on_token), Status::kSuccess) << lastErrorMessage();
+  ReceiptRunInfo run;
+  run.model = "builtin:tiny-llama";
+  EXPECT_EQ(computeModelIdentity(run.model, &run.identity), Status::kSuccess) << lastErrorMessage();
+  run.options = engine->options();
+  run.max_context = engine->maxContext();
+  run.plan = engine->plan();
+  run.stage_devices.assign(run.plan.size(), "cpu");
+  EXPECT_EQ(makeReceipt(run, requests, results, &receipt), Status::kSuccess) << lastErrorMessage();
+  return receipt;
+}
+
+TEST(ReceiptStop, AStoppedGenerationsReceiptValidatesAndVerifies) {
+  Receipt receipt = stoppedReceipt(twoRequests(), 1, 4);
+  ASSERT_EQ(receipt.requests.size(), 2u);
+  EXPECT_EQ(receipt.requests[1].finish_reason, "stop");
+  EXPECT_EQ(receipt.requests[1].output_ids.size(), 4u);
+  EXPECT_EQ(receipt.requests[0].finish_reason, "length");
+  std::string message;
+  ASSERT_EQ(parseText(fileText(receipt), &message), Status::kSuccess) << message;
+  for (int n : {1, 2}) {
+    VerifyReport report = verify(receipt, n);
+    EXPECT_EQ(report.verdict, Verdict::kVerified) << "n " << n << ": " << report.summary;
+    EXPECT_EQ(report.steps_checked,
+              4 + static_cast<int64_t>(receipt.requests[0].output_ids.size()));
+  }
+}
+
+TEST(ReceiptStop, ValidateRefusesAStopAtALimitOrWithoutTokens) {
+  Receipt receipt = stoppedReceipt(twoRequests(), 1, 4);
+  std::string message;
+  // At max_new_tokens the engine says "length", never "stop".
+  EXPECT_EQ(afterEdit(
+                receipt, [](Json& j) { j["requests"][1]["max_new_tokens"] = 4; }, &message),
+            Status::kMismatch);
+  EXPECT_NE(message.find("requests[1].finish_reason: 'stop' but max_new_tokens"), std::string::npos)
+      << message;
+  // At run.max_context too.
+  const int64_t total = static_cast<int64_t>(receipt.requests[1].prompt_ids.size()) + 4;
+  Receipt at_context = receipt;
+  at_context.max_context = total;
+  at_context.requests.erase(at_context.requests.begin());
+  rehash(&at_context);
+  EXPECT_EQ(validateReceipt(at_context, nullptr), Status::kMismatch);
+  EXPECT_NE(std::string(lastErrorMessage()).find("'stop' but"), std::string::npos)
+      << lastErrorMessage();
+  // A "length" relabelled "stop" (request 0 ran to max_new_tokens).
+  EXPECT_EQ(afterEdit(
+                receipt, [](Json& j) { j["requests"][0]["finish_reason"] = "stop"; }, &message),
+            Status::kMismatch);
+  EXPECT_NE(message.find("requests[0].finish_reason"), std::string::npos) << message;
+  // A stop before the first token has no receipt: the reader refuses it, and so does validate
+  // for a receipt built in memory.
+  Receipt empty = receipt;
+  empty.requests[1].output_ids.clear();
+  empty.requests[1].step_logits_sha256.clear();
+  empty.requests[1].text.clear();
+  rehash(&empty);
+  EXPECT_EQ(validateReceipt(empty, nullptr), Status::kMismatch);
+  EXPECT_NE(std::string(lastErrorMessage()).find("'stop' without output ids"), std::string::npos)
+      << lastErrorMessage();
+  EXPECT_EQ(parseText(fileText(empty), &message), Status::kIoError) << message;
+  // Edited without re-hashing: inconsistent.
+  EXPECT_EQ(afterEdit(
+                receipt, [](Json& j) { j["requests"][1]["output_ids"][2] = 9; }, &message),
+            Status::kMismatch);
+}
+
+TEST(ReceiptStop, VerifyRefusesAStopAfterAnEndTokenAndTamperedTokens) {
+  // A sampled generation that ends with the end-of-sequence token before its limit (near-uniform
+  // draws over the builtin's 258 ids: the seeds below give several), relabelled "stop".
+  std::vector<GenerationRequest> requests(16);
+  for (size_t r = 0; r < requests.size(); ++r) {
+    requests[r].prompt_text = "Hi";
+    requests[r].max_new_tokens = 60;
+    requests[r].sampling.temperature = 100.0f;
+    requests[r].sampling.seed = 40 + r;
+  }
+  Receipt receipt = generateReceipt(false, 1, requests);
+  auto ended = std::find_if(receipt.requests.begin(), receipt.requests.end(), [](const auto& r) {
+    return r.finish_reason == "eos" && static_cast<int64_t>(r.output_ids.size()) < r.max_new_tokens;
+  });
+  ASSERT_NE(ended, receipt.requests.end()) << "no seed ended with the end token";
+  Receipt relabelled = receipt;
+  relabelled.requests = {*ended};
+  relabelled.requests[0].finish_reason = "stop";
+  rehash(&relabelled);
+  ASSERT_EQ(validateReceipt(relabelled, nullptr), Status::kSuccess) << lastErrorMessage();
+  VerifyReport report = verify(relabelled);
+  EXPECT_EQ(report.verdict, Verdict::kMismatch) << report.summary;
+  EXPECT_EQ(report.field, "finish_reason");
+  EXPECT_NE(report.summary.find("finish_reason 'stop' but the last token is an end-of-sequence"),
+            std::string::npos)
+      << report.summary;
+
+  // A stopped receipt whose last token was changed (re-hashed): the token re-derivation fails.
+  Receipt stopped = stoppedReceipt(twoRequests(), 0, 5);
+  ASSERT_EQ(stopped.requests[0].finish_reason, "stop");
+  stopped.requests[0].output_ids[4] = (stopped.requests[0].output_ids[4] + 1) % 200;
+  rehash(&stopped);
+  report = verify(stopped);
+  EXPECT_EQ(report.verdict, Verdict::kMismatch) << report.summary;
+  EXPECT_EQ(report.field, "output_ids");
+  EXPECT_EQ(report.step, 4);
 }
 
 }  // namespace

@@ -216,7 +216,7 @@ Status parseOutput(const Reader& in, const Json& q, const std::string& path, Rec
   if (r->output_ids.empty()) return in.fail(Reader::join(path, "output_ids"), "empty");
   REE_RETURN_IF_ERROR(in.string(q["text"], Reader::join(path, "text"), &r->text));
   REE_RETURN_IF_ERROR(in.oneOf(q["finish_reason"], Reader::join(path, "finish_reason"),
-                               {"eos", "length"}, &r->finish_reason));
+                               {"eos", "length", "stop"}, &r->finish_reason));
   REE_RETURN_IF_ERROR(in.sha256(q["output_ids_sha256"], Reader::join(path, "output_ids_sha256"),
                                 &r->output_ids_sha256));
   REE_RETURN_IF_ERROR(in.hashes(q["step_logits_sha256"], Reader::join(path, "step_logits_sha256"),

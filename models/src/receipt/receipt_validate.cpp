@@ -84,6 +84,15 @@ Status validateLengths(const ReceiptRequest& r, const std::string& path, int64_t
   if (r.finish_reason == "eos" && n == 0) {
     return inconsistent(path + ".finish_reason", "'eos' without output ids");
   }
+  // "stop": the caller stopped the generation before an end token or a limit (verify checks
+  // the end token against the model's).
+  if (r.finish_reason == "stop" && n == 0) {
+    return inconsistent(path + ".finish_reason", "'stop' without output ids");
+  }
+  if (r.finish_reason == "stop" && at_length) {
+    return inconsistent(path + ".finish_reason",
+                        "'stop' but max_new_tokens or run.max_context was reached ('length')");
+  }
   return Status::kSuccess;
 }
 

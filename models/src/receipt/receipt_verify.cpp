@@ -236,7 +236,8 @@ Status Verifier::compareStep(const ReceiptRequest& r, const ReplayResult& again,
   return Status::kSuccess;
 }
 
-// finish_reason "eos" exactly when the last token is one; text is the decoding of output_ids.
+// finish_reason "eos" exactly when the last token is one (so "length" and "stop", a generation
+// the caller stopped, never end with one); text is the decoding of output_ids.
 Status Verifier::checkEnding(const ReceiptRequest& r, bool* done) {
   const std::string who = "request " + std::to_string(r.index);
   *done = true;

@@ -48,7 +48,7 @@ struct ReceiptRequest {
   SamplingParams sampling;
   std::vector<int32_t> output_ids;
   std::string text;
-  std::string finish_reason;  // "eos" or "length"
+  std::string finish_reason;  // "eos", "length" or "stop" (stopped by the caller)
   std::string output_ids_sha256;
   std::vector<std::string> step_logits_sha256;
   std::string logits_chain_sha256;
@@ -102,7 +102,8 @@ Status readReceipt(const std::string& path, Receipt* out);
 
 // Internal consistency: prompt_ids_sha256, output_ids_sha256, logits_chain_sha256,
 // receipt_sha256; sampling parameters a run accepts (the engine's limits); one layer hash per
-// layer, the same count at every step; and that finish_reason "length" follows from the lengths.
+// layer, the same count at every step; and that finish_reason "length" follows from the lengths
+// ("stop": at least one output id and neither limit reached).
 // kMismatch naming the field when one disagrees. `summary` (may be null): one line saying what
 // was checked.
 Status validateReceipt(const Receipt& receipt, std::string* summary);
