@@ -132,7 +132,8 @@ Status runGraphPasses(Graph* graph, OperationSet* cpu_ops, PassStats* stats) {
                       node.domain.empty() ? "" : " of domain ",
                       printableText(node.domain, 60).c_str());
     }
-    if (node.op_type == "Shape" && staticShape(graph->values[node.inputs.at(0)].info)) {
+    if (node.op_type == "Shape" && !node.inputs.empty() && node.inputs[0] >= 0 &&
+        staticShape(graph->values[node.inputs[0]].info)) {
       // Only the dims matter: a stand-in of the same shape (no data) is enough.
       GraphTensor stand_in;
       stand_in.type = graph->values[node.inputs[0]].info.type;

@@ -3,6 +3,7 @@
 #include "shape_inference.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 
 #include "tensor_util.h"
@@ -124,8 +125,10 @@ Status inferConcat(const Node& node, const Graph& graph, ValueType* out) {
       if (i != axis)
         REE_RETURN_IF_ERROR(unify(node, dims[i], t.dims[i], "concat dims differ", &dims[i]));
     }
-    total_known = total_known && t.dims[axis].known();
-    total += t.dims[axis].known() ? t.dims[axis].value : 0;
+    // Declared dims may be any int64: a sum that would overflow stays unknown (the run checks).
+    const int64_t d = t.dims[axis].value;
+    total_known = total_known && t.dims[axis].known() && d <= INT64_MAX - total;
+    if (total_known) total += d;
   }
   dims[axis] = total_known ? Dim::of(total) : Dim{};
   out->rank_known = true;
