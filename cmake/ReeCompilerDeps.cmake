@@ -6,8 +6,13 @@ set(REE_HAVE_COMPILER OFF)
 if(NOT REE_COMPILER STREQUAL "OFF")
   find_package(Protobuf QUIET)
   set(REE_ONNX_PROTO "" CACHE FILEPATH "onnx.proto of the ONNX schema (found automatically)")
-  if(NOT REE_ONNX_PROTO AND EXISTS /usr/include/onnx/onnx.proto)
-    set(REE_ONNX_PROTO /usr/include/onnx/onnx.proto CACHE FILEPATH "" FORCE)
+  if(NOT REE_ONNX_PROTO)
+    # <prefix>/include/onnx/onnx.proto under the system and CMAKE_PREFIX_PATH (scripts/gpu/run.sh
+    # unpacks the bundled libonnx-dev into a private prefix).
+    find_file(ree_found_onnx_proto onnx/onnx.proto PATH_SUFFIXES include)
+    if(ree_found_onnx_proto)
+      set(REE_ONNX_PROTO "${ree_found_onnx_proto}" CACHE FILEPATH "" FORCE)
+    endif()
   endif()
   if(NOT REE_ONNX_PROTO AND REE_PYTHON)
     execute_process(

@@ -13,6 +13,7 @@ PACKAGES=(
   libssl-dev libssl3
   libcpp-httplib-dev libcpp-httplib0.11 zlib1g-dev libbrotli-dev libbrotli1
   libncurses-dev libncurses6 libncursesw6 libtinfo6
+  libprotobuf-dev libprotobuf32 protobuf-compiler libprotoc32 libonnx-dev
 )
 mkdir -p "$dest"
 cd "$dest"
