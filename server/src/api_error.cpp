@@ -23,6 +23,14 @@ std::string errorBody(const ApiError& error) {
   return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+ApiError clientClosedError() {
+  ApiError error;
+  error.http_status = 499;
+  error.code = "client_closed_request";
+  error.message = "the client closed the connection";
+  return error;
+}
+
 ApiError errorForStatus(int http_status) {
   ApiError error;
   error.http_status = http_status;

@@ -16,6 +16,10 @@ struct ApiError {
 
 ApiError badRequest(const std::string& param, const std::string& message);
 
+// 499 (nginx's "client closed request"): the answer of a request whose client went away, which
+// nobody reads; it ends the handler's wait and is counted under this status.
+ApiError clientClosedError();
+
 // The JSON body of `error` (one line).
 std::string errorBody(const ApiError& error);
 

@@ -1,10 +1,14 @@
 // POST /v1/completions and /v1/chat/completions: parse, queue the job, then answer when it is done,
-// or stream its tokens as SSE events while the engine produces them.
+// or stream its tokens as SSE events while the engine produces them. A client that goes away (a
+// failed write, or its connection seen closed while the handler waits) stops the job's
+// generation at the engine's next step, which frees its KV cache blocks.
 #include <httplib.h>
 
+#include <chrono>
 #include <ctime>
 
 #include "completion_response.h"
+#include "connection_watch.h"
 #include "server_context.h"
 #include "stop_strings.h"
 
@@ -15,16 +19,47 @@ const char* endpointOf(const CompletionHeader& header) {
   return header.chat ? "chat" : "completions";
 }
 
+// The client closed its connection: the job's generation stops (once, counted once).
+void clientLeft(ServerContext& context, Job& job) {
+  if (job.client_gone.exchange(true)) return;
+  job.clientGone();
+  context.metrics.countDisconnect();
+}
+
 bool writeEvent(httplib::DataSink& sink, const std::string& event) {
   return sink.write(event.data(), event.size());
 }
 
-// Waits for the job's next tokens (or its end); returns them and whether the job is done.
-bool nextTokens(Job& job, std::deque<TokenEvent>* events) {
+// Waits until `ready()` holds (under job.mutex), looking every 100 ms whether the client closed
+// its connection. False when it did: the job is stopped (its choices end after the token being
+// produced) and counted.
+template <typename Ready>
+bool waitWatching(ServerContext& context, Job& job, ConnectionWatch& watch, Ready ready) {
   std::unique_lock<std::mutex> lock(job.mutex);
-  job.changed.wait(lock, [&] { return !job.tokens.empty() || job.done; });
+  while (!job.changed.wait_for(lock, std::chrono::milliseconds(100), ready)) {
+    lock.unlock();
+    const bool closed = watch.peerClosed();
+    lock.lock();
+    if (closed) {
+      lock.unlock();
+      clientLeft(context, job);
+      return false;
+    }
+  }
+  return true;
+}
+
+// Waits for the job's next tokens (or its end): false when the client left meanwhile. *done
+// says whether the job ended.
+bool nextTokens(ServerContext& context, Job& job, ConnectionWatch& watch,
+                std::deque<TokenEvent>* events, bool* done) {
+  if (!waitWatching(context, job, watch, [&] { return !job.tokens.empty() || job.done; })) {
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(job.mutex);
   events->swap(job.tokens);
-  return job.done && job.tokens.empty();
+  *done = job.done && job.tokens.empty();
+  return true;
 }
 
 // What a stream has shown of one choice.
@@ -60,33 +95,38 @@ bool finishStream(const CompletionHeader& header, const Job& job,
 }
 
 // The whole stream, written from the HTTP thread that owns the connection. Returns false when the
-// client went away (the engine still finishes the job and writes its receipt).
+// client went away: the job is stopped (the engine ends it after the token being produced, and
+// writes its receipt when every choice has a token).
 bool streamJob(ServerContext& context, const std::shared_ptr<Job>& job,
-               const CompletionHeader& header, httplib::DataSink& sink) {
+               const CompletionHeader& header, ConnectionWatch& watch, httplib::DataSink& sink) {
   std::vector<ChoiceStream> choices(static_cast<size_t>(job->request.n),
                                     ChoiceStream(job->request.stop));
+  auto left = [&] {
+    clientLeft(context, *job);
+    context.metrics.countResponse(endpointOf(header), 499);
+    return false;
+  };
   for (int c = 0; header.chat && c < job->request.n; ++c) {
-    if (!writeEvent(sink, streamRoleEvent(header, c))) return false;
+    if (!writeEvent(sink, streamRoleEvent(header, c))) return left();
   }
   bool done = false;
   while (!done) {
     std::deque<TokenEvent> events;
-    done = nextTokens(*job, &events);
+    if (!nextTokens(context, *job, watch, &events, &done)) {
+      context.metrics.countResponse(endpointOf(header), 499);
+      return false;
+    }
     for (const TokenEvent& event : events) {
       ChoiceStream& choice = choices[static_cast<size_t>(event.choice)];
       choice.streamed += event.text;
       if (choice.scanner.stopped()) continue;
       std::string shown = choice.scanner.feed(event.text);
       if (!writeEvent(sink, streamTextEvent(header, event.choice, shown, {event.token}))) {
-        context.metrics.countResponse(endpointOf(header), 499);
-        return false;
+        return left();
       }
     }
   }
-  if (!finishStream(header, *job, choices, sink)) {
-    context.metrics.countResponse(endpointOf(header), 499);
-    return false;
-  }
+  if (!finishStream(header, *job, choices, sink)) return left();
   context.metrics.countResponse(endpointOf(header), 200);
   sink.done();
   return true;
@@ -114,10 +154,10 @@ bool admit(ServerContext& context, const std::shared_ptr<Job>& job, const std::s
 }
 
 void answerWhenDone(ServerContext& context, const std::shared_ptr<Job>& job,
-                    const CompletionHeader& header, httplib::Response& response) {
-  {
-    std::unique_lock<std::mutex> lock(job->mutex);
-    job->changed.wait(lock, [&] { return job->done; });
+                    const CompletionHeader& header, ConnectionWatch& watch,
+                    httplib::Response& response) {
+  if (!waitWatching(context, *job, watch, [&] { return job->done; })) {
+    return sendError(context, endpointOf(header), clientClosedError(), response);
   }
   if (job->failed) return sendError(context, endpointOf(header), job->error, response);
   response.set_header("X-REE-Receipt-SHA256", job->receipt_sha256);
@@ -136,24 +176,26 @@ void handleCompletion(ServerContext& context, const httplib::Request& request,
       chat ? parseChatRequest(request.body, context.limits, context.chat, &job->request, &error)
            : parseCompletionRequest(request.body, context.limits, &job->request, &error);
   if (!parsed) return sendError(context, endpoint, error, response);
+  job->makeStops();
   job->id = newReceiptId();
   if (!admit(context, job, endpoint, response)) return;
   CompletionHeader header{job->id, context.limits.model_name,
                           static_cast<int64_t>(std::time(nullptr)), chat};
   response.set_header("X-REE-Receipt-Id", job->id);
-  if (!job->request.stream) return answerWhenDone(context, job, header, response);
+  auto watch = std::make_shared<ConnectionWatch>(request.remote_addr, request.remote_port,
+                                                 request.local_port);
+  if (!job->request.stream) return answerWhenDone(context, job, header, *watch, response);
   // The status line goes out with the first byte of the stream: wait until the job passed the
   // checks that need the model (prompt length), so that their refusal is still a 4xx.
-  {
-    std::unique_lock<std::mutex> lock(job->mutex);
-    job->changed.wait(lock, [&] { return job->started || job->done; });
+  if (!waitWatching(context, *job, *watch, [&] { return job->started || job->done; })) {
+    return sendError(context, endpoint, clientClosedError(), response);
   }
   if (job->failed) return sendError(context, endpoint, job->error, response);
   response.set_header("Cache-Control", "no-cache");
-  response.set_chunked_content_provider("text/event-stream",
-                                        [&context, job, header](size_t, httplib::DataSink& sink) {
-                                          return streamJob(context, job, header, sink);
-                                        });
+  response.set_chunked_content_provider(
+      "text/event-stream", [&context, job, header, watch](size_t, httplib::DataSink& sink) {
+        return streamJob(context, job, header, *watch, sink);
+      });
 }
 
 }  // namespace ree::server

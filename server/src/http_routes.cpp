@@ -108,7 +108,11 @@ void installRoutes(httplib::Server& http, ServerContext& context) {
                     "application/json");
   });
   http.Get("/metrics", [&context](const httplib::Request&, httplib::Response& res) {
-    res.set_content(context.metrics.render(), "text/plain; version=0.0.4");
+    KvPoolGauges kv;
+    kv.blocks = context.engine.kvCacheBlocks();
+    kv.used = context.engine.kvCacheBlocksUsed();
+    kv.block_size = context.engine.kvCacheBlockSize();
+    res.set_content(context.metrics.render(kv), "text/plain; version=0.0.4");
   });
   installErrorHandlers(http, context);
 }

@@ -2,9 +2,11 @@
 // it; the scheduler fills it (tokens as they are produced, then the result and its receipt).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -25,6 +27,24 @@ struct Job {
   CompletionRequest request;
   std::string id;  // the completion's and its receipt's id ("cmpl-" + 32 hex digits)
   std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
+  // One stop flag per choice (GenerationRequest::stop), made before the job is queued: the
+  // scheduler sets a choice's at its stop string, the HTTP handler all of them when the client
+  // goes away; the engine then ends the choice after the token it is producing.
+  std::vector<std::shared_ptr<std::atomic<bool>>> stops;
+  std::atomic<bool> client_gone{false};
+
+  void makeStops() {
+    stops.clear();
+    for (int c = 0; c < request.n; ++c)
+      stops.push_back(std::make_shared<std::atomic<bool>>(false));
+  }
+  // The client closed its connection: nobody reads the answer, so the engine stops the job's
+  // choices and frees their KV cache blocks at once.
+  void clientGone() {
+    client_gone = true;
+    for (const std::shared_ptr<std::atomic<bool>>& stop : stops)
+      stop->store(true);
+  }
 
   std::mutex mutex;
   std::condition_variable changed;

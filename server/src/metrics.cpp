@@ -35,7 +35,12 @@ void Metrics::setQueue(size_t waiting, size_t running) {
   running_ = running;
 }
 
-std::string Metrics::render() const {
+void Metrics::countDisconnect() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++disconnects_;
+}
+
+std::string Metrics::render(const KvPoolGauges& kv) const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string out;
   char line[256];
@@ -73,6 +78,28 @@ std::string Metrics::render() const {
       "# HELP ree_running_requests Requests in the engine batch that runs now.\n"
       "# TYPE ree_running_requests gauge\n";
   add("ree_running_requests %zu\n", running_);
+  out +=
+      "# HELP ree_client_disconnects_total Requests whose client went away before the answer "
+      "(their generation stopped there).\n"
+      "# TYPE ree_client_disconnects_total counter\n";
+  add("ree_client_disconnects_total %llu\n", static_cast<unsigned long long>(disconnects_));
+  if (kv.blocks > 0) {
+    out +=
+        "# HELP ree_kv_cache_blocks KV cache pool: blocks, each of ree_kv_cache_block_size "
+        "positions.\n"
+        "# TYPE ree_kv_cache_blocks gauge\n";
+    add("ree_kv_cache_blocks %lld\n", static_cast<long long>(kv.blocks));
+    out += "# TYPE ree_kv_cache_block_size gauge\n";
+    add("ree_kv_cache_block_size %lld\n", static_cast<long long>(kv.block_size));
+    out +=
+        "# HELP ree_kv_cache_blocks_used Blocks the running sequences hold now.\n"
+        "# TYPE ree_kv_cache_blocks_used gauge\n";
+    add("ree_kv_cache_blocks_used %lld\n", static_cast<long long>(kv.used));
+    out +=
+        "# HELP ree_kv_cache_usage Fraction of the pool's blocks in use.\n"
+        "# TYPE ree_kv_cache_usage gauge\n";
+    add("ree_kv_cache_usage %.6f\n", static_cast<double>(kv.used) / static_cast<double>(kv.blocks));
+  }
   out +=
       "# HELP ree_request_latency_seconds Arrival to last token, per finished generation.\n"
       "# TYPE ree_request_latency_seconds histogram\n";

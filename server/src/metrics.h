@@ -9,6 +9,13 @@
 
 namespace ree::server {
 
+// The engine's KV cache pool, read when /metrics is asked (Engine::kvCacheBlocks*).
+struct KvPoolGauges {
+  int64_t blocks = 0;  // 0: not shown
+  int64_t used = 0;
+  int64_t block_size = 0;
+};
+
 class Metrics {
  public:
   // An HTTP answer: endpoint ("completions", "receipts", ...) and status code.
@@ -17,7 +24,9 @@ class Metrics {
   void countGeneration(int64_t prompt_tokens, int64_t completion_tokens, double seconds);
   void countBatch(size_t requests);
   void setQueue(size_t waiting, size_t running);
-  std::string render() const;
+  // A request whose client went away before its answer (its generation stopped early).
+  void countDisconnect();
+  std::string render(const KvPoolGauges& kv = {}) const;
 
  private:
   static constexpr std::array<double, 12> kBuckets = {0.05, 0.1, 0.25, 0.5, 1,   2.5,
@@ -30,6 +39,7 @@ class Metrics {
   uint64_t batched_requests_ = 0;
   size_t waiting_ = 0;
   size_t running_ = 0;
+  uint64_t disconnects_ = 0;
   std::array<uint64_t, kBuckets.size()> bucket_counts_{};  // cumulative at render time
   uint64_t latency_count_ = 0;
   double latency_sum_ = 0;

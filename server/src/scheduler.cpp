@@ -4,6 +4,7 @@
 
 #include "ree/core/log.h"
 #include "ree/models/tokenizer.h"
+#include "stop_strings.h"
 
 namespace ree::server {
 namespace {
@@ -13,6 +14,18 @@ ApiError contextError(const std::string& param, const std::string& message) {
   error.code = "context_length_exceeded";
   return error;
 }
+
+// The text of one choice as the engine produces it, scanned for the request's stop strings: the
+// choice's stop flag is set when one is complete, so the engine ends it after that token.
+struct ChoiceStop {
+  StopScanner scanner;
+  std::atomic<bool>* stop = nullptr;
+  void feed(const std::string& text) {
+    if (scanner.stopped()) return;
+    scanner.feed(text);
+    if (scanner.stopped()) stop->store(true);
+  }
+};
 
 }  // namespace
 
@@ -87,6 +100,10 @@ std::vector<std::shared_ptr<Job>> Scheduler::takeBatch() {
 // answered here and left out of the batch, so it cannot fail its batch-mates.
 bool Scheduler::prepare(Job& job, GenerationRequest* request) {
   const CompletionRequest& req = job.request;
+  if (job.client_gone) {  // it left while the job was queued: nothing to generate for
+    job.fail(clientClosedError());
+    return false;
+  }
   std::vector<int32_t> ids = req.prompt_ids;
   if (!req.prompt_is_ids) {
     const models::Tokenizer* tokenizer = engine_.tokenizer();
@@ -135,6 +152,7 @@ void Scheduler::runBatch(const std::vector<std::shared_ptr<Job>>& batch) {
   std::vector<std::shared_ptr<Job>> jobs;
   std::vector<GenerationRequest> requests;
   std::vector<std::pair<Job*, int>> owner;  // the job and choice of every batch position
+  std::vector<ChoiceStop> stops;            // and its stop-string scanner
   for (const std::shared_ptr<Job>& job : batch) {
     GenerationRequest request;
     if (!prepare(*job, &request)) continue;
@@ -144,14 +162,18 @@ void Scheduler::runBatch(const std::vector<std::shared_ptr<Job>>& batch) {
     // wherever the batch puts it; its receipt records index c.
     for (int choice = 0; choice < job->request.n; ++choice) {
       request.sampling_index = static_cast<uint64_t>(choice);
+      request.stop = job->stops.at(static_cast<size_t>(choice));
       requests.push_back(request);
       owner.emplace_back(job.get(), choice);
+      stops.push_back(
+          {StopScanner(job->request.stop), job->stops[static_cast<size_t>(choice)].get()});
     }
   }
   if (jobs.empty()) return;
   metrics_.countBatch(jobs.size());
   std::vector<GenerationResult> results;
-  auto on_token = [&owner](size_t r, int32_t token, const std::string& text) {
+  auto on_token = [&owner, &stops](size_t r, int32_t token, const std::string& text) {
+    stops[r].feed(text);
     owner[r].first->pushToken(owner[r].second, token, text);
   };
   if (engine_.generate(requests, &results, on_token) != Status::kSuccess) {
@@ -178,6 +200,14 @@ void Scheduler::runBatch(const std::vector<std::shared_ptr<Job>>& batch) {
 // client never holds an id whose receipt is not on disk.
 void Scheduler::finishJob(Job& job, const std::vector<GenerationRequest>& requests,
                           std::vector<GenerationResult> results) {
+  // A choice stopped before its first token (its client left) has nothing a receipt could hold.
+  for (const GenerationResult& result : results) {
+    if (result.output_ids.empty()) {
+      logMessage(LogLevel::kInfo, "serve: %s: the client left before the first token; no receipt",
+                 job.id.c_str());
+      return job.fail(clientClosedError());
+    }
+  }
   Receipt receipt;
   Status status = makeReceipt(run_, requests, results, &receipt);
   if (status == Status::kSuccess) status = store_.write(job.id, receipt);

@@ -4,7 +4,9 @@
 // the batch (GenerationRequest::sampling_index), so a job with n choices draws what `ree-launch
 // run` with its prompt n times draws, whatever else is in flight, and its receipt (the n choices
 // as requests 0..n-1) verifies. In reproducible mode nothing else of a job depends on its
-// batch-mates.
+// batch-mates. Each choice carries its job's stop flag (GenerationRequest::stop): set here when
+// the choice's text completes a stop string, or by the HTTP handler when the client goes away, it
+// ends the choice at the engine's next step.
 #pragma once
 
 #include <deque>

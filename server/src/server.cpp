@@ -90,6 +90,7 @@ Status serveWith(const ServerOptions& options, Engine& engine, const ReceiptRunI
                         scheduler,
                         store,
                         metrics,
+                        engine,
                         limits,
                         chat,
                         engine.maxContext(),

@@ -25,6 +25,7 @@ struct ServerContext {
   Scheduler& scheduler;
   ReceiptStore& store;
   Metrics& metrics;
+  const Engine& engine;  // read only for /metrics (thread-safe accessors)
   RequestLimits limits;  // model name, vocabulary
   const ChatPrompter& chat;
   int64_t max_context = 0;

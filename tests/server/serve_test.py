@@ -3,13 +3,20 @@
 
 1. The official openai client: completions, streaming and not, greedy and sampled, text and token
    id prompts, stop strings, n > 1 (equal to a run with the prompt n times). Text, ids and every
-   step's logits hash equal `ree-launch run` for the same prompt, seed and sampling, bitwise;
-   every receipt is served at /v1/receipts/{id}, carries the response's sha256 and verifies with
-   `ree-launch verify` on 1 and 2 stages.
+   step's logits hash equal `ree-launch run` for the same prompt, seed and sampling, bitwise (a
+   stop string ends the generation at the engine: the ids are the run's up to the token that
+   completes it, finish_reason "stop" in the receipt); every receipt is served at
+   /v1/receipts/{id}, carries the response's sha256 and verifies with `ree-launch verify` on 1
+   and 2 stages.
 2. Load: 8 clients x 5 mixed requests (REE_SERVE_CLIENTS x REE_SERVE_PER_CLIENT; greedy and
    sampled, streaming and not, some streams cancelled): every completed answer equals its single
    run; the receipt directory holds exactly one receipt per accepted request (none lost, none
-   duplicated, cancelled ones included); p50/p99 latency and tokens/s are printed.
+   duplicated, cancelled ones included: stopped where the client left); p50/p99 latency and
+   tokens/s are printed.
+2b. Disconnects: a stream closed after two chunks and a non-streaming client that closes stop
+   their generations at the engine (receipts with finish_reason "stop" and few tokens, verified);
+   the streams beside them finish equal to their runs; /metrics shows no request running and no
+   KV cache block used afterwards.
 3. Malformed requests: each gets a 4xx with the OpenAI error shape; the server keeps serving.
 4. SIGTERM: a stream in flight finishes with its receipt, then the server exits 0.
 5. Restart on the same receipt directory: the receipts already returned are still served; a
@@ -20,8 +27,8 @@
 And first: bad `serve` flags get one line naming the flag and exit 2.
 
 usage: serve_test.py REE_LAUNCH WORKDIR [PARTS]
-PARTS: a comma-separated subset of flags,basic,load,malformed,drain,restart,chat,queue (default
-all), e.g.
+PARTS: a comma-separated subset of flags,basic,load,disconnect,malformed,drain,restart,chat,queue
+(default all), e.g.
 "malformed,drain" for a quick run of a sanitizer build.
 """
 import concurrent.futures
@@ -53,7 +60,7 @@ LAUNCH, WORK = sys.argv[1], sys.argv[2]
 CLIENTS = int(os.environ.get("REE_SERVE_CLIENTS", "8"))
 PER_CLIENT = int(os.environ.get("REE_SERVE_PER_CLIENT", "5"))
 PARTS = (sys.argv[3] if len(sys.argv) > 3 else
-         "flags,basic,load,malformed,drain,restart,chat,queue").split(",")
+         "flags,basic,load,disconnect,malformed,drain,restart,chat,queue").split(",")
 MODEL = "builtin:tiny-llama"
 API_KEY = "test-key-123"
 MAX_CONTEXT = 256
@@ -213,16 +220,27 @@ def expected_answer(spec):
     return ref, text, reason
 
 
-def check_answer(port, spec, got, label, check_ids=True):
+def expected_ids(spec, ref):
+    """The run's ids up to the first token whose text completes a stop string (the engine stops
+    there), and whether one did. The builtin model's ids 0..255 are bytes."""
+    stops = spec.get("stop") or []
+    for n in range(1, len(ref["output_ids"]) + 1):
+        text = bytes(i for i in ref["output_ids"][:n] if i < 256).decode("utf-8", "replace")
+        if cut_at_stop(text, stops)[1]:
+            return ref["output_ids"][:n], n < len(ref["output_ids"])
+    return ref["output_ids"], False
+
+
+def check_answer(port, spec, got, label):
     ref, text, reason = expected_answer(spec)
+    ids, stopped_early = expected_ids(spec, ref)
     ok = check(got["text"] == text, "%s: text %r != run's %r" % (label, got["text"], text))
-    if check_ids:
-        ok &= check(got["token_ids"] == ref["output_ids"],
-                    "%s: token ids %s != run's %s" % (label, got["token_ids"], ref["output_ids"]))
+    ok &= check(got["token_ids"] == ids,
+                "%s: token ids %s != run's %s" % (label, got["token_ids"], ids))
     ok &= check(got["finish_reason"] == reason,
                 "%s: finish_reason %s != %s" % (label, got["finish_reason"], reason))
     usage = got["usage"] or {}
-    ok &= check(usage.get("completion_tokens") == len(ref["output_ids"]) and
+    ok &= check(usage.get("completion_tokens") == len(ids) and
                 usage.get("prompt_tokens") == len(ref["prompt_ids"]), "%s: usage %s" % (label, usage))
     receipt_id = got["receipt"]["id"]
     ok &= check(got["header_id"] == receipt_id == got["id"], "%s: ids differ" % label)
@@ -232,10 +250,11 @@ def check_answer(port, spec, got, label, check_ids=True):
     receipt = json.loads(body)
     request = receipt["requests"][0]
     ok &= check(receipt["receipt_sha256"] == got["receipt"]["sha256"], "%s: receipt sha256" % label)
-    ok &= check(request["output_ids_sha256"] == ref["output_ids_sha256"],
-                "%s: receipt output hash != run's" % label)
-    ok &= check(request["step_logits_sha256"] == ref["step_logits_sha256"],
+    ok &= check(request["output_ids"] == ids, "%s: receipt output ids != run's" % label)
+    ok &= check(request["step_logits_sha256"] == ref["step_logits_sha256"][:len(ids)],
                 "%s: receipt step logits hashes != run's" % label)
+    ok &= check(request["finish_reason"] == ("stop" if stopped_early else ref["finish_reason"]),
+                "%s: receipt finish_reason %s" % (label, request["finish_reason"]))
     path = os.path.join(RECEIPTS, receipt_id + ".json")
     ok &= check(os.path.isfile(path), "%s: receipt file missing" % label)
     return path
@@ -279,12 +298,16 @@ def basic_part(port):
             path = check_answer(port, spec, got, "basic %d stream=%s" % (i, stream))
             if path:
                 paths.append(path)
-    # Stop strings: cut where the run's text first completes one; streaming and not agree.
+    # Stop strings: cut where the run's text first completes one, the generation stopped there at
+    # the engine; streaming and not agree; their receipts (finish_reason "stop") verify.
     ref = single_run(specs[0])
     stop_spec = dict(specs[0], stop=[ref["text"][5:7], "never-there"])
+    check(expected_ids(stop_spec, ref)[1], "stop: the stop string should end the run early")
     for stream in (False, True):
         got = complete(client, stop_spec, stream)
-        check_answer(port, stop_spec, got, "stop stream=%s" % stream, check_ids=not stream)
+        path = check_answer(port, stop_spec, got, "stop stream=%s" % stream)
+        if path:
+            paths.append(path)
     paths += several_choices(port, client)
     models = client.models.list()
     check([m.id for m in models.data] == [MODEL], "models: %s" % models)
@@ -401,7 +424,8 @@ def load_part(port):
         path = check_answer(port, spec, got, "load %d" % n)
         if path:
             paths.append(path)
-    # Cancelled streams still finish in the engine and leave their receipt: wait for them.
+    # Cancelled streams stop at the engine where their client left and leave their receipt (they
+    # had tokens): wait for them.
     expected = set(accepted)
     check(len(expected) == len(accepted), "load: a receipt id was given twice")
     deadline = time.monotonic() + 30
@@ -431,6 +455,91 @@ def load_part(port):
              lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))], tokens / wall,
              verified, batched, batches), flush=True)
     return expected
+
+
+# ---- 2b. disconnects ----------------------------------------------------------------------------
+def metric_values(port):
+    text = raw(port, "GET", "/metrics", auth=False)[2].decode()
+    return {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
+            if line.startswith("ree_") and " " in line}
+
+
+def open_stream(port, body):
+    """A raw streaming request: the connection and its response, headers read."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("POST", "/v1/completions", body=json.dumps(dict(body, stream=True)),
+                 headers={"Authorization": "Bearer " + API_KEY,
+                          "Content-Type": "application/json"})
+    return conn, conn.getresponse()
+
+
+def stopped_receipt(label, receipt_id, max_tokens):
+    """The receipt of a request whose client left: finish_reason "stop" (the engine ended it
+    before max_tokens), and it verifies."""
+    path = os.path.join(RECEIPTS, receipt_id + ".json")
+    deadline = time.monotonic() + 20
+    while not os.path.isfile(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not check(os.path.isfile(path), "%s: no receipt %s" % (label, receipt_id)):
+        return 0
+    request = json.load(open(path))["requests"][0]
+    check(request["finish_reason"] == "stop" and len(request["output_ids"]) < max_tokens,
+          "%s: the generation was not stopped early: %s after %d of %d tokens"
+          % (label, request["finish_reason"], len(request["output_ids"]), max_tokens))
+    return len(request["output_ids"]) if verify(path, 1) else 0
+
+
+def disconnect_part(port):
+    client = client_for(port)
+    before = metric_values(port)
+    long_body = {"model": MODEL, "prompt": "Leaving early", "max_tokens": 240, "temperature": 0}
+    beside = [{"prompt": "Staying on", "max_tokens": 40},
+              {"prompt": "Also staying", "max_tokens": 30, "temperature": 0.8, "seed": 11}]
+    list(map(single_run, beside))
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        stays = [pool.submit(complete, client, spec, True) for spec in beside]
+        # A stream closed after two chunks, in the same engine batch as the two above.
+        conn, resp = open_stream(port, long_body)
+        stream_id = resp.getheader("X-REE-Receipt-Id")
+        lines = 0
+        while lines < 2:
+            if resp.fp.readline().startswith(b"data: "):
+                lines += 1
+        conn.sock.shutdown(2)
+        conn.close()
+        for n, (spec, future) in enumerate(zip(beside, stays)):
+            check_answer(port, spec, future.result(), "disconnect: stream beside %d" % n)
+    streamed = stopped_receipt("disconnect: stream", stream_id, long_body["max_tokens"])
+    # A non-streaming client that closes while its answer is generated: its receipt is the
+    # newest file (or none, had it left before the first token).
+    existing = set(os.listdir(RECEIPTS))
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("POST", "/v1/completions", body=json.dumps(dict(long_body, prompt="Gone")),
+                 headers={"Authorization": "Bearer " + API_KEY, "Content-Type": "application/json"})
+    time.sleep(0.05)
+    conn.sock.shutdown(2)
+    conn.close()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        values = metric_values(port)
+        if (values.get("ree_running_requests") == 0 and values.get("ree_queue_requests") == 0 and
+                values.get("ree_kv_cache_blocks_used") == 0):
+            break
+        time.sleep(0.05)
+    check(values.get("ree_running_requests") == 0 and values.get("ree_kv_cache_blocks_used") == 0
+          and values.get("ree_kv_cache_blocks", 0) > 0 and values.get("ree_kv_cache_usage") == 0,
+          "disconnect: /metrics after the disconnects: %s" % values)
+    check(values.get("ree_client_disconnects_total", 0) -
+          before.get("ree_client_disconnects_total", 0) == 2,
+          "disconnect: 2 disconnects expected, /metrics says %s"
+          % values.get("ree_client_disconnects_total"))
+    new = [f for f in set(os.listdir(RECEIPTS)) - existing if f.endswith(".json")]
+    unstreamed = stopped_receipt("disconnect: non-streaming", new[0][:-5],
+                                 long_body["max_tokens"]) if new else 0
+    print("disconnect: a stream closed after 2 chunks stopped after %d of 240 tokens, a "
+          "non-streaming client after %d; both receipts verified; the streams beside finished as "
+          "their runs; no request running and no KV block used after" % (streamed, unstreamed),
+          flush=True)
 
 
 # ---- 3. malformed requests ----------------------------------------------------------------------
@@ -712,6 +821,8 @@ def main():
             basic_part(port)
         if "load" in PARTS:
             load_part(port)
+        if "disconnect" in PARTS:
+            disconnect_part(port)
         if "malformed" in PARTS:
             malformed_part(port)
         if "drain" in PARTS:

@@ -1,5 +1,10 @@
-// The server's pieces that need no socket: request parsing, stop strings, receipt ids, metrics.
+// The server's pieces: request parsing, stop strings, receipt ids, metrics, and the connection
+// watch (over a loopback socket).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <random>
 #include <string>
@@ -7,6 +12,7 @@
 
 #include "api_error.h"
 #include "completion_request.h"
+#include "connection_watch.h"
 #include "metrics.h"
 #include "receipt_store.h"
 #include "stop_strings.h"
@@ -155,6 +161,52 @@ TEST(Metrics, PrometheusText) {
   EXPECT_NE(text.find("ree_request_latency_seconds_bucket{le=\"0.1\"} 0\n"), std::string::npos);
   EXPECT_NE(text.find("ree_request_latency_seconds_bucket{le=\"0.25\"} 1\n"), std::string::npos);
   EXPECT_NE(text.find("ree_generated_tokens_total 4\n"), std::string::npos);
+}
+
+TEST(Metrics, KvPoolGaugesWhenTheEngineHasAPool) {
+  Metrics m;
+  m.countDisconnect();
+  EXPECT_EQ(m.render().find("ree_kv_cache"), std::string::npos);
+  KvPoolGauges kv;
+  kv.blocks = 10;
+  kv.used = 3;
+  kv.block_size = 16;
+  const std::string text = m.render(kv);
+  EXPECT_NE(text.find("ree_client_disconnects_total 1\n"), std::string::npos);
+  EXPECT_NE(text.find("ree_kv_cache_blocks 10\n"), std::string::npos);
+  EXPECT_NE(text.find("ree_kv_cache_block_size 16\n"), std::string::npos);
+  EXPECT_NE(text.find("ree_kv_cache_blocks_used 3\n"), std::string::npos);
+  EXPECT_NE(text.find("ree_kv_cache_usage 0.300000\n"), std::string::npos);
+}
+
+// A loopback connection: the watch finds the server side's socket by its addresses and sees the
+// client's close.
+TEST(ConnectionWatch, SeesThePeerClose) {
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  socklen_t size = sizeof(address);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size), 0);
+  int client = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  sockaddr_in peer{};
+  size = sizeof(peer);
+  int accepted = accept(listener, reinterpret_cast<sockaddr*>(&peer), &size);
+  ASSERT_GE(accepted, 0);
+  ConnectionWatch watch("127.0.0.1", ntohs(peer.sin_port), ntohs(address.sin_port));
+  EXPECT_FALSE(watch.peerClosed());
+  ASSERT_EQ(write(client, "x", 1), 1);  // data waiting is not a close
+  EXPECT_FALSE(watch.peerClosed());
+  close(client);
+  EXPECT_TRUE(watch.peerClosed());
+  ConnectionWatch nobody("127.0.0.1", 1, 1);
+  EXPECT_FALSE(nobody.peerClosed());
+  close(accepted);
+  close(listener);
 }
 
 }  // namespace
