@@ -6,9 +6,6 @@
 namespace ree::launcher::tui {
 namespace {
 
-// Thrown by the token callback to stop generate() between two tokens; caught in work().
-struct RunCancelled {};
-
 double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -124,18 +121,23 @@ void RunWorker::generateAndReport(Engine& engine, const LaunchOptions& options) 
       state_.requests[request].tokens += 1;
       state_.tokens += 1;
     }
-    if (cancel_requested_) throw RunCancelled{};
   };
+  // cancel() stops every request through the engine's stop flag (GenerationRequest::stop), read
+  // at each step boundary: they end after the token being produced, their KV blocks freed, and
+  // generate() returns normally. The pointer does not own the flag: this worker outlives the
+  // run (its destructor joins the thread).
+  std::shared_ptr<const std::atomic<bool>> stop(std::shared_ptr<void>(), &cancel_requested_);
+  std::vector<GenerationRequest> requests = options.requests;
+  for (GenerationRequest& request : requests)
+    request.stop = stop;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     generate_start_ = std::chrono::steady_clock::now();
     state_.phase = RunPhase::kGenerating;
   }
   std::vector<GenerationResult> results;
-  Status status;
-  try {
-    status = engine.generate(options.requests, &results, on_token);
-  } catch (const RunCancelled&) {
+  Status status = engine.generate(requests, &results, on_token);
+  if (status == Status::kSuccess && cancel_requested_) {
     std::lock_guard<std::mutex> lock(mutex_);
     state_.generate_seconds = secondsSince(generate_start_);
     state_.phase = RunPhase::kCancelled;
