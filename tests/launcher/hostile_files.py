@@ -359,7 +359,6 @@ def build_chat_cases(m):
         ("syntax", "{% for m in messages %}{{ m.content }"),
         ("unknown-tag", "{% include 'x.jinja' %}"),
         ("raise", "{{ raise_exception('no system role here') }}"),
-        ("steps", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"),
         ("output", "{% set s = namespace(t='x') %}{% for i in range(64) %}"
                    "{% set s.t = s.t ~ s.t %}{% endfor %}{{ s.t }}"),
         ("nesting", "{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}"),

@@ -509,7 +509,8 @@ chat err chat-config-no-default chat-config-no-default "no template named \"defa
 chat err chat-template-syntax chat-syntax "chat_template.jinja:1:"
 chat err chat-template-include chat-unknown-tag "the 'include' tag is not supported"
 chat err chat-template-raise chat-raise "no system role here"
-chat err chat-template-step-limit chat-steps "chat_template.jinja"
+# The step limit (5M steps, about 1 s of CPU, 4 s under ASan) is tested through the library
+# (models_chat_template_test): here it would ride close to the per-case timeout on a busy machine.
 chat err chat-template-output-limit chat-output "chat_template.jinja"
 chat err chat-template-nesting chat-nesting "nests deeper than"
 chat err chat-template-macro-recursion chat-macro-recursion "chat_template.jinja"
