@@ -18,6 +18,7 @@
 #include "generation_sampling.h"
 #include "kv_blocks.h"
 #include "ree/core/log.h"
+#include "token_logprobs.h"
 
 namespace ree {
 namespace models {
@@ -67,6 +68,13 @@ Status EngineState::prepareRequest(const GenerationRequest& req, size_t r,
                     static_cast<long long>(blocks), kv_block_size, kv_blocks,
                     options.names.kv_blocks.c_str(), options.names.kv_memory_fraction.c_str());
   }
+  REE_CHECK_ARG(req.top_logprobs >= -1 && req.top_logprobs <= kMaxTopLogprobs,
+                "request %zu: top_logprobs must be -1 (off) or in [0, %d], got %d", r,
+                kMaxTopLogprobs, req.top_logprobs);
+  REE_CHECK_ARG(req.top_logprobs < 0 || !multiProcess(),
+                "request %zu: top_logprobs needs a single-process engine (the pipeline's last "
+                "stage does not send log-probabilities)",
+                r);
   return validateSampling(req.sampling, r);
 }
 
@@ -380,7 +388,8 @@ Status GenerationScheduler::buildGroupStep(int group, StepWork* work, StepInFlig
     step->trace_groups.push_back(work->trace_group_ends.size() - 1);
     const GenerationRequest& request = requests_[seq.request];
     work->rows.push_back({request.sampling_index.value_or(static_cast<uint64_t>(seq.request)),
-                          static_cast<uint64_t>(seq.produced), request.sampling});
+                          static_cast<uint64_t>(seq.produced), request.sampling,
+                          request.top_logprobs});
     step->members.push_back(seq.request);
   }
   return work->batch.finalize();
@@ -441,6 +450,11 @@ Status GenerationScheduler::acceptToken(ActiveSequence& seq, const StepOutput& o
   seq.cached += static_cast<int>(seq.feed.size());
   seq.produced += 1;
   res.output_ids.push_back(token);
+  if (req.top_logprobs >= 0) {
+    REE_CHECK_ARG(row < out.logprobs.size(), "step %llu: no log-probabilities for row %zu",
+                  static_cast<unsigned long long>(out.id), row);
+    res.token_logprobs.push_back(out.logprobs[row]);
+  }
   registerFullBlocks(seq);
   if (seq.produced == 1) seq.first_token = Clock::now();
   std::string piece;

@@ -4,6 +4,7 @@
 // the tokens, then the logits hashes, back to rank 0 (collect, takeLogitsDigests).
 #include "engine_state.h"
 #include "generation_sampling.h"
+#include "token_logprobs.h"
 
 namespace ree {
 namespace models {
@@ -35,6 +36,21 @@ CausalLM::LayerObserver layerTracer(OperationSet& ops, const StepWork& work,
     layer_digests->push_back(std::move(groups));
     return Status::kSuccess;
   };
+}
+
+// Log-probabilities of the rows whose request asked for them (GenerationRequest::top_logprobs),
+// from the host logits that were sampled and are hashed; nothing when no row asked.
+Status rowLogprobs(const StepWork& work, const std::vector<float>& host, int64_t vocab,
+                   StepOutput* out) {
+  std::vector<float> scratch;
+  for (size_t i = 0; i < work.rows.size(); ++i) {
+    if (work.rows[i].top_logprobs < 0) continue;
+    out->logprobs.resize(work.rows.size());
+    REE_RETURN_IF_ERROR(computeTokenLogprobs(host.data() + i * vocab, vocab, out->tokens[i],
+                                             work.rows[i].top_logprobs, &scratch,
+                                             &out->logprobs[i]));
+  }
+  return Status::kSuccess;
 }
 
 }  // namespace
@@ -80,6 +96,7 @@ Status EngineState::finishStep(LocalStage& stage, const StepWork& work, const Te
                                         work.rows[i].request, work.rows[i].step, &token));
     out->tokens.push_back(token);
   }
+  REE_RETURN_IF_ERROR(rowLogprobs(work, host, vocab, out));
   if (!digester) digester = std::make_unique<AsyncDigester>(AsyncDigester::defaultThreads());
   *digest_ticket = digester->submit(std::move(host), work.rows.size(), static_cast<size_t>(vocab));
   profile.stepFinished(started, copied, Clock::now());

@@ -27,6 +27,7 @@ struct RowSampling {
   uint64_t request = 0;
   uint64_t step = 0;
   SamplingParams sampling;
+  int top_logprobs = -1;  // GenerationRequest::top_logprobs (single process: not on the wire)
 };
 
 struct StepWork {
@@ -49,6 +50,8 @@ struct StepOutput {
   // message; the last stage sends them in a digests message (encodeStepDigests) after it.
   std::vector<Digest> logits_digests;
   std::vector<std::vector<Digest>> layer_digests;  // [layer][group], all layers
+  // One per row when a row asked for log-probabilities (single process: not on the wire).
+  std::vector<TokenLogprobs> logprobs;
 };
 
 enum class StepMessageKind : uint32_t { kStep = 1, kShutdown = 2 };

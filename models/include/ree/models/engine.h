@@ -135,6 +135,26 @@ struct GenerationRequest {
   // its result holds the tokens so far, each with its logits hash (possibly none, if it was
   // stopped before its first token). The other requests' results do not change.
   std::shared_ptr<const std::atomic<bool>> stop;
+  // Log-probabilities (GenerationResult::token_logprobs): -1 off (no cost); 0..20: every produced
+  // token's log-probability and this many most likely alternatives. Single-process engines only.
+  int top_logprobs = -1;
+};
+
+// One token and its log-probability.
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+// A produced token's log-probability and the most likely tokens of its step. Computed on the host
+// from the fp32 logits row that the token was drawn from (the row step_logits_sha256 hashes) by
+// the CPU RepOps log_softmax (kernels/rowops.h: (x - max) - log(sum exp(x - max)), fixed order),
+// so the values are the same bits on every device in reproducible mode. Unscaled: the model's
+// distribution, before temperature, top-k and top-p.
+struct TokenLogprobs {
+  float logprob = 0.0f;
+  // The top_logprobs largest, largest first; equal values by lower token id.
+  std::vector<TokenLogprob> top;
 };
 
 struct GenerationResult {
@@ -145,6 +165,9 @@ struct GenerationResult {
   std::string finish_reason;
   // SHA-256 (hex) of the fp32 logits bytes that produced each output token, in order.
   std::vector<std::string> step_logits_sha256;
+  // With GenerationRequest::top_logprobs >= 0: one per output token, in order (else empty). Filled
+  // before the token callback runs for that token.
+  std::vector<TokenLogprobs> token_logprobs;
   std::string output_ids_sha256;  // SHA-256 (hex) of output_ids as little-endian int32
   // With EngineOptions::trace_layer_hashes: [step][layer] SHA-256 (hex) of that layer's output
   // activations (as stored, row-major) for the token rows the step fed, in position order.
