@@ -28,6 +28,35 @@ bool checkMessages(const Json& body, ApiError* error) {
   return true;
 }
 
+// Chat's logprobs (a boolean) and top_logprobs (0..20, needs logprobs) become the completions'
+// logprobs = N that parseCompletionRequest reads.
+bool takeChatLogprobs(Json& body, ApiError* error) {
+  bool wanted = false;
+  if (body.contains("logprobs") && !body["logprobs"].is_null()) {
+    if (!body["logprobs"].is_boolean())
+      return fail(error, "logprobs", "logprobs must be a boolean");
+    wanted = body["logprobs"].get<bool>();
+  }
+  int64_t top = 0;
+  if (body.contains("top_logprobs") && !body["top_logprobs"].is_null()) {
+    const Json& field = body["top_logprobs"];
+    // nlohmann reads a non-negative integer as unsigned; a negative one as signed.
+    const bool in_range = field.is_number_unsigned()
+                              ? field.get<uint64_t>() <= static_cast<uint64_t>(kMaxLogprobs)
+                              : field.is_number_integer() && field.get<int64_t>() >= 0;
+    if (!in_range) {
+      return fail(error, "top_logprobs",
+                  "top_logprobs must be an integer in [0, " + std::to_string(kMaxLogprobs) + "]");
+    }
+    top = field.get<int64_t>();
+    if (!wanted) return fail(error, "top_logprobs", "top_logprobs needs logprobs: true");
+  }
+  body.erase("top_logprobs");
+  body.erase("logprobs");
+  if (wanted) body["logprobs"] = top;
+  return true;
+}
+
 // The chat-only fields leave `body`; what stays is read as a completion request.
 bool takeChatFields(Json& body, std::string* extra_variables, ApiError* error) {
   if (body.contains("max_completion_tokens")) {
@@ -46,6 +75,7 @@ bool takeChatFields(Json& body, std::string* extra_variables, ApiError* error) {
   }
   body.erase("chat_template_kwargs");
   body.erase("messages");
+  if (!takeChatLogprobs(body, error)) return false;
   if (body.contains("prompt")) return fail(error, "prompt", "unknown field 'prompt'");
   if (body.contains("add_special_tokens")) {
     return fail(error, "add_special_tokens", "unknown field 'add_special_tokens'");

@@ -66,7 +66,8 @@ bool nextTokens(ServerContext& context, Job& job, ConnectionWatch& watch,
 struct ChoiceStream {
   explicit ChoiceStream(const std::vector<std::string>& stops) : scanner(stops) {}
   StopScanner scanner;
-  std::string streamed;  // the engine's text pieces so far
+  std::string streamed;     // the engine's text pieces so far
+  size_t token_offset = 0;  // logprobs' text_offset of the next token
 };
 
 // The stream's tail after the last token: per choice the held-back text and finish_reason with the
@@ -121,7 +122,9 @@ bool streamJob(ServerContext& context, const std::shared_ptr<Job>& job,
       choice.streamed += event.text;
       if (choice.scanner.stopped()) continue;
       std::string shown = choice.scanner.feed(event.text);
-      if (!writeEvent(sink, streamTextEvent(header, event.choice, shown, {event.token}))) {
+      const TokenLogprobs* logprobs = event.logprobs ? &*event.logprobs : nullptr;
+      if (!writeEvent(sink, streamTextEvent(header, event.choice, shown, {event.token}, logprobs,
+                                            &choice.token_offset))) {
         return left();
       }
     }
@@ -180,7 +183,8 @@ void handleCompletion(ServerContext& context, const httplib::Request& request,
   job->id = newReceiptId();
   if (!admit(context, job, endpoint, response)) return;
   CompletionHeader header{job->id, context.limits.model_name,
-                          static_cast<int64_t>(std::time(nullptr)), chat};
+                          static_cast<int64_t>(std::time(nullptr)), chat,
+                          context.engine.tokenizer()};
   response.set_header("X-REE-Receipt-Id", job->id);
   auto watch = std::make_shared<ConnectionWatch>(request.remote_addr, request.remote_port,
                                                  request.local_port);

@@ -185,6 +185,21 @@ bool readStreaming(const Json& body, CompletionRequest* out, ApiError* error) {
   return true;
 }
 
+// Completions' logprobs: the number of alternatives per token, 0..20 (absent, null, false: none).
+bool readLogprobs(const Json& body, CompletionRequest* out, ApiError* error) {
+  // false, as before this field was implemented: none.
+  if (!body.contains("logprobs") || body["logprobs"].is_null() || body["logprobs"] == false)
+    return true;
+  int64_t top = 0;
+  if (body["logprobs"].is_boolean() ||
+      !readInteger(body, "logprobs", 0, kMaxLogprobs, &top, error)) {
+    return fail(error, "logprobs",
+                "logprobs must be an integer in [0, " + std::to_string(kMaxLogprobs) + "]");
+  }
+  out->top_logprobs = static_cast<int>(top);
+  return true;
+}
+
 // Parameters this server does not implement yet are accepted only at their neutral value.
 bool refuseUnsupported(const Json& body, ApiError* error) {
   auto neutral = [&](const char* key, const Json& value) {
@@ -193,9 +208,6 @@ bool refuseUnsupported(const Json& body, ApiError* error) {
   const Json n = body.contains("n") && !body["n"].is_null() ? body["n"] : Json(1);
   if (!neutral("best_of", n)) {
     return fail(error, "best_of", "best_of must equal n (no candidates are discarded)");
-  }
-  if (!neutral("logprobs", 0) && !neutral("logprobs", false)) {
-    return fail(error, "logprobs", "logprobs are not supported yet");
   }
   if (!neutral("echo", false)) return fail(error, "echo", "echo is not supported");
   if (!neutral("suffix", "")) return fail(error, "suffix", "suffix is not supported");
@@ -235,6 +247,7 @@ bool readModelAndOptions(const Json& body, const RequestLimits& limits, Completi
     }
     out->add_special_tokens = body["add_special_tokens"].get<bool>();
   }
+  if (!readLogprobs(body, out, error)) return false;
   return refuseUnsupported(body, error);
 }
 

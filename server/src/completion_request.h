@@ -25,7 +25,12 @@ struct CompletionRequest {
   int n = 1;  // sequences (choices) generated for the prompt, in one batch at positions 0..n-1
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // Log-probabilities (GenerationRequest::top_logprobs): -1 none; else the alternatives per token.
+  // Completions: logprobs = N; chat: logprobs = true with top_logprobs = N (default 0).
+  int top_logprobs = -1;
 };
+
+inline constexpr int kMaxLogprobs = 20;  // OpenAI's limit for logprobs and top_logprobs
 
 // What the parser checks against: the model's name and vocabulary.
 struct RequestLimits {

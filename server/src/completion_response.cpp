@@ -2,12 +2,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ree/models/tokenizer.h"
 #include "stop_strings.h"
 
 namespace ree::server {
 namespace {
 
-using Json = nlohmann::json;
+// Keys in insertion order: a completions top_logprobs object lists the most likely token first.
+using Json = nlohmann::ordered_json;
 
 std::string dump(const Json& json) {
   return json.dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -39,6 +41,59 @@ Json envelope(const CompletionHeader& header, bool chunk) {
           {"system_fingerprint", nullptr}};
 }
 
+// A token's own text: the tokenizer's decode of it alone (special tokens kept).
+std::string tokenText(const CompletionHeader& header, int32_t id) {
+  std::string text;
+  if (header.tokenizer == nullptr ||
+      header.tokenizer->decode(&id, 1, /*skip_special_tokens=*/false, &text) != Status::kSuccess) {
+    return "<" + std::to_string(id) + ">";
+  }
+  return text;
+}
+
+// OpenAI's chat token entry; "bytes" are the text's UTF-8 bytes as 0..255.
+Json chatTokenJson(const std::string& text, float logprob) {
+  std::vector<int> bytes;
+  for (char c : text)
+    bytes.push_back(static_cast<unsigned char>(c));
+  return {{"token", text}, {"logprob", logprob}, {"bytes", std::move(bytes)}};
+}
+
+// OpenAI's logprobs object of `ids` (completions: parallel lists; chat: content[]); the first
+// token's text starts at byte *text_offset of the concatenated token texts.
+Json logprobsJson(const CompletionHeader& header, const std::vector<int32_t>& ids,
+                  const std::vector<TokenLogprobs>& logprobs, size_t* text_offset) {
+  Json tokens = Json::array(), values = Json::array(), tops = Json::array(),
+       offsets = Json::array(), content = Json::array();
+  for (size_t t = 0; t < ids.size() && t < logprobs.size(); ++t) {
+    const std::string text = tokenText(header, ids[t]);
+    Json top = header.chat ? Json::array() : Json::object();
+    for (const TokenLogprob& alternative : logprobs[t].top) {
+      const std::string name = tokenText(header, alternative.token);
+      if (header.chat) {
+        top.push_back(chatTokenJson(name, alternative.logprob));
+      } else if (!top.contains(name)) {  // tokens of equal text: the most likely is kept
+        top[name] = alternative.logprob;
+      }
+    }
+    if (header.chat) {
+      content.push_back(chatTokenJson(text, logprobs[t].logprob));
+      content.back()["top_logprobs"] = std::move(top);
+    } else {
+      tokens.push_back(text);
+      values.push_back(logprobs[t].logprob);
+      tops.push_back(std::move(top));
+      offsets.push_back(*text_offset);
+    }
+    *text_offset += text.size();
+  }
+  if (header.chat) return {{"content", std::move(content)}};
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(values)},
+          {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
+}
+
 }  // namespace
 
 std::string openAiFinishReason(const GenerationResult& result, bool stopped_by_string) {
@@ -53,6 +108,10 @@ std::string completionBody(const CompletionHeader& header, const Job& job) {
     bool stopped = false;
     std::string text = applyStops(result.text, job.request.stop, &stopped);
     Json choice = {{"index", i}, {"logprobs", nullptr}};
+    if (job.request.top_logprobs >= 0) {
+      size_t offset = 0;
+      choice["logprobs"] = logprobsJson(header, result.output_ids, result.token_logprobs, &offset);
+    }
     if (header.chat) {
       choice["message"] = {{"role", "assistant"}, {"content", text}};
     } else {
@@ -71,10 +130,15 @@ std::string completionBody(const CompletionHeader& header, const Job& job) {
 }
 
 std::string streamTextEvent(const CompletionHeader& header, int choice, const std::string& text,
-                            const std::vector<int32_t>& token_ids) {
+                            const std::vector<int32_t>& token_ids, const TokenLogprobs* logprobs,
+                            size_t* text_offset) {
   Json body = envelope(header, true);
+  Json logprobs_json = nullptr;
+  if (logprobs != nullptr && text_offset != nullptr && token_ids.size() == 1) {
+    logprobs_json = logprobsJson(header, token_ids, {*logprobs}, text_offset);
+  }
   Json part = {{"index", choice},
-               {"logprobs", nullptr},
+               {"logprobs", std::move(logprobs_json)},
                {"finish_reason", nullptr},
                {"token_ids", token_ids}};
   if (header.chat) {

@@ -10,6 +10,10 @@
 
 #include "job.h"
 
+namespace ree::models {
+class Tokenizer;
+}
+
 namespace ree::server {
 
 struct CompletionHeader {
@@ -17,6 +21,8 @@ struct CompletionHeader {
   std::string model;  // as the client named it
   int64_t created = 0;
   bool chat = false;  // chat.completion(.chunk) with message / delta instead of text
+  // Names the tokens of logprobs (each token's own decoded text); null: "<id>".
+  const models::Tokenizer* tokenizer = nullptr;
 };
 
 // "stop" (a stop string or the end-of-sequence token) or "length".
@@ -27,9 +33,11 @@ std::string openAiFinishReason(const GenerationResult& result, bool stopped_by_s
 std::string completionBody(const CompletionHeader& header, const Job& job);
 
 // One "data: {...}\n\n" event of a stream: `text` of choice `choice` and the `token_ids` it
-// covers.
+// covers; with `logprobs`, the logprobs of its one token, that token's text starting at byte
+// `text_offset` of the concatenated token texts (*text_offset advances past it).
 std::string streamTextEvent(const CompletionHeader& header, int choice, const std::string& text,
-                            const std::vector<int32_t>& token_ids);
+                            const std::vector<int32_t>& token_ids,
+                            const TokenLogprobs* logprobs = nullptr, size_t* text_offset = nullptr);
 // Chat streams: the first event of a choice, naming the assistant's role.
 std::string streamRoleEvent(const CompletionHeader& header, int choice);
 // The last event of a choice: finish_reason, the receipt, and the usage.

@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct TokenEvent {
   int choice = 0;  // which of the request's n sequences
   int32_t token = 0;
   std::string text;  // the text that became complete with this token (may be empty)
+  // With CompletionRequest::top_logprobs >= 0: the token's log-probabilities.
+  std::optional<TokenLogprobs> logprobs;
 };
 
 struct Job {
@@ -62,9 +65,10 @@ struct Job {
     started = true;
     changed.notify_all();
   }
-  void pushToken(int choice, int32_t token, const std::string& text) {
+  void pushToken(int choice, int32_t token, const std::string& text,
+                 std::optional<TokenLogprobs> logprobs = std::nullopt) {
     std::lock_guard<std::mutex> lock(mutex);
-    tokens.push_back({choice, token, text});
+    tokens.push_back({choice, token, text, std::move(logprobs)});
     changed.notify_all();
   }
   void finish(std::vector<GenerationResult> finished, std::string sha256) {

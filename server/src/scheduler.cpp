@@ -145,6 +145,7 @@ bool Scheduler::prepare(Job& job, GenerationRequest* request) {
   request->add_special_tokens = req.add_special_tokens;
   request->max_new_tokens = req.max_tokens;
   request->sampling = req.sampling;
+  request->top_logprobs = req.top_logprobs;  // derived data: the receipt does not record it
   return true;
 }
 
@@ -172,9 +173,13 @@ void Scheduler::runBatch(const std::vector<std::shared_ptr<Job>>& batch) {
   if (jobs.empty()) return;
   metrics_.countBatch(jobs.size());
   std::vector<GenerationResult> results;
-  auto on_token = [&owner, &stops](size_t r, int32_t token, const std::string& text) {
+  // The engine fills a token's log-probabilities in its result before calling back.
+  auto on_token = [&owner, &stops, &requests, &results](size_t r, int32_t token,
+                                                        const std::string& text) {
     stops[r].feed(text);
-    owner[r].first->pushToken(owner[r].second, token, text);
+    std::optional<TokenLogprobs> logprobs;
+    if (requests[r].top_logprobs >= 0) logprobs = results[r].token_logprobs.back();
+    owner[r].first->pushToken(owner[r].second, token, text, std::move(logprobs));
   };
   if (engine_.generate(requests, &results, on_token) != Status::kSuccess) {
     ApiError error;

@@ -27,7 +27,7 @@
 And first: bad `serve` flags get one line naming the flag and exit 2.
 
 usage: serve_test.py REE_LAUNCH WORKDIR [PARTS]
-PARTS: a comma-separated subset of flags,basic,load,disconnect,malformed,drain,restart,chat,queue
+PARTS: a comma-separated subset of flags,basic,logprobs,load,disconnect,malformed,drain,restart,chat,queue
 (default all), e.g.
 "malformed,drain" for a quick run of a sanitizer build.
 """
@@ -60,7 +60,7 @@ LAUNCH, WORK = sys.argv[1], sys.argv[2]
 CLIENTS = int(os.environ.get("REE_SERVE_CLIENTS", "8"))
 PER_CLIENT = int(os.environ.get("REE_SERVE_PER_CLIENT", "5"))
 PARTS = (sys.argv[3] if len(sys.argv) > 3 else
-         "flags,basic,load,disconnect,malformed,drain,restart,chat,queue").split(",")
+         "flags,basic,logprobs,load,disconnect,malformed,drain,restart,chat,queue").split(",")
 MODEL = "builtin:tiny-llama"
 API_KEY = "test-key-123"
 MAX_CONTEXT = 256
@@ -335,6 +335,86 @@ def basic_part(port):
           % (len(paths), verified), flush=True)
 
 
+def check_token_logprobs(label, token, logprob, top, greedy, n_top):
+    """One token's logprobs: a log-probability, the top list sorted and of the asked size, and
+    (greedy) the chosen token first in it with the same value, bit for bit."""
+    check(logprob <= 0.0 and len(top) == n_top, "%s: logprob %r, %d alternatives" %
+          (label, logprob, len(top)))
+    values = [v for _, v in top]
+    check(values == sorted(values, reverse=True), "%s: top_logprobs not sorted: %s" % (label, top))
+    if greedy and top:
+        check(top[0] == (token, logprob), "%s: the greedy token %r (%r) is not the first of %s"
+              % (label, token, logprob, top))
+
+
+def logprobs_part(port):
+    """logprobs through the openai client: completions (logprobs = N) and their stream."""
+    client = client_for(port)
+    for spec in ({"prompt": "Hello world", "max_tokens": 12, "temperature": 0.0},
+                 {"prompt": "The quick brown fox", "max_tokens": 10, "temperature": 0.9,
+                  "seed": 5}):
+        args = dict(model=MODEL, prompt=spec["prompt"], max_tokens=spec["max_tokens"],
+                    temperature=spec["temperature"], seed=spec.get("seed", 0), logprobs=3)
+        c = client.completions.create(**args)
+        plain = client.completions.create(**dict(args, logprobs=None))
+        lp = c.choices[0].logprobs
+        ids = c.choices[0].model_extra["token_ids"]
+        label = "logprobs %r" % spec["prompt"]
+        check(plain.choices[0].logprobs is None and plain.choices[0].text == c.choices[0].text
+              and plain.model_extra["receipt"]["sha256"] == c.model_extra["receipt"]["sha256"],
+              "%s: logprobs changed the answer or its receipt" % label)
+        check(len(lp.tokens) == len(ids) == len(lp.token_logprobs) == len(lp.top_logprobs)
+              == len(lp.text_offset), "%s: lengths %s" % (label, lp))
+        check("".join(lp.tokens) == c.choices[0].text, "%s: tokens %r do not make the text %r"
+              % (label, lp.tokens, c.choices[0].text))
+        offsets = [sum(len(t.encode()) for t in lp.tokens[:i]) for i in range(len(lp.tokens))]
+        check(lp.text_offset == offsets, "%s: text_offset %s" % (label, lp.text_offset))
+        for t, (token, value, top) in enumerate(zip(lp.tokens, lp.token_logprobs, lp.top_logprobs)):
+            check_token_logprobs("%s token %d" % (label, t), token, value,
+                                 list(top.items()), spec["temperature"] == 0.0, len(top))
+        # The stream's pieces concatenate to the whole answer's lists, value for value.
+        pieces = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
+        for chunk in client.completions.create(**args, stream=True):
+            for choice in chunk.choices:
+                if choice.logprobs is not None:
+                    for key in pieces:
+                        pieces[key] += getattr(choice.logprobs, key)
+        check(pieces == {k: getattr(lp, k) for k in pieces},
+              "%s: the stream's logprobs %s differ from %s" % (label, pieces, lp))
+    print("logprobs: completions' logprobs have OpenAI's shape, agree with the text and the top "
+          "lists, and the stream's pieces equal the whole answer's", flush=True)
+
+
+def chat_logprobs(client, model_dir, messages):
+    """Chat's logprobs (logprobs: true, top_logprobs: N), whole and streamed, and its 400s."""
+    args = dict(model=model_dir, messages=messages, max_tokens=8, temperature=0, seed=0,
+                logprobs=True, top_logprobs=2)
+    c = client.chat.completions.create(**args)
+    content = c.choices[0].logprobs.content
+    ids = c.choices[0].model_extra["token_ids"]
+    check(len(content) == len(ids) and "".join(e.token for e in content)
+          == c.choices[0].message.content, "chat logprobs: %s" % content)
+    for t, entry in enumerate(content):
+        check(bytes(entry.bytes) == entry.token.encode(), "chat logprobs: bytes of %r" % entry)
+        check_token_logprobs("chat token %d" % t, entry.token, entry.logprob,
+                             [(a.token, a.logprob) for a in entry.top_logprobs], True, 2)
+    streamed = []
+    for chunk in client.chat.completions.create(**args, stream=True):
+        for choice in chunk.choices:
+            if choice.logprobs is not None:
+                streamed += choice.logprobs.content
+    check([e.model_dump() for e in streamed] == [e.model_dump() for e in content],
+          "chat logprobs: the stream's %s differ from %s" % (streamed, content))
+    for bad, param in [(dict(logprobs=3), "logprobs"), (dict(top_logprobs=21), "top_logprobs"),
+                       (dict(logprobs=False, top_logprobs=2), "top_logprobs"),
+                       (dict(top_logprobs=-1), "top_logprobs")]:
+        try:
+            client.chat.completions.create(**dict(args, **bad))
+            check(False, "chat logprobs: %s was accepted" % bad)
+        except openai.BadRequestError as error:
+            check(error.body.get("param") == param, "chat logprobs %s: %s" % (bad, error.body))
+
+
 def several_choices(port, client):
     """n > 1: the choices equal `ree-launch run` with the prompt n times (requests 0..n-1), and
     the receipt holds them as its n requests."""
@@ -591,7 +671,9 @@ def malformed_cases():
         ("n 0", "POST", post, w(n=0), {}),
         ("n 129", "POST", post, w(n=129), {}),
         ("best_of unlike n", "POST", post, w(n=2, best_of=3), {}),
-        ("logprobs", "POST", post, w(logprobs=1), {}),
+        ("logprobs 21", "POST", post, w(logprobs=21), {}),
+        ("logprobs -1", "POST", post, w(logprobs=-1), {}),
+        ("logprobs true (completions take a count)", "POST", post, w(logprobs=True), {}),
         ("unknown model", "POST", post, w(model="gpt-4"), {}),
         ("invalid UTF-8", "POST", post, b'{"prompt": "\xff\xfe", "max_tokens": 2}', {}),
         ("nested 1000 deep", "POST", post, "[" * 1000 + "]" * 1000, {}),
@@ -741,6 +823,7 @@ def chat_part():
                   and request["step_logits_sha256"] == ref["step_logits_sha256"],
                   "%s: the receipt's prompt or hashes differ from the run's" % label)
             paths.append(os.path.join(RECEIPTS, receipt["id"] + ".json"))
+        chat_logprobs(client, model_dir, messages)
         # Without max_tokens a chat answer may run to the end of the context (OpenAI's default).
         c = client.chat.completions.create(model=model_dir, messages=messages, temperature=0)
         check(c.choices[0].finish_reason == "stop" or c.usage.total_tokens == MAX_CONTEXT,
@@ -819,6 +902,8 @@ def main():
     try:
         if "basic" in PARTS:
             basic_part(port)
+        if "logprobs" in PARTS:
+            logprobs_part(port)
         if "load" in PARTS:
             load_part(port)
         if "disconnect" in PARTS:

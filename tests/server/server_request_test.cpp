@@ -64,6 +64,29 @@ TEST(CompletionRequest, NeutralValuesOfUnsupportedFieldsPass) {
   EXPECT_EQ(e.param, "logprobs");
 }
 
+TEST(CompletionRequest, LogprobsIsACountFrom0To20) {
+  CompletionRequest r;
+  ApiError e;
+  ASSERT_TRUE(parse(R"({"prompt": "a"})", &r, &e)) << e.message;
+  EXPECT_EQ(r.top_logprobs, -1);
+  ASSERT_TRUE(parse(R"({"prompt": "a", "logprobs": null})", &r, &e)) << e.message;
+  EXPECT_EQ(r.top_logprobs, -1);
+  ASSERT_TRUE(parse(R"({"prompt": "a", "logprobs": false})", &r, &e)) << e.message;
+  EXPECT_EQ(r.top_logprobs, -1);
+  ASSERT_TRUE(parse(R"({"prompt": "a", "logprobs": 0})", &r, &e)) << e.message;
+  EXPECT_EQ(r.top_logprobs, 0);
+  ASSERT_TRUE(parse(R"({"prompt": "a", "logprobs": 20})", &r, &e)) << e.message;
+  EXPECT_EQ(r.top_logprobs, 20);
+  for (const char* bad :
+       {R"({"prompt": "a", "logprobs": 21})", R"({"prompt": "a", "logprobs": -1})",
+        R"({"prompt": "a", "logprobs": 1.5})", R"({"prompt": "a", "logprobs": "2"})",
+        R"({"prompt": "a", "logprobs": true})"}) {
+    EXPECT_FALSE(parse(bad, &r, &e)) << bad;
+    EXPECT_EQ(e.param, "logprobs") << bad;
+    EXPECT_NE(e.message.find("[0, 20]"), std::string::npos) << e.message;
+  }
+}
+
 TEST(CompletionRequest, DefaultsAreOpenAis) {
   CompletionRequest r;
   ApiError e;
