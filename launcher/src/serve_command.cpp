@@ -33,7 +33,7 @@ cxxopts::Options serveOptions() {
   cxxopts::Options options("ree-launch serve",
                            "OpenAI-compatible HTTP server: every answer names a receipt that "
                            "`ree-launch verify` checks (docs/serving.md).");
-  options.custom_help("--model DIR|builtin:tiny-llama [options]");
+  options.custom_help("--model DIR|FILE.gguf|smollm2|builtin:tiny-llama [options]");
   // clang-format off
   options.add_options("Model")
     ("model", "Hugging Face model directory, .gguf file or builtin:tiny-llama", value())
@@ -64,8 +64,9 @@ cxxopts::Options serveOptions() {
 Status readEngineFlags(const cxxopts::ParseResult& parsed, EngineOptions* engine) {
   auto text = [&](const char* name) { return parsed[name].as<std::string>(); };
   if (!parsed.count("model") || text("model").empty()) {
-    return REE_FAIL(Status::kInvalidArgument,
-                    "--model is required (a model directory or builtin:tiny-llama)");
+    return REE_FAIL(
+        Status::kInvalidArgument,
+        "--model is required (a model directory, a .gguf file, smollm2 or builtin:tiny-llama)");
   }
   engine->model = text("model");
   const std::string dtype = text("dtype");
