@@ -93,6 +93,11 @@ Status prepareIntLinearRowWeights(const LinearArgs& args,
 // intLinearRow with w's integers from `prepared` (made from this args.w; null: quantise w here).
 Status intLinearRow(const LinearArgs& args, const IntLinearRowWeights* prepared);
 
+// For tests and benchmarks: false forces the portable scalar integer loop instead of the vector
+// one chosen at run time (AVX2, or AVX-512 VNNI where the CPU has it: the same integers either
+// way; default true).
+void setIntLinearRowSimdEnabled(bool enabled);
+
 }  // namespace cpu
 
 namespace cuda {
