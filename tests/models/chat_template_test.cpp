@@ -355,7 +355,9 @@ TEST(ChatTemplate, HostileTemplatesStopAtTheLimitsQuickly) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_NE(error.find("limit reached"), std::string::npos) << text << " -> " << error;
     EXPECT_EQ(error.find('\n'), std::string::npos) << error;
-    EXPECT_LT(seconds, 10.0) << text;
+    // A hang guard, not a timing: without the limits these run for hours. One minute leaves room
+    // for a loaded 2-core CI machine (a 10 s bound once failed there at 13.8 s).
+    EXPECT_LT(seconds, 60.0) << text;
   }
 }
 
