@@ -159,7 +159,7 @@ Status runConv(OpContext& c);  // ops_conv.cpp
 void registerLinearOps(std::vector<OpDef>* table) {
   table->push_back({"MatMul", runMatMul, "OperationSet::linear (RepOp linear when reproducible)"});
   table->push_back({"Gemm", runGemm, "OperationSet::linear with C as bias (alpha = 1, beta = 1)"});
-  table->push_back({"Conv", runConv, "im2col (exact gather) + OperationSet::linear"});
+  table->push_back({"Conv", runConv, "im2col (exact gather) + OperationSet::linear, per group"});
 }
 
 }  // namespace ree::compiler

@@ -208,6 +208,93 @@ Status runMaxPool(OpContext& c) {
                          c.outputs[0].data(), DType::kF32, rows, cols);
 }
 
+// AveragePool 2-D: the windows gathered into rows (n, c, oh, ow) x cols (kh, kw) with zeros for
+// padding, the RepOp row sum, then one IEEE division by the window's count: kh * kw, or with
+// count_include_pad = 0 (the default) the number of positions inside the input.
+Status runAveragePool(OpContext& c) {
+  const GraphTensor* x;
+  REE_RETURN_IF_ERROR(c.floatInput(0, &x));
+  REE_CHECK_ARG(x->shape.size() == 4, "%s: only 2-D pooling (NCHW) is supported",
+                c.node.label().c_str());
+  REE_CHECK_ARG(c.node.attribute("kernel_shape") != nullptr, "%s: kernel_shape is required",
+                c.node.label().c_str());
+  const int64_t in_hw[2] = {x->shape[2], x->shape[3]}, none[2] = {1, 1};
+  Window2d w;
+  REE_RETURN_IF_ERROR(readWindow2d(c.node, in_hw, none, &w));
+  const int64_t batch = x->shape[0], channels = x->shape[1];
+  const int64_t rows = batch * channels * w.out[0] * w.out[1], cols = w.kernel[0] * w.kernel[1];
+  REE_RETURN_IF_ERROR(checkTensorBytes(ElementType::kInt64, {rows, cols}));  // the index map
+  const std::vector<int64_t> index = windowIndex(w, batch, channels, in_hw, true);
+  const bool include_pad = c.node.intAttribute("count_include_pad", 0) != 0;
+  GraphTensor windows, counts, device_counts, sums;
+  REE_RETURN_IF_ERROR(gatherFlat(*x, index, {rows, cols}, 0.0f, &windows));
+  REE_RETURN_IF_ERROR(GraphTensor::empty(ElementType::kFloat32, {rows}, &counts));
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t inside = 0;
+    for (int64_t j = 0; j < cols; ++j)
+      inside += index[r * cols + j] >= 0 ? 1 : 0;
+    counts.as<float>()[r] = static_cast<float>(include_pad ? cols : inside);
+  }
+  REE_RETURN_IF_ERROR(moveTo(counts, c.device, &device_counts));
+  REE_RETURN_IF_ERROR(emptyOn(c.device, ElementType::kFloat32, {rows}, &sums));
+  REE_RETURN_IF_ERROR(dev::reduceRows(c.device, ReduceOp::kSum,
+                                      RowsIn{windows.data(), DType::kF32, cols}, sums.data(),
+                                      DType::kF32, rows, cols));
+  REE_RETURN_IF_ERROR(emptyOn(c.device, ElementType::kFloat32,
+                              {batch, channels, w.out[0], w.out[1]}, &c.outputs[0]));
+  return dev::binary(c.device, BinaryOp::kDiv, sums.as<float>(), device_counts.as<float>(),
+                     c.outputs[0].as<float>(), rows);
+}
+
+// A per-channel parameter [C] of BatchNormalization, broadcast to x's shape (channel axis 1).
+Status channelParameter(const OpContext& c, size_t i, const Shape& x_shape, GraphTensor* out) {
+  const GraphTensor* p;
+  REE_RETURN_IF_ERROR(c.floatInput(i, &p));
+  REE_CHECK_ARG(p->numel() == x_shape[1], "%s: input %zu must hold %lld channel values, got %s",
+                c.node.label().c_str(), i, static_cast<long long>(x_shape[1]),
+                p->describe().c_str());
+  Shape shape(x_shape.size(), 1);
+  shape[1] = x_shape[1];
+  return broadcastTo(reshapedView(*p, shape), x_shape, out);
+}
+
+// BatchNormalization (inference): Y = (X - mean) / sqrt(var + epsilon) * scale + B, the spec's
+// formula, each step one RepOp over the whole tensor (per-channel values broadcast by exact
+// copies).
+Status runBatchNorm(OpContext& c) {
+  const GraphTensor* x;
+  REE_RETURN_IF_ERROR(c.floatInput(0, &x));
+  REE_CHECK_ARG(x->shape.size() >= 2, "%s: input must be N x C x ...", c.node.label().c_str());
+  REE_CHECK_ARG(c.node.intAttribute("training_mode", 0) == 0,
+                "%s: training_mode = 1 is not supported (inference only)", c.node.label().c_str());
+  for (size_t i = 1; i < c.outputs.size(); ++i) {
+    REE_CHECK_ARG(c.node.outputs[i] < 0, "%s: only the first output (Y) is supported",
+                  c.node.label().c_str());
+  }
+  GraphTensor scale, bias, mean, var, host_eps, eps, t0, t1;
+  REE_RETURN_IF_ERROR(channelParameter(c, 1, x->shape, &scale));
+  REE_RETURN_IF_ERROR(channelParameter(c, 2, x->shape, &bias));
+  REE_RETURN_IF_ERROR(channelParameter(c, 3, x->shape, &mean));
+  REE_RETURN_IF_ERROR(channelParameter(c, 4, x->shape, &var));
+  const int64_t n = x->numel();
+  REE_RETURN_IF_ERROR(GraphTensor::empty(ElementType::kFloat32, x->shape, &host_eps));
+  std::fill(host_eps.as<float>(), host_eps.as<float>() + n,
+            c.node.floatAttribute("epsilon", 1e-5f));
+  REE_RETURN_IF_ERROR(moveTo(host_eps, c.device, &eps));
+  REE_RETURN_IF_ERROR(emptyOn(c.device, ElementType::kFloat32, x->shape, &t0));
+  REE_RETURN_IF_ERROR(emptyOn(c.device, ElementType::kFloat32, x->shape, &t1));
+  REE_RETURN_IF_ERROR(emptyOn(c.device, ElementType::kFloat32, x->shape, &c.outputs[0]));
+  float *a = t0.as<float>(), *b = t1.as<float>(), *y = c.outputs[0].as<float>();
+  REE_RETURN_IF_ERROR(
+      dev::binary(c.device, BinaryOp::kAdd, var.as<float>(), eps.as<float>(), a, n));
+  REE_RETURN_IF_ERROR(dev::simpleUnary(c.device, SimpleUnaryOp::kSqrt, a, a, n));
+  REE_RETURN_IF_ERROR(
+      dev::binary(c.device, BinaryOp::kSub, x->as<float>(), mean.as<float>(), b, n));
+  REE_RETURN_IF_ERROR(dev::binary(c.device, BinaryOp::kDiv, b, a, b, n));
+  REE_RETURN_IF_ERROR(dev::binary(c.device, BinaryOp::kMul, b, scale.as<float>(), b, n));
+  return dev::binary(c.device, BinaryOp::kAdd, b, bias.as<float>(), y, n);
+}
+
 }  // namespace
 
 void registerRowOps(std::vector<OpDef>* table) {
@@ -221,6 +308,10 @@ void registerRowOps(std::vector<OpDef>* table) {
   table->push_back({"RMSNormalization", runNorm, "OperationSet::rmsNorm"});
   table->push_back({"GlobalAveragePool", runGlobalAveragePool, "RepOp reduceRows mean"});
   table->push_back({"MaxPool", runMaxPool, "window gather + RepOp reduceRows max"});
+  table->push_back({"AveragePool", runAveragePool,
+                    "window gather + RepOp reduceRows sum, one division by the count"});
+  table->push_back({"BatchNormalization", runBatchNorm,
+                    "RepOp binary/simpleUnary: (x - mean) / sqrt(var + eps) * scale + B"});
 }
 
 }  // namespace ree::compiler

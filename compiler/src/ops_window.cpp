@@ -57,10 +57,12 @@ Status readWindow2d(const Node& node, const int64_t in_hw[2], const int64_t kern
 }
 
 std::vector<int64_t> windowIndex(const Window2d& w, int64_t batch, int64_t channels,
-                                 const int64_t in_hw[2], bool channels_in_rows) {
+                                 const int64_t in_hw[2], bool channels_in_rows,
+                                 int64_t channel_begin, int64_t channel_count) {
+  const int64_t channel_end = channel_count < 0 ? channels : channel_begin + channel_count;
   const int64_t oh = w.out[0], ow = w.out[1], kh = w.kernel[0], kw = w.kernel[1];
   std::vector<int64_t> index;
-  index.reserve(static_cast<size_t>(batch * channels * oh * ow * kh * kw));
+  index.reserve(static_cast<size_t>(batch * (channel_end - channel_begin) * oh * ow * kh * kw));
   auto source = [&](int64_t n, int64_t ch, int64_t y, int64_t x, int64_t i, int64_t j) {
     int64_t iy = y * w.stride[0] - w.pad_begin[0] + i * w.dilation[0];
     int64_t ix = x * w.stride[1] - w.pad_begin[1] + j * w.dilation[1];
@@ -69,7 +71,7 @@ std::vector<int64_t> windowIndex(const Window2d& w, int64_t batch, int64_t chann
   };
   for (int64_t n = 0; n < batch; ++n) {
     if (channels_in_rows) {
-      for (int64_t ch = 0; ch < channels; ++ch)
+      for (int64_t ch = channel_begin; ch < channel_end; ++ch)
         for (int64_t y = 0; y < oh; ++y)
           for (int64_t x = 0; x < ow; ++x)
             for (int64_t i = 0; i < kh; ++i)
@@ -78,7 +80,7 @@ std::vector<int64_t> windowIndex(const Window2d& w, int64_t batch, int64_t chann
     } else {
       for (int64_t y = 0; y < oh; ++y)
         for (int64_t x = 0; x < ow; ++x)
-          for (int64_t ch = 0; ch < channels; ++ch)
+          for (int64_t ch = channel_begin; ch < channel_end; ++ch)
             for (int64_t i = 0; i < kh; ++i)
               for (int64_t j = 0; j < kw; ++j)
                 index.push_back(source(n, ch, y, x, i, j));

@@ -25,8 +25,11 @@ Status readWindow2d(const Node& node, const int64_t in_hw[2], const int64_t kern
 
 // For every (n, c, oh, ow) and kernel offset (kh, kw), the flat input index or -1 (padding), laid
 // out as rows (n, oh, ow) x cols (c, kh, kw) when `channels_in_rows` is false (im2col for Conv),
-// or rows (n, c, oh, ow) x cols (kh, kw) when true (pooling).
+// or rows (n, c, oh, ow) x cols (kh, kw) when true (pooling). `channels` is the input's channel
+// count; only channels [channel_begin, channel_begin + channel_count) are visited (a Conv group),
+// all of them when channel_count < 0.
 std::vector<int64_t> windowIndex(const Window2d& w, int64_t batch, int64_t channels,
-                                 const int64_t in_hw[2], bool channels_in_rows);
+                                 const int64_t in_hw[2], bool channels_in_rows,
+                                 int64_t channel_begin = 0, int64_t channel_count = -1);
 
 }  // namespace ree::compiler

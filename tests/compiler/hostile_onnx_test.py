@@ -146,10 +146,10 @@ def cases(work):
     yield "impossible reshape (at run)", reshape.SerializeToString(), "cannot reshape", \
         ["--run", "INPUT_2x3"]
     conv_w = numpy_helper.from_array(np.zeros((4, 1, 3, 3), np.float32), "w")
-    conv = make_model([helper.make_node("Conv", ["x", "w"], ["y"], name="grouped", group=2)],
+    conv = make_model([helper.make_node("Conv", ["x", "w"], ["y"], name="grouped", group=3)],
                       [value("x", [1, 2, 5, 5])], [value("y", [1, 4, 3, 3])], [conv_w])
-    yield "grouped conv", conv.SerializeToString(), "group != 1", \
-        ["--run", "INPUT_1x2x5x5"]
+    yield "conv group not dividing channels", conv.SerializeToString(), \
+        "'grouped' (Conv): group 3 must divide", ["--run", "INPUT_1x2x5x5"]
     subgraph = helper.make_graph([helper.make_node("Relu", ["x"], ["z"])], "b", [],
                                  [value("z", [2])])
     branch = make_model([helper.make_node("If", ["c"], ["y"], name="branch", then_branch=subgraph,

@@ -92,6 +92,21 @@ def cases():
     yield "maxpool pads", case("MaxPool", {"a": f32(1, 2, 7, 6)}, kernel_shape=[3, 2],
                                strides=[2, 2], pads=[1, 1, 1, 0])
     yield "global average pool", case("GlobalAveragePool", {"a": f32(2, 3, 5, 4)})
+    yield "conv grouped", case("Conv", {"a": f32(2, 6, 7, 6)}, {"w": f32(4, 3, 3, 3), "b": f32(4)},
+                               group=2, pads=[1, 0, 1, 2], strides=[1, 2])
+    yield "conv depthwise", case("Conv", {"a": f32(1, 4, 6, 5)}, {"w": f32(8, 1, 3, 3)},
+                                 group=4, pads=[1, 1, 1, 1], dilations=[2, 1])
+    yield "average pool pads excluded", case("AveragePool", {"a": f32(2, 3, 7, 6)},
+                                             kernel_shape=[3, 2], strides=[2, 1],
+                                             pads=[1, 1, 1, 0])
+    yield "average pool pads counted", case("AveragePool", {"a": f32(1, 2, 5, 5)},
+                                            kernel_shape=[2, 3], pads=[1, 1, 0, 1],
+                                            count_include_pad=1)
+    yield "average pool dilated", case("AveragePool", {"a": f32(1, 2, 7, 7)}, opset=19,
+                                       kernel_shape=[2, 2], dilations=[2, 3])
+    bn = {"s": f32(3), "b": f32(3), "m": f32(3), "v": np.abs(f32(3)) + 0.5}
+    yield "batch norm 4-D", case("BatchNormalization", {"a": f32(2, 3, 4, 5)}, bn, epsilon=1e-3)
+    yield "batch norm 2-D", case("BatchNormalization", {"a": f32(4, 3)}, bn)
     yield "transpose", case("Transpose", {"a": x}, perm=[2, 0, 1])
     yield "gather axis 1 negative", case("Gather", {"a": x}, {"i": i64(-1, 0, 2)}, axis=1)
     yield "gather 2-D indices", case("Gather", {"a": f32(6, 3)}, {"i": np.array([[1, 5], [0, 0]])})
