@@ -1,0 +1,154 @@
+// repops-3 (one exponent per row, four int8 class GEMMs on cuBLASLt for prefill, a skinny mma
+// kernel for decode) beside repops-2, repops-1, cuBLAS SGEMM, cuBLAS bf16 GemmEx and one plain
+// cuBLAS int8 GEMM of the same M, N, K (the ceiling of a single int8 product), in one run:
+// effective TFLOP/s = 2 M N K / time, bf16 x and w, fp32 y. repops-3 is timed unprepared (w's row
+// exponents found per call) and prepared (prepareIntLinearRowWeights, as a model's constant
+// weights are). For M <= 64 the weights rotate through copies that exceed L2, and the w read
+// rate (2 bytes per parameter) is given beside the device's D2D copy bandwidth (read + write).
+// Usage: bench_gpu_int_linear_row_bench [iterations]
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "cuda/linear_bench_util.cuh"
+#include "ree/kernels/int_linear.h"
+#include "ree/kernels/int_linear_row.h"
+#include "ree/kernels/linear.h"
+
+namespace {
+
+using ree::bench::timeMs;
+
+double copyBandwidthGBs() {
+  size_t bytes = size_t(1) << 30;
+  void *a, *b;
+  CHECK_CUDA(cudaMalloc(&a, bytes));
+  CHECK_CUDA(cudaMalloc(&b, bytes));
+  CHECK_CUDA(cudaMemset(a, 1, bytes));
+  float ms =
+      timeMs(10, [&](int) { CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
+  CHECK_CUDA(cudaFree(a));
+  CHECK_CUDA(cudaFree(b));
+  return 2.0 * bytes / (ms * 1e-3) / 1e9;
+}
+
+__global__ void fillInt8(int8_t* data, size_t count, uint32_t seed) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    data[i] = static_cast<int8_t>(h & 0xff);
+  }
+}
+
+// One plain int8 GEMM (int32 out) of the same shape on cuBLAS, w copies rotated; < 0 when cuBLAS
+// refuses the shape (int8 needs aligned dimensions).
+float cublasInt8Ms(cublasHandle_t cublas, int m, int n, int k, int copies, int reps) {
+  std::vector<int8_t*> w(copies);
+  int8_t* x = nullptr;
+  int32_t* y = nullptr;
+  for (auto& p : w) {
+    CHECK_CUDA(cudaMalloc(&p, size_t(n) * k));
+    fillInt8<<<1024, 256>>>(p, size_t(n) * k, 5);
+  }
+  CHECK_CUDA(cudaMalloc(&x, size_t(m) * k));
+  CHECK_CUDA(cudaMalloc(&y, size_t(m) * n * 4));
+  fillInt8<<<1024, 256>>>(x, size_t(m) * k, 7);
+  const int32_t alpha = 1, beta = 0;
+  auto call = [&](int i) {
+    return cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w[i % copies], CUDA_R_8I,
+                        k, x, CUDA_R_8I, k, &beta, y, CUDA_R_32I, n, CUBLAS_COMPUTE_32I,
+                        CUBLAS_GEMM_DEFAULT);
+  };
+  float ms = -1.0f;
+  if (call(0) == CUBLAS_STATUS_SUCCESS) {
+    ms = timeMs(reps, [&](int i) { CHECK_CUBLAS(call(i)); });
+  }
+  for (auto* p : w)
+    CHECK_CUDA(cudaFree(p));
+  CHECK_CUDA(cudaFree(x));
+  CHECK_CUDA(cudaFree(y));
+  return ms;
+}
+
+void run(int m, int k, int n, int iterations, double copy_gbs, cublasHandle_t cublas,
+         int l2_bytes) {
+  const bool decode = m <= 64;
+  const size_t w_count = size_t(n) * k;
+  const int copies =
+      decode ? std::max<int>(1, static_cast<int>((3.0 * l2_bytes) / (w_count * 2) + 1)) : 1;
+  const int f32_copies =
+      decode ? std::max<int>(1, static_cast<int>((3.0 * l2_bytes) / (w_count * 4) + 1)) : 1;
+  ree::bench::DeviceLinearProblem problem(m, n, k, copies, f32_copies);
+  ree::repops::LinearArgs args = problem.args();
+  std::vector<std::unique_ptr<ree::repops::cuda::IntLinearRowDeviceWeights>> prepared(copies);
+  for (int c = 0; c < copies; ++c) {
+    args.w = problem.w_bf16[c];
+    CHECK_REE(ree::repops::cuda::prepareIntLinearRowWeights(args, nullptr, &prepared[c]));
+  }
+  const double flops = 2.0 * m * n * double(k);
+  const int reps = std::max(3, std::min(iterations, static_cast<int>(2e13 / flops)));
+  auto timed = [&](auto&& call) {
+    return timeMs(reps, [&](int i) {
+      args.w = problem.w_bf16[i % copies];
+      call(i % copies);
+    });
+  };
+  float row = timed([&](int) { CHECK_REE(ree::repops::cuda::intLinearRow(args, nullptr)); });
+  float row_prepared = timed(
+      [&](int c) { CHECK_REE(ree::repops::cuda::intLinearRow(args, prepared[c].get(), nullptr)); });
+  float repops2 = timed([&](int) { CHECK_REE(ree::repops::cuda::intLinear(args, nullptr)); });
+  float repops1 = timed([&](int) { CHECK_REE(ree::repops::cuda::linear(args, nullptr)); });
+  float bf16 = timed([&](int c) {
+    ree::bench::cublasBf16Linear(cublas, m, n, k, problem.w_bf16[c], problem.x_bf16, problem.y);
+  });
+  float sgemm = timeMs(reps, [&](int i) {
+    ree::bench::cublasF32Linear(cublas, m, n, k, problem.w_f32[i % f32_copies], problem.x_f32,
+                                problem.y);
+  });
+  const int int8_copies =
+      decode ? std::max<int>(1, static_cast<int>((3.0 * l2_bytes) / w_count + 1)) : 1;
+  float int8 = cublasInt8Ms(cublas, m, n, k, int8_copies, reps);
+  auto tf = [&](float ms) { return ms > 0 ? flops / (ms * 1e-3) / 1e12 : 0.0; };
+  std::printf(
+      "M=%-5d K=%-6d N=%-6d | repops-3 %8.3f ms %6.1f TFLOP/s, prepared %8.3f ms %6.1f | "
+      "repops-2 %8.3f ms %6.1f | repops-1 %8.3f ms %6.1f | sgemm %8.3f ms %6.1f | bf16 %8.3f ms "
+      "%6.1f | int8 %8.3f ms %6.1f TOPS | prepared repops-3 vs repops-2 %.2fx, repops-1 %.2fx, "
+      "sgemm %.2fx, bf16 %.2fx, int8 %.2fx\n",
+      m, k, n, row, tf(row), row_prepared, tf(row_prepared), repops2, tf(repops2), repops1,
+      tf(repops1), sgemm, tf(sgemm), bf16, tf(bf16), int8, tf(int8), repops2 / row_prepared,
+      repops1 / row_prepared, sgemm / row_prepared, bf16 / row_prepared, int8 / row_prepared);
+  if (decode) {
+    auto gbs = [&](float ms) { return w_count * 2.0 / (ms * 1e-3) / 1e9; };
+    std::printf(
+        "      w read (2 B/param): repops-3 %6.0f GB/s (%5.1f%% of copy), prepared %6.0f GB/s "
+        "(%5.1f%%) | repops-2 %6.0f GB/s | repops-1 %6.0f GB/s (%5.1f%%) | bf16 %6.0f GB/s "
+        "(%5.1f%%)\n",
+        gbs(row), 100.0 * gbs(row) / copy_gbs, gbs(row_prepared),
+        100.0 * gbs(row_prepared) / copy_gbs, gbs(repops2), gbs(repops1),
+        100.0 * gbs(repops1) / copy_gbs, gbs(bf16), 100.0 * gbs(bf16) / copy_gbs);
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ree::bench::LinearBenchContext context(argc, argv);
+  const double copy_gbs = copyBandwidthGBs();
+  std::printf(
+      "device %s, %d SMs, L2 %d MiB; D2D copy bandwidth (read+write) %.0f GB/s; bf16 x and w, "
+      "fp32 y; TFLOP/s = 2MNK / time\n",
+      context.prop.name, context.prop.multiProcessorCount, context.prop.l2CacheSize >> 20,
+      copy_gbs);
+  const int shapes[][3] = {{8192, 4096, 14336}, {8192, 14336, 4096}, {2048, 4096, 4096},
+                           {64, 4096, 14336},   {16, 4096, 4096},    {1, 4096, 4096},
+                           {1, 4096, 14336},    {1, 14336, 4096}};
+  for (auto& s : shapes)
+    run(s[0], s[1], s[2], context.iterations, copy_gbs, context.cublas, context.prop.l2CacheSize);
+  return 0;
+}

@@ -1,0 +1,215 @@
+// CUDA repops-3 linear (docs/repops-spec/linear-int-row.md, int_linear_row.h): one exponent per
+// row of x and of w over the whole K, so each output's dot product is one exact integer P (four
+// int32 shift-class sums over the whole K), rounded once.
+//
+// 1. Quantisation (int_linear_row_quantize.cuh): a block per row: the row exponent, then the int8
+//    digit planes, zero-padded to k_padded (a multiple of 32) and to whole tiles of rows.
+// 2. m > kSkinnyMaxRows (prefill): w is quantised into planes too, and the four classes are four
+//    plain int8 GEMMs on cuBLASLt plus an epilogue kernel (int_linear_row_gemm.cuh).
+// 3. m <= kSkinnyMaxRows (decode): a skinny mma.sync kernel reads w once in its stored dtype and
+//    quantises it on the fly with the row exponents (int_linear_row_skinny.cuh), which come from a
+//    pre-pass over w or from IntLinearRowDeviceWeights.
+// The class sums are exact integers in every path, so the bits are the CPU reference's whatever
+// the path, tiling, summation order or GPU.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "common/dtype_dispatch.h"
+#include "ree/core/cuda_check.h"
+#include "ree/kernels/int_linear_row.h"
+
+// clang-format off
+#include "int_linear_row_quantize.cuh"
+#include "int_linear_row_output.cuh"
+#include "int_linear_row_skinny.cuh"
+#include "int_linear_row_gemm.cuh"
+// clang-format on
+
+namespace ree::repops {
+
+namespace cuda {
+
+struct IntLinearRowDeviceWeights::Impl {
+  int32_t* exponents = nullptr;  // [n], device memory
+};
+
+IntLinearRowDeviceWeights::IntLinearRowDeviceWeights() : impl_(new Impl) {}
+IntLinearRowDeviceWeights::~IntLinearRowDeviceWeights() {
+  if (impl_->exponents) cudaFree(impl_->exponents);
+}
+int64_t IntLinearRowDeviceWeights::rows() const {
+  return rows_;
+}
+int64_t IntLinearRowDeviceWeights::k() const {
+  return k_;
+}
+int64_t IntLinearRowDeviceWeights::bytes() const {
+  return rows_ * static_cast<int64_t>(sizeof(int32_t));
+}
+
+namespace {
+
+int64_t roundUp(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+// Byte offsets of one call's scratch (cudaMallocAsync), each 256-byte aligned.
+struct RowLayout {
+  bool skinny;
+  int groups;                  // skinny: groups of 8 x rows
+  int64_t m_padded, n_padded;  // rows of the x and w planes (n_padded: GEMM path only)
+  int64_t kp;                  // k_padded
+  int64_t chunk_rows;          // GEMM path: x rows per class GEMM
+  int64_t x_planes, w_planes, x_exponents, w_exponents, x_sums, classes, workspace, bytes;
+};
+
+RowLayout rowLayoutOf(const LinearArgs& args, bool have_w_exponents) {
+  RowLayout l{};
+  l.skinny = args.m <= kSkinnyMaxRows && args.k <= kSkinnyMaxK;
+  l.kp = roundUp(args.k, kChunk);
+  if (l.skinny) {
+    l.groups = skinnyGroups(args.m);
+    l.m_padded = 8 * l.groups;
+  } else {
+    l.m_padded = roundUp(args.m, kGemmRowPad);
+    l.n_padded = roundUp(args.n, kGemmRowPad);
+    l.chunk_rows = gemmChunkRows(l.m_padded, l.n_padded);
+  }
+  int64_t at = 0;
+  auto take = [&at](int64_t bytes) {
+    const int64_t offset = at;
+    at += roundUp(bytes, 256);
+    return offset;
+  };
+  l.x_planes = take(l.m_padded * 4 * l.kp);
+  l.w_planes = take(l.n_padded * 3 * l.kp);
+  l.x_exponents = take(4 * l.m_padded);
+  l.w_exponents = take(have_w_exponents ? 0 : 4 * roundUp(args.n, kGemmRowPad));  // + padding rows
+  l.x_sums = take(4 * 4 * l.m_padded);
+  l.classes = take(4 * 4 * l.chunk_rows * l.n_padded);
+  l.workspace = take(l.skinny ? 0 : static_cast<int64_t>(kLtWorkspaceBytes));
+  l.bytes = at;
+  return l;
+}
+
+RowOutputArgs outputArgsOf(const LinearArgs& args, const int32_t* x_exponents,
+                           const int32_t* w_exponents) {
+  RowOutputArgs out{};
+  out.x_exponents = x_exponents;
+  out.w_exponents = w_exponents;
+  out.bias = args.bias;
+  out.bias_dtype = args.bias_dtype;
+  out.y = args.y;
+  out.y_stride = args.yStride();
+  out.m = static_cast<int>(args.m);
+  out.n = static_cast<int>(args.n);
+  out.y_is_bf16 = args.y_dtype == DType::kBF16;
+  out.accumulate = args.accumulate;
+  return out;
+}
+
+// Enqueues the whole call on `scratch` (layout l); w_exponents: prepared, or null.
+Status enqueueRow(const LinearArgs& args, const RowLayout& l, const int32_t* prepared_exponents,
+                  int8_t* scratch, cudaStream_t stream) {
+  auto at = [scratch](int64_t offset) { return scratch + offset; };
+  int32_t* x_exponents = reinterpret_cast<int32_t*>(at(l.x_exponents));
+  int32_t* x_sums = reinterpret_cast<int32_t*>(at(l.x_sums));
+  QuantizeRowsArgs xq{args.xStride(), args.m,         l.m_padded,  args.k, l.kp,
+                      nullptr,        at(l.x_planes), x_exponents, x_sums};
+  REE_RETURN_IF_ERROR(launchQuantizeRows<int_linear::kXSlices>(args.x, args.x_dtype, xq, stream));
+  const int32_t* w_exponents = prepared_exponents;
+  int32_t* own_w_exponents =
+      prepared_exponents ? nullptr : reinterpret_cast<int32_t*>(at(l.w_exponents));
+  if (l.skinny) {
+    if (own_w_exponents) {
+      REE_RETURN_IF_ERROR(launchRowExponents(args.w, args.w_dtype, args.wStride(), args.n, args.k,
+                                             own_w_exponents, stream));
+      w_exponents = own_w_exponents;
+    }
+    SkinnyArgs s{};
+    s.out = outputArgsOf(args, x_exponents, w_exponents);
+    s.w = args.w;
+    s.w_stride = args.wStride();
+    s.k = args.k;
+    s.x_planes = at(l.x_planes);
+    s.x_digit_sums = x_sums;
+    s.k_padded = l.kp;
+    s.chunks = static_cast<int>(l.kp / kChunk);
+    return launchSkinny(s, args.w_dtype, l.groups, stream);
+  }
+  // GEMM path: w's planes (and its exponents unless prepared) in one pass.
+  QuantizeRowsArgs wq{args.wStride(),     args.n,         l.n_padded,      args.k, l.kp,
+                      prepared_exponents, at(l.w_planes), own_w_exponents, nullptr};
+  REE_RETURN_IF_ERROR(launchQuantizeRows<int_linear::kWSlices>(args.w, args.w_dtype, wq, stream));
+  if (own_w_exponents) w_exponents = own_w_exponents;
+  RowGemmArgs r{at(l.x_planes),  at(l.w_planes), reinterpret_cast<int32_t*>(at(l.classes)),
+                at(l.workspace), l.n_padded,     l.kp,
+                l.chunk_rows};
+  return launchRowGemm(r, outputArgsOf(args, x_exponents, w_exponents), stream);
+}
+
+Status runRow(const LinearArgs& args, const IntLinearRowDeviceWeights* prepared,
+              const int32_t* prepared_exponents, cudaStream_t stream) {
+  REE_RETURN_IF_ERROR(validateIntLinearRowArgs(args));
+  REE_CHECK_ARG(prepared == nullptr || (prepared->rows() == args.n && prepared->k() == args.k),
+                "intLinearRow (cuda): prepared weights of [%lld, %lld] for a [%lld, %lld] w",
+                static_cast<long long>(prepared ? prepared->rows() : 0),
+                static_cast<long long>(prepared ? prepared->k() : 0),
+                static_cast<long long>(args.n), static_cast<long long>(args.k));
+  if (args.m == 0) return Status::kSuccess;
+  const RowLayout l = rowLayoutOf(args, prepared_exponents != nullptr);
+  void* scratch = nullptr;
+  REE_CUDA_CHECK_MSG(cudaMallocAsync(&scratch, static_cast<size_t>(l.bytes), stream),
+                     "int linear row (cuda): scratch of %lld bytes for m=%lld n=%lld k=%lld",
+                     static_cast<long long>(l.bytes), static_cast<long long>(args.m),
+                     static_cast<long long>(args.n), static_cast<long long>(args.k));
+  Status status = enqueueRow(args, l, prepared_exponents, static_cast<int8_t*>(scratch), stream);
+  cudaError_t freed = cudaFreeAsync(scratch, stream);
+  REE_RETURN_IF_ERROR(status);
+  REE_CUDA_CHECK(freed);
+  return Status::kSuccess;
+}
+
+}  // namespace
+
+Status intLinearRow(const LinearArgs& args, cudaStream_t stream) {
+  return runRow(args, nullptr, nullptr, stream);
+}
+
+Status intLinearRow(const LinearArgs& args, const IntLinearRowDeviceWeights* prepared,
+                    cudaStream_t stream) {
+  return runRow(args, prepared, prepared ? prepared->impl_->exponents : nullptr, stream);
+}
+
+Status prepareIntLinearRowWeights(const LinearArgs& args, cudaStream_t stream,
+                                  std::unique_ptr<IntLinearRowDeviceWeights>* out) {
+  REE_CHECK_ARG(out != nullptr, "prepareIntLinearRowWeights (cuda): out is null");
+  REE_CHECK_ARG(args.w != nullptr && args.n >= 1 && args.n <= INT32_MAX && args.k >= 1 &&
+                    args.k <= int_linear_row::kMaxK,
+                "prepareIntLinearRowWeights (cuda): w must be a non-empty [n, k] matrix with "
+                "k <= %lld (n=%lld, k=%lld)",
+                static_cast<long long>(int_linear_row::kMaxK), static_cast<long long>(args.n),
+                static_cast<long long>(args.k));
+  REE_CHECK_ARG(args.w_row_stride == 0 || args.w_row_stride >= args.k,
+                "prepareIntLinearRowWeights (cuda): w_row_stride must be 0 or >= k=%lld (got "
+                "%lld)",
+                static_cast<long long>(args.k), static_cast<long long>(args.w_row_stride));
+  REE_CHECK_ARG(isStorageType(args.w_dtype),
+                "prepareIntLinearRowWeights (cuda): w_dtype must be f32, bf16 or f16 (got %d)",
+                static_cast<int>(args.w_dtype));
+  auto prepared = std::unique_ptr<IntLinearRowDeviceWeights>(new IntLinearRowDeviceWeights());
+  prepared->rows_ = args.n;
+  prepared->k_ = args.k;
+  REE_CUDA_CHECK_MSG(cudaMalloc(&prepared->impl_->exponents, static_cast<size_t>(4 * args.n)),
+                     "prepareIntLinearRowWeights (cuda): %lld bytes of row exponents",
+                     static_cast<long long>(4 * args.n));
+  REE_RETURN_IF_ERROR(launchRowExponents(args.w, args.w_dtype, args.wStride(), args.n, args.k,
+                                         prepared->impl_->exponents, stream));
+  *out = std::move(prepared);
+  return Status::kSuccess;
+}
+
+}  // namespace cuda
+}  // namespace ree::repops

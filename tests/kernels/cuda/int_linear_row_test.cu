@@ -1,0 +1,250 @@
+// CUDA repops-3 linear == CPU repops-3 linear, bitwise (the CPU is checked against the spec's
+// brute-force form in tests/kernels/cpu/): randomised odd shapes (M up to 300 across the skinny /
+// GEMM switch at 64, K up to 14336 + odd, odd N, strides, every dtype combination, bias,
+// accumulate), special values (NaN/inf rows, subnormals, huge and tiny values together, zeros,
+// the largest digits), K beyond the skinny kernel's limit, the GEMM path's row chunks (an
+// lm_head-sized N), row invariance on the GPU (a row alone and inside batches of other sizes) and
+// prepared weights == unprepared.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "kernels/linear_problem.h"
+#include "ree/kernels/int_linear_row.h"
+
+namespace ree::repops {
+namespace {
+
+// The CPU test's problem (tests/kernels/linear_problem.h) with device copies; the bias and y
+// tensors are always filled (the GPU gets valid pointers even without a bias).
+struct Problem : test::LinearShape {
+  test::MirroredBuffer x, w, bias, y_init;
+
+  void fill(uint64_t seed, bool hostile, bool non_finite) {
+    std::mt19937_64 rng(seed);
+    test::fillHostileInputs(rng, *this, hostile, non_finite, x, w);
+    bias.reset(bias_dtype, static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      bias.set(static_cast<size_t>(i), test::hostileValue(rng, 0.5f, false));
+    y_init.reset(y_dtype, static_cast<size_t>(m * ys()));
+    for (size_t i = 0; i < static_cast<size_t>(m * ys()); ++i)
+      y_init.set(i, test::hostileValue(rng, 1.0f, false));
+  }
+
+  std::vector<uint8_t> runCpu() const {
+    std::vector<uint8_t> y = y_init.bytes;
+    Status s = cpu::intLinearRow(args(x.bytes.data(), w.bytes.data(), bias.bytes.data(), y.data()));
+    EXPECT_EQ(s, Status::kSuccess) << lastErrorMessage();
+    return y;
+  }
+
+  // With `prepared`, w's row exponents come from prepareIntLinearRowWeights.
+  std::vector<uint8_t> runCuda(bool prepared = false) {
+    x.upload();
+    w.upload();
+    bias.upload();
+    uint8_t* y = test::toDevice(y_init.bytes);
+    const LinearArgs a = args(x.device, w.device, bias.device, y);
+    std::unique_ptr<cuda::IntLinearRowDeviceWeights> weights;
+    if (prepared) {
+      EXPECT_EQ(cuda::prepareIntLinearRowWeights(a, nullptr, &weights), Status::kSuccess)
+          << lastErrorMessage();
+    }
+    Status s = cuda::intLinearRow(a, weights.get(), nullptr);
+    EXPECT_EQ(s, Status::kSuccess) << lastErrorMessage();
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint8_t> out = test::toHost(y, y_init.bytes.size());
+    cudaFree(y);
+    return out;
+  }
+};
+
+void expectSameBits(Problem& p, bool prepared = false) {
+  std::vector<uint8_t> cpu_y = p.runCpu();
+  std::vector<uint8_t> gpu_y = p.runCuda(prepared);
+  long long at = test::firstBitDifference(cpu_y, gpu_y);
+  EXPECT_EQ(at, -1) << p.describe() << (prepared ? " prepared" : "") << " first differing byte "
+                    << at;
+}
+
+TEST(IntLinearRowCuda, RandomShapesMatchCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(3131);
+  test::forEachLinearDtypes([&](DType x_dtype, DType w_dtype, DType y_dtype) {
+    for (int rep = 0; rep < 4; ++rep) {
+      Problem p;
+      p.setDtypes(x_dtype, w_dtype, y_dtype);
+      p.m = 1 + static_cast<int64_t>(rng() % (rep == 0 ? 300 : rep == 1 ? 64 : 20));
+      p.n = 1 + 2 * static_cast<int64_t>(rng() % 100);
+      p.k = 1 + static_cast<int64_t>(rng() % (rep == 2 ? 4200 : 900));
+      test::randomizeIntLinearLayout(rng, p);
+      p.fill(rng(), /*hostile=*/rep != 2, /*non_finite=*/rep == 1);
+      expectSameBits(p, /*prepared=*/rep == 3);
+      if (HasFailure()) return false;
+    }
+    return true;
+  });
+}
+
+// Model-like shapes: K = 14336 + 5 and 4096 + 3, M on both sides of every kernel switch (8, 16,
+// 32: the skinny kernel's row groups; 64: skinny / GEMM).
+TEST(IntLinearRowCuda, LargeKAndSwitchEdgesMatchCpu) {
+  REE_SKIP_WITHOUT_GPU();
+  for (int64_t k : {int64_t{4099}, int64_t{14341}}) {
+    for (int64_t m : {1, 8, 9, 16, 17, 33, 64, 65, 130}) {
+      Problem p;
+      p.m = m;
+      p.n = 67;
+      p.k = k;
+      p.x_dtype = DType::kF32;
+      p.w_dtype = DType::kBF16;
+      p.has_bias = m % 2 == 1;
+      p.fill(static_cast<uint64_t>(m * k), false, false);
+      expectSameBits(p);
+    }
+  }
+}
+
+// K beyond the skinny kernel's limit (few rows go to the GEMM path), and an N so large that the
+// GEMM path splits M into row chunks (its class scratch is bounded).
+TEST(IntLinearRowCuda, HugeKAndRowChunksMatchCpu) {
+  REE_SKIP_WITHOUT_GPU();
+  Problem huge_k;
+  huge_k.m = 3;
+  huge_k.n = 5;
+  huge_k.k = 70001;
+  huge_k.w_dtype = DType::kF32;
+  huge_k.fill(11, true, false);
+  expectSameBits(huge_k);
+  Problem wide;
+  wide.m = 300;
+  wide.n = 120001;
+  wide.k = 40;
+  wide.x_dtype = DType::kBF16;
+  wide.y_dtype = DType::kBF16;
+  wide.has_bias = true;
+  wide.fill(12, false, false);
+  expectSameBits(wide);
+}
+
+// NaN/inf rows, subnormals, huge and tiny values, zeros, the largest digits; in the skinny
+// kernel (m = 7) and the GEMM path (m = 70: the special rows come first, the rest random).
+TEST(IntLinearRowCuda, SpecialValuesMatchCpu) {
+  REE_SKIP_WITHOUT_GPU();
+  for (int64_t m : {int64_t{7}, int64_t{70}}) {
+    for (DType w_dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      Problem p;
+      p.m = m;
+      p.n = 9;
+      p.k = 300;
+      p.w_dtype = w_dtype;
+      p.has_bias = true;
+      p.fill(77, false, false);
+      p.x.set(0 * 300 + 3, NAN);
+      p.x.set(1 * 300 + 299, INFINITY);
+      p.w.set(2 * 300 + 128, -INFINITY);
+      for (int i = 0; i < 300; ++i) {
+        p.x.set(static_cast<size_t>(2 * 300 + i), bitsFloat(1u + static_cast<uint32_t>(i)));
+        p.x.set(static_cast<size_t>(3 * 300 + i), i == 5 ? 3e38f : (i % 2 ? 1e-38f : 0.0f));
+        p.x.set(static_cast<size_t>(4 * 300 + i), i % 2 ? -0.0f : 0.0f);
+        // The largest digits: |W| rounds up to 2^20, x's integers reach 2^27 - 8.
+        p.w.set(static_cast<size_t>(3 * 300 + i), (i % 3 ? 1.0f : -1.0f) * 0.99999994f);
+        p.w.set(static_cast<size_t>(4 * 300 + i), -0.99999994f);
+        p.x.set(static_cast<size_t>(5 * 300 + i), (i % 5 ? -1.0f : 1.0f) * 0.99999994f);
+        // A w row of subnormals only (its exponent is far below -107), one of zeros, one huge.
+        p.w.set(static_cast<size_t>(5 * 300 + i),
+                w_dtype == DType::kF32 ? bitsFloat(1u + 3u * static_cast<uint32_t>(i)) : 0.0f);
+        p.w.set(static_cast<size_t>(6 * 300 + i), i % 2 ? -0.0f : 0.0f);
+        p.w.set(static_cast<size_t>(7 * 300 + i), w_dtype == DType::kF16 ? 65504.0f : 3e38f);
+        p.x.set(static_cast<size_t>(6 * 300 + i), i == 7 ? 1e30f : 1e-30f);
+      }
+      std::vector<uint8_t> gpu_y = p.runCuda();
+      std::vector<uint8_t> cpu_y = p.runCpu();
+      EXPECT_EQ(test::firstBitDifference(cpu_y, gpu_y), -1) << p.describe();
+      uint32_t first;
+      std::memcpy(&first, gpu_y.data(), 4);
+      EXPECT_EQ(first, 0x7fc00000u);
+    }
+  }
+}
+
+// A row's bits do not depend on the batch it is in (M = 1, 7, 64: skinny; 65, 200: GEMM).
+TEST(IntLinearRowCuda, RowsAreInvariantToBatch) {
+  REE_SKIP_WITHOUT_GPU();
+  Problem full;
+  full.m = 200;
+  full.n = 97;
+  full.k = 1000;
+  full.x_dtype = DType::kBF16;
+  full.has_bias = true;
+  full.fill(5, true, false);
+  std::vector<uint8_t> y_full = full.runCuda();
+  for (int64_t rows : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{65}}) {
+    for (int64_t first : {int64_t{0}, int64_t{200} - rows}) {
+      Problem part;
+      part.m = rows;
+      part.n = full.n;
+      part.k = full.k;
+      part.x_dtype = full.x_dtype;
+      part.has_bias = true;
+      part.fill(5, true, false);  // sizes the tensors; x rows, w and bias are copied below
+      part.w.bytes = full.w.bytes;
+      part.bias.bytes = full.bias.bytes;
+      part.x.bytes.assign(full.x.bytes.begin() + first * full.k * 2,
+                          full.x.bytes.begin() + (first + rows) * full.k * 2);
+      std::vector<uint8_t> y = part.runCuda(/*prepared=*/rows == 7);
+      // Not accumulating: y_init is overwritten, so only the rows' outputs matter.
+      EXPECT_EQ(std::memcmp(y.data(), y_full.data() + first * full.n * 4, rows * full.n * 4), 0)
+          << rows << " rows from " << first;
+    }
+  }
+}
+
+// Prepared weights give the bits of unprepared ones on both paths and for every w dtype.
+TEST(IntLinearRowCuda, PreparedMatchesUnprepared) {
+  REE_SKIP_WITHOUT_GPU();
+  for (DType w_dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (int64_t m : {int64_t{1}, int64_t{40}, int64_t{100}}) {
+      Problem p;
+      p.m = m;
+      p.n = 33;
+      p.k = 517;
+      p.w_dtype = w_dtype;
+      p.w_stride = 519;
+      p.fill(static_cast<uint64_t>(m) + 100, true, false);
+      std::vector<uint8_t> plain = p.runCuda(false);
+      std::vector<uint8_t> prepared = p.runCuda(true);
+      EXPECT_EQ(test::firstBitDifference(plain, prepared), -1) << p.describe();
+    }
+  }
+}
+
+TEST(IntLinearRowCuda, BadArguments) {
+  REE_SKIP_WITHOUT_GPU();
+  LinearArgs a;
+  a.m = 1;
+  a.n = 1;
+  a.k = 0;
+  EXPECT_EQ(cuda::intLinearRow(a, nullptr), Status::kInvalidArgument);
+  a.k = int_linear_row::kMaxK + 1;
+  EXPECT_EQ(cuda::intLinearRow(a, nullptr), Status::kInvalidArgument);
+  a.k = 1;
+  a.m = 0;
+  int dummy = 0;
+  a.w = &dummy;
+  EXPECT_EQ(cuda::intLinearRow(a, nullptr), Status::kSuccess);
+  std::unique_ptr<cuda::IntLinearRowDeviceWeights> weights;
+  a.n = 2;
+  EXPECT_EQ(cuda::prepareIntLinearRowWeights(a, nullptr, nullptr), Status::kInvalidArgument);
+  a.k = int_linear_row::kMaxK + 1;
+  EXPECT_EQ(cuda::prepareIntLinearRowWeights(a, nullptr, &weights), Status::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ree::repops
