@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""End-to-end generation benchmark on one GPU: REE (reproducible under repops-1 and repops-2, and
-the default operation set) side by side with Hugging Face transformers (eager attention, same GPU,
-same weights) in one run.
+"""End-to-end generation benchmark on one GPU: REE (reproducible under repops-1, repops-2 and
+repops-3, and the default operation set) side by side with Hugging Face transformers (eager
+attention, same GPU, same weights) in one run.
 
 Models are Llama-shaped with RANDOM bf16 weights generated on the GPU (nothing downloaded):
   llama3-8b  (hidden 4096, 32 layers, 32/8 heads, MLP 14336, vocab 128256)
   llama3-1b  (Llama-3.2-1B shape: hidden 2048, 16 layers, 32/8 heads, MLP 8192, tied)
 
 usage: e2e_bench.py --ree BUILD/launcher/ree-launch --work DIR [--shape llama3-8b] [--tokens 128]
-                    [--skip-hf] [--skip-repops2] [--quick] [--batches 1,8] [--prompt-len 32]
-                    [--sets default,reproducible] [--baseline-ree OTHER/ree-launch] [--skip-prefill]
+                    [--skip-hf] [--skip-repops2] [--skip-repops3] [--quick] [--batches 1,8]
+                    [--prompt-len 32] [--sets default,reproducible]
+                    [--baseline-ree OTHER/ree-launch] [--skip-prefill]
 Prints a table; timings are medians of --repeats runs; tokens/s are decode tokens/s.
 """
 import argparse
@@ -80,6 +81,7 @@ def prompt(n, seed=0):
 # The REE configurations measured: (label, --operation-set, --repops-spec or None).
 CONFIGS = [("ree reproducible", "reproducible", "repops-1"),
            ("ree repops-2", "reproducible", "repops-2"),
+           ("ree repops-3", "reproducible", "repops-3"),
            ("ree default", "default", None)]
 
 
@@ -139,13 +141,16 @@ def main():
     parser.add_argument("--skip-hf", action="store_true")
     parser.add_argument("--skip-repops2", action="store_true",
                         help="leave out the reproducible set under --repops-spec repops-2")
+    parser.add_argument("--skip-repops3", action="store_true",
+                        help="leave out the reproducible set under --repops-spec repops-3")
     parser.add_argument("--quick", action="store_true",
-                        help="the reproducible set only (both specs), decode batch 1 and prefill 2048")
+                        help="the reproducible set only (every spec), decode batch 1 and prefill 2048")
     parser.add_argument("--batches", default="1,8",
                         help="comma-separated decode batch sizes (aggregate decode tok/s each)")
     parser.add_argument("--prompt-len", type=int, default=32, help="prompt tokens of the decode runs")
     parser.add_argument("--sets", default="",
-                        help="comma-separated labels to keep: reproducible, repops-2, default")
+                        help="comma-separated labels to keep: reproducible, repops-2, repops-3, "
+                             "default")
     parser.add_argument("--baseline-ree", default="",
                         help="another ree-launch (e.g. built from an earlier commit): its default "
                              "set runs beside this one's, in the same run")
@@ -175,7 +180,9 @@ def main():
             print(f"  {row[0]:18s} {row[1]:22s} {row[2]:10.1f} {row[3]}", flush=True)
 
     rows = Rows()
-    configs = [(args.ree,) + c for c in CONFIGS if c[2] != "repops-2" or not args.skip_repops2]
+    skipped = {spec for spec, skip in (("repops-2", args.skip_repops2),
+                                        ("repops-3", args.skip_repops3)) if skip}
+    configs = [(args.ree,) + c for c in CONFIGS if c[2] not in skipped]
     if args.sets:
         keep = args.sets.split(",")
         configs = [c for c in configs if c[1].split()[-1] in keep]

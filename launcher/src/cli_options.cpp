@@ -70,8 +70,9 @@ void addExecutionAndPipeline(cxxopts::Options& options) {
   options.add_options("Execution")
     ("operation-set", "default (ATen: cuBLAS/SDPA), deterministic (ATen, deterministic algorithms), "
                       "reproducible (RepOps: identical bits on every device)", value("reproducible"))
-    ("repops-spec", "The reproducible set's arithmetic: repops-1 (fp32 fma chains) or repops-2 "
-                    "(linear layers in exact integers on int8 tensor cores); receipts record it", value("repops-1"))
+    ("repops-spec", "The reproducible set's arithmetic: repops-1 (fp32 fma chains), repops-2 "
+                    "(linear layers in exact integers on int8 tensor cores, per-block exponents) or "
+                    "repops-3 (the same with one exponent per row); receipts record it", value("repops-1"))
     ("device", "cpu, cuda or cuda:N (default: cuda:0 when a GPU is visible, else cpu)", value())
     ("cpu-only", "Run on the CPU (same as --device cpu)")
     ("threads", "CPU threads for CPU kernels (results never depend on it); 0 = all, at most 4096", value("0"));

@@ -33,7 +33,7 @@ cxxopts::Options compileOptions() {
     ("colocate-tensors", "Copy external tensor files into the artifacts (default: symlink them)")
     ("operation-set", "reproducible (RepOps), default or deterministic (ATen)",
      cxxopts::value<std::string>()->default_value("reproducible"))
-    ("repops-spec", "repops-1 or repops-2", cxxopts::value<std::string>()->default_value("repops-1"))
+    ("repops-spec", "repops-1, repops-2 or repops-3", cxxopts::value<std::string>()->default_value("repops-1"))
     ("run", "An input .npy file, one per graph input in order (repeat the flag)",
      cxxopts::value<std::vector<std::string>>())
     ("output-dir", "Run (with the --run inputs, if any) and write output_<i>.npy here",

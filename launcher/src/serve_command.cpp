@@ -41,7 +41,7 @@ cxxopts::Options serveOptions() {
     ("dtype", "Weight dtype: auto (as stored), f32, bf16, f16", value("auto"))
     ("operation-set", "default, deterministic or reproducible (bits independent of batch-mates "
                       "and device)", value("reproducible"))
-    ("repops-spec", "repops-1 or repops-2 (the reproducible set's arithmetic)", value("repops-1"))
+    ("repops-spec", "repops-1, repops-2 or repops-3 (the reproducible set's arithmetic)", value("repops-1"))
     ("device", "cpu, cuda or cuda:N (default: cuda:0 when a GPU is visible, else cpu)", value())
     ("cpu-only", "Run on the CPU (same as --device cpu)")
     ("threads", "CPU threads for CPU kernels; 0 = all, at most 4096", value("0"))

@@ -31,7 +31,7 @@ std::vector<FormField> makeFields() {
   fields[kFieldOperationSet].choices = {"reproducible", "deterministic", "default"};
   set(kFieldRepOpsSpec, "RepOps spec", "the reproducible set's arithmetic (docs/repops-spec.md)",
       "");
-  fields[kFieldRepOpsSpec].choices = {"repops-1", "repops-2"};
+  fields[kFieldRepOpsSpec].choices = {"repops-1", "repops-2", "repops-3"};
   set(kFieldTemperature, "Temperature", "0 = greedy; up to 10000", "0");
   set(kFieldTopP, "Top-p", "nucleus threshold in (0, 1]", "1");
   set(kFieldTopK, "Top-k", "0 = all tokens", "0");

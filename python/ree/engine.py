@@ -70,7 +70,8 @@ class Engine:
     model: a Hugging Face model directory, a .gguf file or "builtin:tiny-llama".
     operation_set: "reproducible" (RepOps: the same bits on every CPU and GPU, any batch),
         "deterministic" or "default" (ATen; need a build against LibTorch).
-    repops_spec: "repops-1" or "repops-2" (the reproducible set's arithmetic).
+    repops_spec: "repops-1" (default), "repops-2" or "repops-3" (the reproducible set's
+        arithmetic; ree.repops_spec_versions lists them; others raise ValueError).
     device: "cpu", "cuda" or "cuda:N". n_partitions: pipeline stages (in this process).
     """
 

@@ -34,7 +34,7 @@ class CompileOptions:
         "deterministic", LibTorch ATen), the rest on the same RepOps.
     device: "cpu", "cuda" or "cuda:N" (a torch.device too): where the float operators run and
         where forward's outputs are returned.
-    repops_spec: the reproducible set's arithmetic ("repops-1" or "repops-2").
+    repops_spec: the reproducible set's arithmetic ("repops-1", "repops-2" or "repops-3").
     """
     artifacts_dir: Optional[Union[str, os.PathLike]] = None
     colocate_tensors: bool = False

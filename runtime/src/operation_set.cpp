@@ -79,18 +79,27 @@ Status StepBatch::finalize() {
 }
 
 const char* repOpsSpecName(RepOpsSpec spec) {
-  return spec == RepOpsSpec::kRepOps2 ? "repops-2" : "repops-1";
+  switch (spec) {
+    case RepOpsSpec::kRepOps1:
+      return "repops-1";
+    case RepOpsSpec::kRepOps2:
+      return "repops-2";
+    case RepOpsSpec::kRepOps3:
+      return "repops-3";
+  }
+  return "repops-1";
 }
 
 Status parseRepOpsSpec(const std::string& text, const char* what, RepOpsSpec* out) {
-  for (RepOpsSpec spec : {RepOpsSpec::kRepOps1, RepOpsSpec::kRepOps2}) {
+  for (RepOpsSpec spec : {RepOpsSpec::kRepOps1, RepOpsSpec::kRepOps2, RepOpsSpec::kRepOps3}) {
     if (text == repOpsSpecName(spec)) {
       *out = spec;
       return Status::kSuccess;
     }
   }
   return REE_FAIL(Status::kInvalidArgument,
-                  "%s: '%s' is not a RepOps spec this release implements (repops-1, repops-2)",
+                  "%s: '%s' is not a RepOps spec this release implements (repops-1, repops-2, "
+                  "repops-3)",
                   what, printableText(text, 40).c_str());
 }
 

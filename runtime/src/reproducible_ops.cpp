@@ -2,7 +2,8 @@
 // the inputs, never on the device, the batch composition or the thread count. Activations are fp32;
 // the KV cache keeps bf16 for bf16/f16 weights (rounding happens once, when a row is appended, so
 // prefill and decode read identical cache bits) and fp32 for fp32 weights. The spec version picks
-// the linear layers' arithmetic: repops-1's fp32 chain or repops-2's exact integers.
+// the linear layers' arithmetic: repops-1's fp32 chain, repops-2's exact integers with per-block
+// exponents, or repops-3's with one exponent per row (one exact integer per output).
 #include "reproducible_ops.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "ree/core/device.h"
 #include "ree/kernels/attention.h"
 #include "ree/kernels/int_linear.h"
+#include "ree/kernels/int_linear_row.h"
 #include "ree/kernels/linear.h"
 #include "ree/kernels/pointwise.h"
 #include "ree/kernels/rope.h"
@@ -38,6 +40,7 @@ class ReproducibleOps final : public OperationSet {
   ReproducibleOps(Device device, RepOpsSpec spec) : device_(device), spec_(spec) {}
   ~ReproducibleOps() override {
 #if defined(REE_WITH_CUDA)
+    device_row_weights_.clear();  // before the stream their work was queued on
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
 #endif
   }
@@ -129,25 +132,24 @@ class ReproducibleOps final : public OperationSet {
     return runLinear(x, weight, bias, out, /*accumulate=*/false);
   }
 
-  // repops-2 on the CPU: the weight's digit planes, made once (runLinear uses them for this
-  // pointer and shape). Skipped, with the same bits, when they would not fit the budget.
+  // What the integer specs precompute from a parameter once, keyed by its pointer (runLinear uses
+  // it for this pointer and shape): on the CPU the weight's digit planes (repops-2, repops-3),
+  // skipped with the same bits when they would not fit the budget; on a GPU, repops-3's
+  // IntLinearRowDeviceWeights (its row exponents). Tied weights are prepared once.
   Status prepareLinearWeight(const Tensor& weight) override {
-    if (spec_ != RepOpsSpec::kRepOps2 || device_.isCuda() || weight.dim(0) < 1) {
-      return Status::kSuccess;
-    }
-    if (prepared_.count(weight.data()) != 0) return Status::kSuccess;  // tied weights
-    const int64_t bytes = cpu::intLinearWeightsBytes(weight.dim(0), weight.dim(1));
-    if (prepared_bytes_ + bytes > hostAvailableMemoryBytes() / 4) return Status::kSuccess;
+    if (spec_ == RepOpsSpec::kRepOps1 || weight.dim(0) < 1) return Status::kSuccess;
     LinearArgs args;
     args.w = weight.data();
     args.w_dtype = weight.dtype();
     args.n = weight.dim(0);
     args.k = weight.dim(1);
-    std::unique_ptr<cpu::IntLinearWeights> planes;
-    REE_RETURN_IF_ERROR(cpu::prepareIntLinearWeights(args, &planes));
-    prepared_[weight.data()] = std::move(planes);
-    prepared_bytes_ += bytes;
-    return Status::kSuccess;
+    if (device_.isCuda()) return prepareOnDevice(args);
+    if (spec_ == RepOpsSpec::kRepOps2) {
+      return prepareOnHost(args, cpu::intLinearWeightsBytes(args.n, args.k),
+                           &cpu::prepareIntLinearWeights, &block_weights_);
+    }
+    return prepareOnHost(args, cpu::intLinearRowWeightsBytes(args.n, args.k),
+                         &cpu::prepareIntLinearRowWeights, &row_weights_);
   }
 
   // One kernel: the residual add happens in the linear layer's store (linear.md, step 5).
@@ -282,13 +284,70 @@ class ReproducibleOps final : public OperationSet {
     REE_CHECK_ARG(x.dim(-1) == args.k && out.numel() == args.m * args.n,
                   "linear: x %s, weight %s, out %s", x.describe().c_str(),
                   weight.describe().c_str(), out.describe().c_str());
-    if (spec_ == RepOpsSpec::kRepOps2) {
-      if (!device_.isCuda()) return cpu::intLinear(args, preparedWeights(args));
-      return REE_CUDA_ONLY(cuda::intLinear(args, stream_));
+    switch (spec_) {
+      case RepOpsSpec::kRepOps2:
+        if (!device_.isCuda()) return cpu::intLinear(args, preparedOnHost(block_weights_, args));
+        return REE_CUDA_ONLY(cuda::intLinear(args, stream_));
+      case RepOpsSpec::kRepOps3:
+        if (!device_.isCuda()) return cpu::intLinearRow(args, preparedOnHost(row_weights_, args));
+        return REE_CUDA_ONLY(cuda::intLinearRow(args, preparedOnDevice(args), stream_));
+      case RepOpsSpec::kRepOps1:
+        break;
     }
     if (!device_.isCuda()) return cpu::linear(args);
     return REE_CUDA_ONLY(cuda::linear(args, stream_));
   }
+
+  template <typename Weights>
+  using HostWeightsMap = std::unordered_map<const void*, std::unique_ptr<Weights>>;
+
+  // Prepares args.w into `map` unless it is there already or its `bytes` would take the host
+  // weights past a quarter of the host's available memory (then runLinear quantises per call).
+  template <typename Weights>
+  Status prepareOnHost(const LinearArgs& args, int64_t bytes,
+                       Status (*prepare)(const LinearArgs&, std::unique_ptr<Weights>*),
+                       HostWeightsMap<Weights>* map) {
+    if (map->count(args.w) != 0) return Status::kSuccess;
+    if (prepared_bytes_ + bytes > hostAvailableMemoryBytes() / 4) return Status::kSuccess;
+    std::unique_ptr<Weights> prepared;
+    REE_RETURN_IF_ERROR(prepare(args, &prepared));
+    (*map)[args.w] = std::move(prepared);
+    prepared_bytes_ += bytes;
+    return Status::kSuccess;
+  }
+
+  // The prepared weights of args.w when they were made for this shape, else null.
+  template <typename Weights>
+  static const Weights* preparedOnHost(const HostWeightsMap<Weights>& map, const LinearArgs& args) {
+    auto it = map.find(args.w);
+    if (it == map.end()) return nullptr;
+    const Weights& prepared = *it->second;
+    return prepared.rows() == args.n && prepared.k() == args.k ? &prepared : nullptr;
+  }
+
+#if defined(REE_WITH_CUDA)
+  // repops-3 on a GPU: the weight's device data (its row exponents), made once on the stream.
+  Status prepareOnDevice(const LinearArgs& args) {
+    if (spec_ != RepOpsSpec::kRepOps3 || device_row_weights_.count(args.w) != 0) {
+      return Status::kSuccess;
+    }
+    std::unique_ptr<cuda::IntLinearRowDeviceWeights> prepared;
+    REE_RETURN_IF_ERROR(cuda::prepareIntLinearRowWeights(args, stream_, &prepared));
+    device_row_weights_[args.w] = std::move(prepared);
+    return Status::kSuccess;
+  }
+
+  const cuda::IntLinearRowDeviceWeights* preparedOnDevice(const LinearArgs& args) const {
+    auto it = device_row_weights_.find(args.w);
+    if (it == device_row_weights_.end()) return nullptr;
+    const cuda::IntLinearRowDeviceWeights& prepared = *it->second;
+    return prepared.rows() == args.n && prepared.k() == args.k ? &prepared : nullptr;
+  }
+#else
+  Status prepareOnDevice(const LinearArgs&) {
+    return REE_FAIL(Status::kUnsupported, "REE was built without CUDA");
+  }
+#endif
 
   static Activation toKernel(ActivationKind act) {
     switch (act) {
@@ -362,18 +421,18 @@ class ReproducibleOps final : public OperationSet {
   UploadBuffer ids_buffer_, positions_buffer_;
   Tensor device_inv_freq_;
   const std::vector<float>* device_inv_freq_key_ = nullptr;
-  // The prepared planes of args.w when prepareLinearWeight made them for this shape, else null.
-  const cpu::IntLinearWeights* preparedWeights(const LinearArgs& args) const {
-    auto it = prepared_.find(args.w);
-    if (it == prepared_.end()) return nullptr;
-    const cpu::IntLinearWeights& planes = *it->second;
-    return planes.rows() == args.n && planes.k() == args.k ? &planes : nullptr;
-  }
 
   Device device_;
   RepOpsSpec spec_;
-  std::unordered_map<const void*, std::unique_ptr<cpu::IntLinearWeights>> prepared_;
+  // prepareLinearWeight's results (one spec per set, so one of them is used) and the host bytes
+  // they hold.
+  HostWeightsMap<cpu::IntLinearWeights> block_weights_;
+  HostWeightsMap<cpu::IntLinearRowWeights> row_weights_;
   int64_t prepared_bytes_ = 0;
+#if defined(REE_WITH_CUDA)
+  std::unordered_map<const void*, std::unique_ptr<cuda::IntLinearRowDeviceWeights>>
+      device_row_weights_;
+#endif
   cudaStream_t stream_ = nullptr;
 };
 

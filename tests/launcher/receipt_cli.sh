@@ -52,6 +52,13 @@ expect 0 "verified" "${v[@]}" "$work/greedy.json" "${m[@]}" --n-partitions 2 --p
 expect 0 '"verdict":"verified"' "${v[@]}" "$work/traced.json" "${m[@]}" --json
 expect 0 '"verdict":"valid"' "$launch" validate "$work/greedy.json" --json
 
+# repops-3 (one exponent per row): the receipt names it, and verify re-executes with it.
+expect 0 "receipt written" "${gen[@]}" --repops-spec repops-3 --temperature 0.8 --top-p 0.9 \
+  --seed 77 --n-partitions 2 --receipt-path "$work/repops3.json"
+expect 0 "(repops-3)" "$launch" validate "$work/repops3.json"
+expect 0 "verified: 2 request(s)" "${v[@]}" "$work/repops3.json" "${m[@]}"
+expect 0 "verified: 2 request(s)" "${v[@]}" "$work/repops3.json" "${m[@]}" --n-partitions 3
+
 # Receipts written by earlier releases (tests/launcher/receipts/README.md) verify with this one,
 # bit for bit, each with the RepOps spec it names.
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -62,6 +69,7 @@ for old in "${old_receipts[@]}"; do
   expect 0 "verified: 3 request(s)" "${v[@]}" "$old" "${m[@]}" --n-partitions 3
 done
 expect 0 "(repops-2)" "$launch" validate "$here/receipts/ree-0.3.0-repops-2-sampled-traced-n2.json"
+expect 0 "(repops-3)" "$launch" validate "$here/receipts/ree-0.3.0-repops-3-sampled-traced-n2.json"
 
 # Independent recomputation of every internal hash.
 if [ -n "$python" ] && [ -n "$source_dir" ]; then
@@ -106,6 +114,14 @@ if [ -n "$python" ] && [ -n "$source_dir" ]; then
   expect 1 "mismatch: request 1 step 4 (first divergent layer 2, stage 1)" "${v[@]}" "$work/t5.json" "${m[@]}"
   edit "$work/traced.json" "$work/t6.json" 'r["requests"][1]["sampling"]["seed"] = "78"' rehash
   expect 1 "mismatch: request 1 step" "${v[@]}" "$work/t6.json" "${m[@]}"
+  # A repops-3 receipt relabelled repops-1: inconsistent as it stands; re-hashed, it is valid
+  # but re-executing under repops-1 diverges at the first step.
+  edit "$work/repops3.json" "$work/t7.json" 'r["runtime"]["repops_spec"] = "repops-1"'
+  expect 1 "receipt_sha256: does not match" "$launch" validate "$work/t7.json"
+  expect 1 "mismatch: the receipt is inconsistent" "${v[@]}" "$work/t7.json" "${m[@]}"
+  edit "$work/repops3.json" "$work/t8.json" 'r["runtime"]["repops_spec"] = "repops-1"' rehash
+  expect 0 "valid" "$launch" validate "$work/t8.json"
+  expect 1 "mismatch: request 0 step 0" "${v[@]}" "$work/t8.json" "${m[@]}"
 
   # Another model: a weight byte, or the config's bytes.
   model_dir="$(dirname "$(find "$REE_CACHE_DIR" -name config.json | head -1)")"

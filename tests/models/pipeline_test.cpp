@@ -168,6 +168,23 @@ TEST(Pipeline, EveryArchitectureIsIdenticalForEveryPartitionCountUnderRepOps2) {
   }
 }
 
+// repops-3 (integer linear layers, one exponent per row): the same guarantees, the built-in model
+// on n = 1..4 (uneven, micro-batched), every architecture on n = 1..3.
+TEST(Pipeline, EveryArchitectureIsIdenticalForEveryPartitionCountUnderRepOps3) {
+  const RepOpsSpec three = RepOpsSpec::kRepOps3;
+  checkLayoutsAgree("builtin:tiny-llama", {{1, {}, 0, three},
+                                           {2, {}, 0, three},
+                                           {3, {2, 1, 1}, 3, three},
+                                           {4, {}, 0, three},
+                                           {2, {1, 3}, 2, three}});
+  std::string dir = hfModelsDir();
+  if (dir.empty()) GTEST_SKIP() << "REE_PYTHON with torch/transformers is not configured";
+  for (const std::string& name : test::referenceModelNames()) {
+    SCOPED_TRACE(name);
+    checkLayoutsAgree(dir + "/" + name, {{1, {}, 0, three}, {2, {}, 0, three}, {3, {}, 3, three}});
+  }
+}
+
 // Synthetic weights (benchmarks of large shapes): generated per tensor from the seed, so stages
 // that generate only their own tensors agree with one process that generates all of them.
 TEST(Pipeline, SyntheticWeightsAreIdenticalForEveryPartitionCount) {

@@ -565,6 +565,41 @@ TEST(ReceiptVerify, TheReceiptsSpecVersionIsTheOneReExecuted) {
   EXPECT_EQ(report.step, 0) << report.summary;
 }
 
+// repops-3 the same way, through the receipt's file: written (traced, 2 stages), read back,
+// verified on 1 and 3 stages; relabelled repops-1 or repops-2 and re-hashed, re-execution diverges
+// at the first step; relabelled repops-1 in the file without re-hashing, the receipt is
+// inconsistent.
+TEST(ReceiptVerify, ARepOps3ReceiptVerifiesWithItsSpecOnly) {
+  Receipt made = generateReceipt(/*trace=*/true, 2, twoRequests(), RepOpsSpec::kRepOps3);
+  EXPECT_EQ(made.repops_spec, "repops-3");
+  std::string text = fileText(made);
+  Receipt receipt;
+  ASSERT_EQ(parseReceipt(text, "r3.json", &receipt), Status::kSuccess) << lastErrorMessage();
+  ASSERT_EQ(validateReceipt(receipt, nullptr), Status::kSuccess) << lastErrorMessage();
+  EXPECT_EQ(receipt.repops_spec, "repops-3");
+  for (int n : {1, 3}) {
+    VerifyReport report = verify(receipt, n);
+    EXPECT_EQ(report.verdict, Verdict::kVerified) << "n " << n << ": " << report.summary;
+  }
+  for (const char* other : {"repops-1", "repops-2"}) {
+    Receipt relabelled = receipt;
+    relabelled.repops_spec = other;
+    rehash(&relabelled);
+    VerifyReport report = verify(relabelled);
+    EXPECT_EQ(report.verdict, Verdict::kMismatch) << other << ": " << report.summary;
+    EXPECT_EQ(report.step, 0) << other << ": " << report.summary;
+  }
+  const std::string field = "\"repops_spec\": \"repops-3\"";
+  ASSERT_NE(text.find(field), std::string::npos) << text.substr(0, 400);
+  text.replace(text.find(field), field.size(), "\"repops_spec\": \"repops-1\"");
+  Receipt tampered;
+  ASSERT_EQ(parseReceipt(text, "r3.json", &tampered), Status::kSuccess) << lastErrorMessage();
+  EXPECT_EQ(validateReceipt(tampered, nullptr), Status::kMismatch);
+  VerifyReport report = verify(tampered);
+  EXPECT_EQ(report.verdict, Verdict::kMismatch) << report.summary;
+  EXPECT_EQ(report.field, "receipt") << report.summary;
+}
+
 TEST(ReceiptHostile, UnknownOrMisappliedSpecVersionsAreRefused) {
   Receipt receipt = generateReceipt(/*trace=*/false, 1, twoRequests(), RepOpsSpec::kRepOps2);
   std::string text = fileText(receipt);
@@ -574,7 +609,7 @@ TEST(ReceiptHostile, UnknownOrMisappliedSpecVersionsAreRefused) {
   std::string message;
   EXPECT_EQ(parseText(text, &message), Status::kIoError);
   EXPECT_NE(message.find("runtime.repops_spec: 'repops-9' is not a RepOps spec this release "
-                         "implements (repops-1, repops-2)"),
+                         "implements (repops-1, repops-2, repops-3)"),
             std::string::npos)
       << message;
   Receipt aten = receipt;  // a RepOps spec other than the default on an ATen set

@@ -1,8 +1,8 @@
 // Cross-hardware identity of whole models in reproducible mode: the CPU and the GPU produce
 // identical output ids and identical SHA-256 hashes of every step's logits, for the built-in
 // model and for transformers-made models of every architecture (scripts/reference/hf_reference.py),
-// greedy and sampled, under both RepOps spec versions (repops-1, repops-2); on the GPU, a prompt
-// alone equals the prompt inside a mixed batch.
+// greedy and sampled, under every RepOps spec version (repops-1, repops-2, repops-3); on the GPU, a
+// prompt alone equals the prompt inside a mixed batch.
 #include <cstdlib>
 #include <filesystem>
 #include <tuple>
@@ -106,17 +106,20 @@ std::vector<std::string> gpuIdentityModels() {
   return models;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Models, GpuIdentity,
-    ::testing::Combine(::testing::ValuesIn(gpuIdentityModels()),
-                       ::testing::Values(RepOpsSpec::kRepOps1, RepOpsSpec::kRepOps2)),
-    [](const auto& info) {
-      std::string name = std::get<0>(info.param);
-      for (char& c : name) {
-        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-      }
-      return name + (std::get<1>(info.param) == RepOpsSpec::kRepOps1 ? "_repops1" : "_repops2");
-    });
+INSTANTIATE_TEST_SUITE_P(Models, GpuIdentity,
+                         ::testing::Combine(::testing::ValuesIn(gpuIdentityModels()),
+                                            ::testing::Values(RepOpsSpec::kRepOps1,
+                                                              RepOpsSpec::kRepOps2,
+                                                              RepOpsSpec::kRepOps3)),
+                         [](const auto& info) {
+                           std::string name = std::get<0>(info.param);
+                           for (char& c : name) {
+                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           std::string spec =
+                               repOpsSpecName(std::get<1>(info.param));  // "repops-N"
+                           return name + "_" + spec.erase(spec.find('-'), 1);
+                         });
 
 }  // namespace
 }  // namespace ree

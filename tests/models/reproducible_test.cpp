@@ -1,10 +1,10 @@
 // Reproducible-mode guarantees of the whole model, on the CPU (bitwise, via SHA-256 of logits),
-// for every RepOps spec version (repops-1 and repops-2):
+// for every RepOps spec version (repops-1, repops-2 and repops-3):
 // - a prompt gives identical output ids and per-step logits alone and inside a batch of 8
 //   mixed-length prompts (and with fewer KV slots than prompts, so some wait and join later);
 // - the results do not depend on the CPU thread count;
 // - logits of position t are identical from decode and from one prefill over the sequence;
-// - the two spec versions give different bits (the selection reaches the linear layers);
+// - any two spec versions give different bits (the selection reaches the linear layers);
 // - bad inputs give clear errors.
 #include <cstdlib>
 
@@ -115,21 +115,32 @@ TEST_P(Reproducible, DecodeLogitsEqualPrefillLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Specs, Reproducible,
-                         ::testing::Values(RepOpsSpec::kRepOps1, RepOpsSpec::kRepOps2),
+                         ::testing::Values(RepOpsSpec::kRepOps1, RepOpsSpec::kRepOps2,
+                                           RepOpsSpec::kRepOps3),
                          [](const ::testing::TestParamInfo<RepOpsSpec>& info) {
-                           return info.param == RepOpsSpec::kRepOps1 ? "repops1" : "repops2";
+                           std::string name = repOpsSpecName(info.param);  // "repops-N"
+                           name.erase(name.find('-'), 1);
+                           return name;
                          });
 
-// The selection reaches the linear layers: the two versions differ in their logits' bits.
+// The selection reaches the linear layers: any two versions differ in their logits' bits (the
+// built-in model's weights are random, so no two arithmetics agree by accident).
 TEST(ReproducibleSpecs, VersionsGiveDifferentLogitsBits) {
   std::vector<GenerationRequest> requests = mixedRequests();
-  std::vector<GenerationResult> one, two;
-  ASSERT_EQ(makeEngine(8, RepOpsSpec::kRepOps1)->generate(requests, &one), Status::kSuccess)
-      << lastErrorMessage();
-  ASSERT_EQ(makeEngine(8, RepOpsSpec::kRepOps2)->generate(requests, &two), Status::kSuccess)
-      << lastErrorMessage();
-  for (size_t i = 0; i < requests.size(); ++i)
-    EXPECT_NE(one[i].step_logits_sha256[0], two[i].step_logits_sha256[0]) << "prompt " << i;
+  const RepOpsSpec specs[] = {RepOpsSpec::kRepOps1, RepOpsSpec::kRepOps2, RepOpsSpec::kRepOps3};
+  std::vector<GenerationResult> results[3];
+  for (int s = 0; s < 3; ++s) {
+    ASSERT_EQ(makeEngine(8, specs[s])->generate(requests, &results[s]), Status::kSuccess)
+        << repOpsSpecName(specs[s]) << ": " << lastErrorMessage();
+  }
+  for (int a = 0; a < 3; ++a) {
+    for (int b = a + 1; b < 3; ++b) {
+      for (size_t i = 0; i < requests.size(); ++i) {
+        EXPECT_NE(results[a][i].step_logits_sha256[0], results[b][i].step_logits_sha256[0])
+            << repOpsSpecName(specs[a]) << " vs " << repOpsSpecName(specs[b]) << ", prompt " << i;
+      }
+    }
+  }
 }
 
 // A request's sampling index keys its draws wherever it sits: the sampled request 3 of the mixed
@@ -163,9 +174,20 @@ TEST(ReproducibleSpecs, ASpecOtherThanTheDefaultNeedsTheReproducibleSet) {
                       "reproducible operation set only"),
             std::string::npos)
       << lastErrorMessage();
+  options.repops_spec = RepOpsSpec::kRepOps3;
+  EXPECT_EQ(Engine::create(options, &engine), Status::kInvalidArgument);
+  EXPECT_NE(std::string(lastErrorMessage()).find("--repops-spec repops-3 applies to the"),
+            std::string::npos)
+      << lastErrorMessage();
   RepOpsSpec spec;
-  EXPECT_EQ(parseRepOpsSpec("repops-3", "--repops-spec", &spec), Status::kInvalidArgument);
-  EXPECT_NE(std::string(lastErrorMessage()).find("--repops-spec: 'repops-3' is not a RepOps spec"),
+  for (const char* name : {"repops-1", "repops-2", "repops-3"}) {
+    ASSERT_EQ(parseRepOpsSpec(name, "--repops-spec", &spec), Status::kSuccess) << name;
+    EXPECT_STREQ(repOpsSpecName(spec), name);
+  }
+  EXPECT_EQ(parseRepOpsSpec("repops-4", "--repops-spec", &spec), Status::kInvalidArgument);
+  EXPECT_NE(std::string(lastErrorMessage())
+                .find("--repops-spec: 'repops-4' is not a RepOps spec this release implements "
+                      "(repops-1, repops-2, repops-3)"),
             std::string::npos)
       << lastErrorMessage();
 }

@@ -35,7 +35,7 @@ class Tokenizer;
 // The runtime's version (receipts record it, and the RepOps spec of the run: EngineOptions).
 inline constexpr const char* kRuntimeVersion = "0.3.0";
 // The RepOps spec versions this release implements, oldest first (receipts of each verify).
-inline constexpr const char* kRepOpsSpecVersions = "repops-1, repops-2";
+inline constexpr const char* kRepOpsSpecVersions = "repops-1, repops-2, repops-3";
 
 // How the engine's messages name the options that can come from elsewhere than ree-launch's
 // flags: `verify` takes them from the receipt, and its errors must say so. Defaults: the flags.

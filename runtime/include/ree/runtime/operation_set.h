@@ -31,11 +31,13 @@ Status parseOperationSet(const std::string& text, OperationSetKind* out);
 //   repops-1  every matrix product is an fp32 fma chain in a fixed order (linear.md).
 //   repops-2  linear layers (and the lm_head) are exact-integer products on int8 digits
 //             (linear-int.md); every other operator is repops-1's.
-enum class RepOpsSpec : int { kRepOps1 = 1, kRepOps2 = 2 };
+//   repops-3  repops-2's digits with one exponent per row over the whole K, so each output is one
+//             exact integer rounded once (linear-int-row.md); every other operator is repops-1's.
+enum class RepOpsSpec : int { kRepOps1 = 1, kRepOps2 = 2, kRepOps3 = 3 };
 inline constexpr RepOpsSpec kDefaultRepOpsSpec = RepOpsSpec::kRepOps1;
 
 const char* repOpsSpecName(RepOpsSpec spec);
-// "repops-1" or "repops-2"; the error names `what` (e.g. "--repops-spec").
+// "repops-1", "repops-2" or "repops-3"; the error names `what` (e.g. "--repops-spec").
 Status parseRepOpsSpec(const std::string& text, const char* what, RepOpsSpec* out);
 
 enum class ActivationKind : int { kSilu = 0, kGeluTanh = 1, kGeluErf = 2 };
@@ -116,8 +118,9 @@ class OperationSet {
                                   Tensor& acc);
   // Tells the set that `weight` is a linear layer's parameter: it stays alive and unchanged as
   // long as this set, so the set may precompute from it once (the reproducible set under
-  // repops-2 on the CPU quantises it into digit planes, within a quarter of the host's available
-  // memory). Never changes results. Default: nothing.
+  // repops-2 or repops-3 on the CPU quantises it into digit planes, within a quarter of the
+  // host's available memory; under repops-3 on a GPU it keeps the weight's row exponents on the
+  // device). Never changes results. Default: nothing.
   virtual Status prepareLinearWeight(const Tensor& weight);
   // In place on x [tokens, heads, head_dim] with one position per token.
   virtual Status rope(Tensor& x, const std::vector<int32_t>& positions, const RopeSpec& spec) = 0;
