@@ -30,7 +30,7 @@ using int_linear_row_detail::QuantizedRows;
 using int_linear_row_detail::RowPlanes;
 using int_linear_row_detail::SimdLevel;
 
-constexpr int kPanel = 16;     // output features per task
+constexpr int kPanel = 24;     // output features per task (a multiple of kTileCols)
 constexpr int kTaskRows = 64;  // rows of x per task
 
 std::atomic<bool> g_simd_enabled{true};
@@ -53,22 +53,29 @@ void quantizeRows(SimdLevel level, const void* base, DType dtype, int64_t stride
 }
 
 // The exact integers P of x rows [m0, m1) (of xq) with the panel's `count` w rows (wq's rows
-// w0 ..) as dots[(m - m0) * kPanel + c] = dotOf(P, e_x, e_w).
+// w0 ..) as dots[(m - m0) * kPanel + c] = dotOf(P, e_x, e_w), a tile of rows and columns at once.
 void taskDots(SimdLevel level, const QuantizedRows& xq, int64_t m0, int64_t m1,
               const QuantizedRows& wq, int64_t w0, int count, float* dots) {
-  for (int64_t m = m0; m < m1; ++m) {
-    const RowPlanes x = xq.row(m);
-    for (int c0 = 0; c0 < count; c0 += 4) {
-      const int cols = std::min(4, count - c0);
-      RowPlanes w[4];
+  using int_linear_row_detail::kTileCols;
+  using int_linear_row_detail::kTileRows;
+  for (int64_t mt = m0; mt < m1; mt += kTileRows) {
+    const int rows = static_cast<int>(std::min<int64_t>(kTileRows, m1 - mt));
+    RowPlanes x[kTileRows];
+    for (int r = 0; r < rows; ++r)
+      x[r] = xq.row(mt + r);
+    for (int c0 = 0; c0 < count; c0 += kTileCols) {
+      const int cols = std::min(kTileCols, count - c0);
+      RowPlanes w[kTileCols];
       for (int c = 0; c < cols; ++c)
         w[c] = wq.row(w0 + c0 + c);
-      int64_t products[4];
-      int_linear_row_detail::rowProducts(level, x, w, cols, xq.padded_k, products);
-      for (int c = 0; c < cols; ++c) {
-        dots[(m - m0) * kPanel + c0 + c] =
-            int_linear_row::dotOf(products[c], xq.exponents[static_cast<size_t>(m)],
-                                  wq.exponents[static_cast<size_t>(w0 + c0 + c)]);
+      int64_t products[kTileRows * kTileCols];
+      int_linear_row_detail::tileProducts(level, x, rows, w, cols, xq.padded_k, products);
+      for (int r = 0; r < rows; ++r) {
+        for (int c = 0; c < cols; ++c) {
+          dots[(mt + r - m0) * kPanel + c0 + c] = int_linear_row::dotOf(
+              products[r * cols + c], xq.exponents[static_cast<size_t>(mt + r)],
+              wq.exponents[static_cast<size_t>(w0 + c0 + c)]);
+        }
       }
     }
   }

@@ -14,8 +14,6 @@
 namespace ree::repops::cpu::int_linear_row_detail {
 namespace {
 
-constexpr int kChunk = 128;  // elements converted to fp32 at a time while quantising
-
 // ---- Row exponents
 
 template <typename T>
@@ -34,9 +32,47 @@ uint32_t maxAbsBitsPortable(const T* src, int64_t k) {
 }
 
 #if defined(REE_INT_LINEAR_ROW_X86)
+// The largest 32-bit (16-bit) lane of v.
+__attribute__((target("avx2"))) inline uint32_t laneMax32(__m256i v) {
+  __m128i m = _mm_max_epu32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  m = _mm_max_epu32(m, _mm_shuffle_epi32(m, 0x4e));
+  m = _mm_max_epu32(m, _mm_shuffle_epi32(m, 0xb1));
+  return static_cast<uint32_t>(_mm_cvtsi128_si32(m));
+}
+__attribute__((target("avx2"))) inline uint32_t laneMax16(__m256i v) {
+  const __m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0xffff));
+  return std::max(laneMax32(lo), laneMax32(_mm256_srli_epi32(v, 16)));
+}
+
+__attribute__((target("avx2"))) uint32_t maxAbsBitsAvx2(const float* src, int64_t k) {
+  __m256i max = _mm256_setzero_si256();
+  const __m256i magnitude = _mm256_set1_epi32(0x7fffffff);
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    max = _mm256_max_epu32(max, _mm256_and_si256(v, magnitude));
+  }
+  return std::max(laneMax32(max), maxAbsBitsPortable(src + i, k - i));
+}
+
+// For bf16 and fp16 too, the 16 bits without sign order like the magnitude (NaN and inf above).
 template <typename T>
-__attribute__((target("avx2,f16c"))) uint32_t maxAbsBitsAvx2(const T* src, int64_t k) {
-  return maxAbsBitsBody(src, k);
+__attribute__((target("avx2"))) uint32_t maxAbsBits16Avx2(const T* src, int64_t k) {
+  __m256i max = _mm256_setzero_si256();
+  const __m256i magnitude = _mm256_set1_epi16(0x7fff);
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    max = _mm256_max_epu16(max, _mm256_and_si256(v, magnitude));
+  }
+  const uint32_t vector_max = floatBits(loadFloat(T{static_cast<uint16_t>(laneMax16(max))}));
+  return std::max(vector_max & 0x7fffffffu, maxAbsBitsPortable(src + i, k - i));
+}
+__attribute__((target("avx2"))) uint32_t maxAbsBitsAvx2(const bf16_t* src, int64_t k) {
+  return maxAbsBits16Avx2(src, k);
+}
+__attribute__((target("avx2"))) uint32_t maxAbsBitsAvx2(const f16_t* src, int64_t k) {
+  return maxAbsBits16Avx2(src, k);
 }
 #endif
 
@@ -59,131 +95,150 @@ int32_t rowExponentOf(SimdLevel level, const T* src, int64_t k) {
 
 // ---- Quantisation into planes
 
-// The planes of n values with exponent e: RNE(v * 2^(shift - e)) (int_linear::quantize), then
-// x's planes (d0 * 2^7 + d1, d2 * 2^7 + d3, d2) or w's (e0, e1 * 2^7 + e2, e1).
-void planesPortable(const float* values, int n, int exponent, bool is_x, int16_t* const out[3]) {
+// The planes of one integer: x's (d0 * 2^7 + d1, d2 * 2^7 + d3, d2), w's digits (e0, e1, e2).
+inline void planesOf(int32_t v, bool is_x, int16_t* out0, int16_t* out1, int16_t* out2) {
+  if (is_x) {
+    int8_t d[int_linear::kXSlices];
+    int_linear::splitX(v, d);
+    *out0 = static_cast<int16_t>(d[0] * 128 + d[1]);
+    *out1 = static_cast<int16_t>(d[2] * 128 + d[3]);
+    *out2 = d[2];
+  } else {
+    int8_t e[int_linear::kWSlices];
+    int_linear::splitW(v, e);
+    *out0 = e[0];
+    *out1 = e[1];
+    *out2 = e[2];
+  }
+}
+
+// Elements [begin, padded_k) of a row: RNE(v * 2^(shift - e)) (int_linear::quantize) for k < k
+// elements, zeros after.
+template <typename T>
+void quantizeTailPortable(const T* src, int64_t begin, int64_t k, int32_t exponent, bool is_x,
+                          int64_t padded_k, int16_t* out) {
   const int shift = is_x ? int_linear::kXShift : int_linear::kWShift;
-  for (int i = 0; i < n; ++i) {
-    const int32_t v = int_linear::quantize(values[i], exponent, shift);
-    if (is_x) {
-      int8_t d[int_linear::kXSlices];
-      int_linear::splitX(v, d);
-      out[0][i] = static_cast<int16_t>(d[0] * 128 + d[1]);
-      out[1][i] = static_cast<int16_t>(d[2] * 128 + d[3]);
-      out[2][i] = d[2];
-    } else {
-      int8_t e[int_linear::kWSlices];
-      int_linear::splitW(v, e);
-      out[0][i] = e[0];
-      out[1][i] = static_cast<int16_t>(e[1] * 128 + e[2]);
-      out[2][i] = e[1];
-    }
+  for (int64_t i = begin; i < padded_k; ++i) {
+    const int32_t v = i < k ? int_linear::quantize(loadFloat(src[i]), exponent, shift) : 0;
+    planesOf(v, is_x, out + planeIndex(0, i), out + planeIndex(1, i), out + planeIndex(2, i));
   }
 }
 
 #if defined(REE_INT_LINEAR_ROW_X86)
-// ((v + 64) & 127) - 64 in each lane: int_linear::lowSlice.
-__attribute__((target("avx2"))) inline __m256i lowSlice8(__m256i v) {
-  return _mm256_sub_epi32(
-      _mm256_and_si256(_mm256_add_epi32(v, _mm256_set1_epi32(64)), _mm256_set1_epi32(127)),
-      _mm256_set1_epi32(64));
+// 16 elements as two vectors of 8 fp32 in the order that _mm256_packs_epi32 puts back: a holds
+// elements 0-3 and 8-11, b elements 4-7 and 12-15.
+__attribute__((target("avx2,f16c"))) inline void load16(const float* p, __m256& a, __m256& b) {
+  const __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
+  a = _mm256_permute2f128_ps(lo, hi, 0x20);
+  b = _mm256_permute2f128_ps(lo, hi, 0x31);
+}
+__attribute__((target("avx2,f16c"))) inline void load16(const f16_t* p, __m256& a, __m256& b) {
+  const __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
+  a = _mm256_permute2f128_ps(lo, hi, 0x20);
+  b = _mm256_permute2f128_ps(lo, hi, 0x31);
+}
+// bf16 is the top half of fp32: interleaving zeros below each element widens it exactly, and the
+// unpack's order within 128-bit lanes is the one packs restores.
+__attribute__((target("avx2,f16c"))) inline void load16(const bf16_t* p, __m256& a, __m256& b) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  a = _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), v));
+  b = _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), v));
 }
 
-// The three planes of 8 integers, from the digit recurrence of int_linear::splitDigits: with
-// low = lowSlice(q), r = (q - low) / 2^7, mid = lowSlice(r), top = (r - mid) / 2^7, x's planes
-// and w's are both (top, q - top * 2^14, mid).
-__attribute__((target("avx2"))) inline void planes8(__m256i q, __m256i (&out)[3]) {
-  const __m256i low = lowSlice8(q);
-  const __m256i r = _mm256_srai_epi32(_mm256_sub_epi32(q, low), 7);
-  const __m256i mid = lowSlice8(r);
-  const __m256i top = _mm256_srai_epi32(_mm256_sub_epi32(r, mid), 7);
-  out[0] = top;
-  out[1] = _mm256_sub_epi32(q, _mm256_slli_epi32(top, 14));
-  out[2] = mid;
+// The top part of 8 integers q = top * 2^14 + rest with rest in [-8256, 8127] (two balanced
+// digits below top: d2 * 2^7 + d3 for x, e1 * 2^7 + e2 for w): top = floor((q + 8256) / 2^14).
+__attribute__((target("avx2"))) inline __m256i topOf8(__m256i q) {
+  return _mm256_srai_epi32(_mm256_add_epi32(q, _mm256_set1_epi32(8256)), 14);
 }
 
-// planesPortable for n a multiple of 16. The scaling is a binary32 product: v times 2^p is exact
-// for |p| <= 100 unless it falls below 2^-126, and then |v * 2^p| < 2^-26 rounds to 0 either way;
-// the conversion rounds to nearest even (the default MXCSR mode, as the portable path's binary64
-// addition assumes). Other exponents (and non-finite rows) take the portable path.
-__attribute__((target("avx2"))) void planesAvx2(const float* values, int n, int exponent, bool is_x,
-                                                int16_t* const out[3]) {
-  const int shift = is_x ? int_linear::kXShift : int_linear::kWShift;
-  const int power = shift - exponent;
+// The row with exponent e, 16 elements a step, the tail by quantizeTailPortable. The planes come
+// from the digit identities: q = top * 2^14 + rest (topOf8), rest = mid * 2^7 + low with mid =
+// floor((rest + 64) / 2^7), which are the balanced digits' sums: x's planes are (top, rest, mid)
+// = (d0 2^7 + d1, d2 2^7 + d3, d2), w's (top, mid, low) = (e0, e1, e2). The scaling is a binary32
+// product: v times 2^p is exact for |p| <= 100 unless it falls below 2^-126, and then
+// |v * 2^p| < 2^-26 rounds to 0 either way; the conversion rounds to nearest even (the default
+// MXCSR mode, as the portable path's binary64 addition assumes). Other exponents (and
+// non-finite rows) take the portable path.
+template <bool kIsX, typename T>
+__attribute__((target("avx2,f16c"))) void quantizeRowAvx2(const T* src, int64_t k, int32_t exponent,
+                                                          int64_t padded_k, int16_t* out) {
+  const int power = (kIsX ? int_linear::kXShift : int_linear::kWShift) - exponent;
   if (exponent == int_linear::kNonFiniteExponent || power < -100 || power > 100) {
-    return planesPortable(values, n, exponent, is_x, out);
+    return quantizeTailPortable(src, 0, k, exponent, kIsX, padded_k, out);
   }
   const __m256 scale = _mm256_castsi256_ps(_mm256_set1_epi32((127 + power) << 23));
-  for (int i = 0; i < n; i += 16) {
-    __m256i a[3], b[3];
-    planes8(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(values + i), scale)), a);
-    planes8(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(values + i + 8), scale)), b);
-    for (int p = 0; p < 3; ++p) {
-      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(a[p], b[p]), 0xD8);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[p] + i), packed);
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    __m256 a, b;
+    load16(src + i, a, b);
+    const __m256i qa = _mm256_cvtps_epi32(_mm256_mul_ps(a, scale));
+    const __m256i qb = _mm256_cvtps_epi32(_mm256_mul_ps(b, scale));
+    const __m256i top_a = topOf8(qa), top_b = topOf8(qb);
+    const __m256i top = _mm256_packs_epi32(top_a, top_b);
+    const __m256i rest = _mm256_packs_epi32(_mm256_sub_epi32(qa, _mm256_slli_epi32(top_a, 14)),
+                                            _mm256_sub_epi32(qb, _mm256_slli_epi32(top_b, 14)));
+    const __m256i mid = _mm256_srai_epi16(_mm256_add_epi16(rest, _mm256_set1_epi16(64)), 7);
+    __m256i* group = reinterpret_cast<__m256i*>(out + planeIndex(0, i));
+    _mm256_storeu_si256(group, top);
+    if (kIsX) {
+      _mm256_storeu_si256(group + 1, rest);
+      _mm256_storeu_si256(group + 2, mid);
+    } else {
+      _mm256_storeu_si256(group + 1, mid);
+      _mm256_storeu_si256(group + 2, _mm256_sub_epi16(rest, _mm256_slli_epi16(mid, 7)));
     }
   }
+  quantizeTailPortable(src, i, k, exponent, kIsX, padded_k, out);
 }
 #endif
 
-// Elements [0, padded_k) of a row (zeros beyond k) into q's row `out`, kChunk at a time.
 template <typename T>
 void quantizeRowOf(SimdLevel level, const T* src, int64_t k, bool is_x, const int32_t* known,
                    int64_t out, QuantizedRows* q) {
   const int32_t exponent = known ? *known : rowExponentOf(level, src, k);
   q->exponents[static_cast<size_t>(out)] = exponent;
-  float values[kChunk];
-  for (int64_t begin = 0; begin < q->padded_k; begin += kChunk) {
-    const int n = static_cast<int>(std::min<int64_t>(kChunk, q->padded_k - begin));
-    const int valid = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(n, k - begin)));
-    for (int i = 0; i < valid; ++i)
-      values[i] = loadFloat(src[begin + i]);
-    for (int i = valid; i < n; ++i)
-      values[i] = 0.0f;
-    int16_t* const planes[3] = {q->plane(0, out) + begin, q->plane(1, out) + begin,
-                                q->plane(2, out) + begin};
+  int16_t* planes = q->rowData(out);
 #if defined(REE_INT_LINEAR_ROW_X86)
-    if (level != SimdLevel::kScalar) {
-      planesAvx2(values, n, exponent, is_x, planes);
-      continue;
-    }
+  if (level != SimdLevel::kScalar)
+    return is_x ? quantizeRowAvx2<true>(src, k, exponent, q->padded_k, planes)
+                : quantizeRowAvx2<false>(src, k, exponent, q->padded_k, planes);
 #endif
-    planesPortable(values, n, exponent, is_x, planes);
-  }
+  quantizeTailPortable(src, 0, k, exponent, is_x, q->padded_k, planes);
 }
 
-// ---- Exact row products
+// ---- Exact products
 
-// P = 2^14 sum xh wh + sum (xh wl + xl wh + xd we), exactly: each k's second sum is below 2^27
-// in magnitude (|xh| <= 2^13, |wl| <= 8256, the rest far smaller), so int32 per k, int64 overall.
+// P = 2^14 sum xh e0 + 2^7 sum xh e1 + sum (xh e2 + xl e0 + d2 e1), exactly: with xh = d0 2^7
+// + d1 and xl = d2 2^7 + d3 these are the nine kept digit pairs and nothing else.
 int64_t productPortable(const RowPlanes& x, const RowPlanes& w, int64_t padded_k) {
-  int64_t hh = 0, lo = 0;
-  for (int64_t k = 0; k < padded_k; ++k) {
-    hh += static_cast<int32_t>(x.p[0][k]) * w.p[0][k];
-    lo += static_cast<int32_t>(x.p[0][k]) * w.p[1][k] +
-          static_cast<int32_t>(x.p[1][k]) * w.p[0][k] + static_cast<int32_t>(x.p[2][k]) * w.p[2][k];
+  int64_t a = 0, b = 0, c = 0;
+  for (int64_t group = 0; group < padded_k * kPlanes; group += kPlanes * kGroup) {
+    const int16_t* xg = x.data + group;
+    const int16_t* wg = w.data + group;
+    for (int i = 0; i < kGroup; ++i) {
+      const int32_t xh = xg[i], xl = xg[kGroup + i], xd = xg[2 * kGroup + i];
+      const int32_t e0 = wg[i], e1 = wg[kGroup + i], e2 = wg[2 * kGroup + i];
+      a += xh * e0;
+      b += xh * e1;
+      c += xh * e2 + xl * e0 + xd * e1;
+    }
   }
-  return hh * (int64_t{1} << 14) + lo;
+  return a * (int64_t{1} << 14) + b * (int64_t{1} << 7) + c;
 }
 
 #if defined(REE_INT_LINEAR_ROW_X86)
-// The vector loops accumulate in int32 lanes for kVectorChunk elements at a time, then add the
-// lanes into int64: per lane and 16 elements (two products of each kind), |sum xh wh| <=
-// 2 * 2^13 * 64 = 2^20 and |sum (xh wl + xl wh + xd we)| <= 2 * (8192 * 8256 + 8256 * 64 +
-// 64 * 64) < 136.4e6, so 15 steps stay below 2^31 - 1 (2.046e9).
-constexpr int64_t kVectorChunk = 15 * 16;
+// The vector loops accumulate the three sums in int32 lanes for kVectorChunk elements at a time,
+// then add them up in int64. Per lane and 16 elements (two products per sum term), with |xh| <=
+// 2^13, |xl| <= 8256 and every other digit <= 64 in magnitude: |a|, |b| <= 2 * 2^13 * 64 = 2^20
+// and |c| <= 2 * (2^13 * 64 + 8256 * 64 + 64 * 64) = 2,113,536, so 1016 steps stay below 2^31.
+constexpr int64_t kVectorChunk = 1016 * 16;
 
-// Sum of the 8 int32 lanes of hh * 2^14 + lo as 4 int64 lanes.
-__attribute__((target("avx2"))) inline __m256i chunkTotal(__m256i hh, __m256i lo) {
-  const __m256i hh64 = _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(hh)),
-                                        _mm256_cvtepi32_epi64(_mm256_extracti128_si256(hh, 1)));
-  const __m256i lo64 = _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(lo)),
-                                        _mm256_cvtepi32_epi64(_mm256_extracti128_si256(lo, 1)));
-  return _mm256_add_epi64(_mm256_slli_epi64(hh64, 14), lo64);
-}
-
-__attribute__((target("avx2"))) inline int64_t laneTotal(__m256i v) {
-  const __m128i s = _mm_add_epi64(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+// The sum of the 8 int32 lanes of v, in int64.
+__attribute__((target("avx2"))) inline int64_t laneSum(__m256i v) {
+  const __m256i wide = _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(v)),
+                                        _mm256_cvtepi32_epi64(_mm256_extracti128_si256(v, 1)));
+  const __m128i s = _mm_add_epi64(_mm256_castsi256_si128(wide), _mm256_extracti128_si256(wide, 1));
   return _mm_cvtsi128_si64(s) + _mm_extract_epi64(s, 1);
 }
 
@@ -191,48 +246,58 @@ inline const __m256i* vec(const int16_t* p) {
   return reinterpret_cast<const __m256i*>(p);
 }
 
-// The products of one x row with 4 w rows; MACC(acc, a, b) adds the pairwise int16 products of
-// a and b to acc's int32 lanes (pmaddwd + paddd, or vpdpwssd).
-#define REE_ROW_PRODUCTS4(MACC)                                          \
-  __m256i total[4];                                                      \
-  for (int c = 0; c < 4; ++c)                                            \
-    total[c] = _mm256_setzero_si256();                                   \
-  for (int64_t begin = 0; begin < padded_k; begin += kVectorChunk) {     \
-    const int64_t end = std::min(padded_k, begin + kVectorChunk);        \
-    __m256i hh[4], lo[4];                                                \
-    for (int c = 0; c < 4; ++c)                                          \
-      hh[c] = lo[c] = _mm256_setzero_si256();                            \
-    for (int64_t k = begin; k < end; k += 16) {                          \
-      const __m256i xh = _mm256_loadu_si256(vec(x.p[0] + k));            \
-      const __m256i xl = _mm256_loadu_si256(vec(x.p[1] + k));            \
-      const __m256i xd = _mm256_loadu_si256(vec(x.p[2] + k));            \
-      for (int c = 0; c < 4; ++c) {                                      \
-        const __m256i wh = _mm256_loadu_si256(vec(w[c].p[0] + k));       \
-        hh[c] = MACC(hh[c], xh, wh);                                     \
-        lo[c] = MACC(lo[c], xh, _mm256_loadu_si256(vec(w[c].p[1] + k))); \
-        lo[c] = MACC(lo[c], xl, wh);                                     \
-        lo[c] = MACC(lo[c], xd, _mm256_loadu_si256(vec(w[c].p[2] + k))); \
-      }                                                                  \
-    }                                                                    \
-    for (int c = 0; c < 4; ++c)                                          \
-      total[c] = _mm256_add_epi64(total[c], chunkTotal(hh[c], lo[c]));   \
-  }                                                                      \
-  for (int c = 0; c < 4; ++c)                                            \
-    products[c] = laneTotal(total[c]);
+// The products of MR x rows with NR w rows into products[r * NR + c]; MACC(acc, a, b) adds the
+// pairwise int16 products of a and b to acc's int32 lanes (pmaddwd + paddd, or vpdpwssd).
+#define REE_TILE_PRODUCTS(MACC)                                                           \
+  int64_t total[MR][NR] = {};                                                             \
+  for (int64_t begin = 0; begin < padded_k; begin += kVectorChunk) {                      \
+    const int64_t end = std::min(padded_k, begin + kVectorChunk);                         \
+    __m256i acc[MR][NR][3];                                                               \
+    for (int r = 0; r < MR; ++r)                                                          \
+      for (int c = 0; c < NR; ++c)                                                        \
+        acc[r][c][0] = acc[r][c][1] = acc[r][c][2] = _mm256_setzero_si256();              \
+    for (int64_t k = begin; k < end; k += 16) {                                           \
+      __m256i xv[MR][3];                                                                  \
+      for (int r = 0; r < MR; ++r)                                                        \
+        for (int p = 0; p < 3; ++p)                                                       \
+          xv[r][p] = _mm256_loadu_si256(vec(x[r].data + k * 3 + p * 16));                 \
+      for (int c = 0; c < NR; ++c) {                                                      \
+        const __m256i e0 = _mm256_loadu_si256(vec(w[c].data + k * 3 + 0));                \
+        const __m256i e1 = _mm256_loadu_si256(vec(w[c].data + k * 3 + 16));               \
+        const __m256i e2 = _mm256_loadu_si256(vec(w[c].data + k * 3 + 32));               \
+        for (int r = 0; r < MR; ++r) {                                                    \
+          acc[r][c][0] = MACC(acc[r][c][0], xv[r][0], e0);                                \
+          acc[r][c][1] = MACC(acc[r][c][1], xv[r][0], e1);                                \
+          acc[r][c][2] = MACC(acc[r][c][2], xv[r][0], e2);                                \
+          acc[r][c][2] = MACC(acc[r][c][2], xv[r][1], e0);                                \
+          acc[r][c][2] = MACC(acc[r][c][2], xv[r][2], e1);                                \
+        }                                                                                 \
+      }                                                                                   \
+    }                                                                                     \
+    for (int r = 0; r < MR; ++r)                                                          \
+      for (int c = 0; c < NR; ++c)                                                        \
+        total[r][c] += laneSum(acc[r][c][0]) * (int64_t{1} << 14) +                       \
+                       laneSum(acc[r][c][1]) * (int64_t{1} << 7) + laneSum(acc[r][c][2]); \
+  }                                                                                       \
+  for (int r = 0; r < MR; ++r)                                                            \
+    for (int c = 0; c < NR; ++c)                                                          \
+      products[r * NR + c] = total[r][c];
 
 #define REE_MACC_AVX2(acc, a, b) _mm256_add_epi32((acc), _mm256_madd_epi16((a), (b)))
 #define REE_MACC_VNNI(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
 
-__attribute__((target("avx2"))) void products4Avx2(const RowPlanes& x, const RowPlanes* w,
-                                                   int64_t padded_k, int64_t* products) {
-  REE_ROW_PRODUCTS4(REE_MACC_AVX2)
+template <int MR, int NR>
+__attribute__((target("avx2"))) void tileAvx2(const RowPlanes* x, const RowPlanes* w,
+                                              int64_t padded_k, int64_t* products) {
+  REE_TILE_PRODUCTS(REE_MACC_AVX2)
 }
 
-__attribute__((target("avx2,avx512f,avx512vl,avx512vnni"))) void products4Vnni(const RowPlanes& x,
-                                                                               const RowPlanes* w,
-                                                                               int64_t padded_k,
-                                                                               int64_t* products) {
-  REE_ROW_PRODUCTS4(REE_MACC_VNNI)
+template <int MR, int NR>
+__attribute__((target("avx2,avx512f,avx512vl,avx512vnni"))) void tileVnni(const RowPlanes* x,
+                                                                          const RowPlanes* w,
+                                                                          int64_t padded_k,
+                                                                          int64_t* products) {
+  REE_TILE_PRODUCTS(REE_MACC_VNNI)
 }
 #endif
 
@@ -278,15 +343,42 @@ void quantizeRow(SimdLevel level, const void* base, DType dtype, int64_t offset,
   }
 }
 
-void rowProducts(SimdLevel level, const RowPlanes& x, const RowPlanes* w, int count,
-                 int64_t padded_k, int64_t* products) {
+void tileProducts(SimdLevel level, const RowPlanes* x, int mr, const RowPlanes* w, int nr,
+                  int64_t padded_k, int64_t* products) {
 #if defined(REE_INT_LINEAR_ROW_X86)
-  if (count == 4 && level == SimdLevel::kAvx512Vnni) return products4Vnni(x, w, padded_k, products);
-  if (count == 4 && level == SimdLevel::kAvx2) return products4Avx2(x, w, padded_k, products);
+  static_assert(kTileRows == 2 && kTileCols == 3, "the vector tiles below are 2 x 3 and 1 x 3");
+  if (level == SimdLevel::kAvx512Vnni && mr == 2 && nr == 3) {
+    return tileVnni<2, 3>(x, w, padded_k, products);
+  }
+  if (level != SimdLevel::kScalar) {
+    // Row by row: 1 x 3 tiles where the columns are complete (AVX2's 16 registers fit no more),
+    // 1 x 1 otherwise.
+    for (int r = 0; r < mr; ++r) {
+      int64_t* row = products + r * nr;
+      if (nr == 3) {
+        if (level == SimdLevel::kAvx512Vnni) {
+          tileVnni<1, 3>(x + r, w, padded_k, row);
+        } else {
+          tileAvx2<1, 3>(x + r, w, padded_k, row);
+        }
+        continue;
+      }
+      for (int c = 0; c < nr; ++c) {
+        if (level == SimdLevel::kAvx512Vnni) {
+          tileVnni<1, 1>(x + r, w + c, padded_k, row + c);
+        } else {
+          tileAvx2<1, 1>(x + r, w + c, padded_k, row + c);
+        }
+      }
+    }
+    return;
+  }
 #endif
   (void)level;
-  for (int c = 0; c < count; ++c)
-    products[c] = productPortable(x, w[c], padded_k);
+  for (int r = 0; r < mr; ++r) {
+    for (int c = 0; c < nr; ++c)
+      products[r * nr + c] = productPortable(x[r], w[c], padded_k);
+  }
 }
 
 }  // namespace ree::repops::cpu::int_linear_row_detail

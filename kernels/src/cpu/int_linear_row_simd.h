@@ -16,32 +16,37 @@ enum class SimdLevel { kScalar, kAvx2, kAvx512Vnni };
 // The fastest level this CPU supports (checked once).
 SimdLevel bestSimdLevel();
 
-constexpr int kPlanes = 3;  // int16 planes per operand: x (xh, xl, xd), w (wh, wl, we)
-constexpr int kLanes = 16;  // int16 lanes of a 256-bit vector: rows are zero-padded to a multiple
+// Three int16 planes per operand, x (d0 2^7 + d1, d2 2^7 + d3, d2) and w (e0, e1, e2), stored
+// interleaved by groups of 16 elements (one 256-bit vector): a row is [padded_k / 16][3][16], so
+// that a vector loop needs one pointer per row. Rows are zero-padded to a multiple of 16.
+constexpr int kPlanes = 3;
+constexpr int kGroup = 16;
 
-// Row starts of the three planes of one quantised row.
+// Where element k of plane p lies in a row.
+inline int64_t planeIndex(int p, int64_t k) {
+  return (k / kGroup) * (kPlanes * kGroup) + p * kGroup + k % kGroup;
+}
+
+// The start of one quantised row.
 struct RowPlanes {
-  const int16_t* p[kPlanes];
+  const int16_t* data;
+  int16_t at(int p, int64_t k) const { return data[planeIndex(p, k)]; }
 };
 
 // Rows quantised with one exponent each: the exponent (int_linear_row::rowExponentOfMaxBits) and
-// the three int16 planes of the digits, zero-padded to padded_k.
+// the planes of the digits.
 struct QuantizedRows {
   int64_t padded_k = 0;
-  std::vector<int32_t> exponents;        // [rows]
-  std::vector<int16_t> planes[kPlanes];  // [rows][padded_k] each
+  std::vector<int32_t> exponents;  // [rows]
+  std::vector<int16_t> planes;     // [rows][padded_k / 16][3][16]
 
   void resize(int64_t rows, int64_t k) {
-    padded_k = (k + kLanes - 1) / kLanes * kLanes;
+    padded_k = (k + kGroup - 1) / kGroup * kGroup;
     exponents.resize(static_cast<size_t>(rows));
-    for (auto& plane : planes)
-      plane.resize(static_cast<size_t>(rows * padded_k));
+    planes.resize(static_cast<size_t>(rows * padded_k * kPlanes));
   }
-  int16_t* plane(int p, int64_t row) { return planes[p].data() + row * padded_k; }
-  RowPlanes row(int64_t r) const {
-    return {{planes[0].data() + r * padded_k, planes[1].data() + r * padded_k,
-             planes[2].data() + r * padded_k}};
-  }
+  int16_t* rowData(int64_t r) { return planes.data() + r * padded_k * kPlanes; }
+  RowPlanes row(int64_t r) const { return {planes.data() + r * padded_k * kPlanes}; }
 };
 
 // e of the k elements of `base` (dtype) from element `offset` on: the frexp exponent of the
@@ -53,8 +58,13 @@ int32_t rowExponent(const void* base, DType dtype, int64_t offset, int64_t k);
 void quantizeRow(SimdLevel level, const void* base, DType dtype, int64_t offset, int64_t k,
                  bool is_x, const int32_t* known, int64_t out, QuantizedRows* q);
 
-// products[c] = P of x with w[c], c < count (count <= 4), over padded_k (zero-padded) elements.
-void rowProducts(SimdLevel level, const RowPlanes& x, const RowPlanes* w, int count,
-                 int64_t padded_k, int64_t* products);
+// The output tile the vector loops compute at once (x rows by w rows).
+constexpr int kTileRows = 2;
+constexpr int kTileCols = 3;
+
+// products[r * nr + c] = P of x[r] with w[c] (r < mr, c < nr; mr <= kTileRows, nr <= kTileCols)
+// over padded_k (zero-padded) elements.
+void tileProducts(SimdLevel level, const RowPlanes* x, int mr, const RowPlanes* w, int nr,
+                  int64_t padded_k, int64_t* products);
 
 }  // namespace ree::repops::cpu::int_linear_row_detail
