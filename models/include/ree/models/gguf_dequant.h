@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "ree/kernels/quant_blocks.h"
 #include "ree/models/gguf.h"
 
 namespace ree::models {
@@ -13,6 +14,10 @@ namespace ree::models {
 // True for the types REE dequantizes: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
 // Q5_K, Q6_K.
 bool isDequantizableGgmlType(GgmlType type);
+
+// The kernels' block type of a quantised GGUF type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
+// Q6_K); false for the float types and the unsupported ones.
+bool ggmlQuantType(GgmlType type, repops::QuantType* out);
 
 // "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K", for messages.
 const char* dequantizableGgmlTypeNames();

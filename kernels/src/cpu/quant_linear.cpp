@@ -1,0 +1,99 @@
+// CPU linear over GGUF-quantised weights (quant_linear.h): slices of weight rows are dequantised
+// into an fp32 scratch (quant_blocks.h, the values of gguf-dequant.md) and handed to cpu::linear,
+// so every output is repops-1's chain over exactly those values (the bits of dequantise-at-load),
+// split over the threads by cpu::linear's own rules. The scratch is bounded, so a quantised model
+// never holds more than one slice of fp32 weights.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "ree/core/parallel.h"
+#include "ree/kernels/quant_linear.h"
+
+namespace ree::repops {
+namespace {
+
+constexpr int64_t kSliceBytes = 8 << 20;   // fp32 scratch per slice of rows
+constexpr int64_t kSliceRowMultiple = 16;  // cpu::linear's panel of output features
+
+bool rangesOverlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
+  if (a == nullptr || b == nullptr || a_bytes <= 0 || b_bytes <= 0) return false;
+  auto a0 = reinterpret_cast<uintptr_t>(a);
+  auto b0 = reinterpret_cast<uintptr_t>(b);
+  return a0 < b0 + static_cast<uintptr_t>(b_bytes) && b0 < a0 + static_cast<uintptr_t>(a_bytes);
+}
+
+}  // namespace
+
+Status validateQuantLinearArgs(const QuantLinearArgs& args) {
+  const int type = static_cast<int>(args.w_type);
+  REE_CHECK_ARG(type >= 0 && type < kQuantTypeCount, "quant linear: unknown w_type %d", type);
+  const LinearArgs& a = args.linear;
+  const int block = quantBlockElems(args.w_type);
+  REE_CHECK_ARG(a.k >= 1 && a.k % block == 0,
+                "quant linear: k=%lld must be a positive multiple of %s's block of %d",
+                static_cast<long long>(a.k), quantTypeName(args.w_type), block);
+  REE_CHECK_ARG(args.w_row_bytes == 0 || args.w_row_bytes >= args.rowBytes(),
+                "quant linear: w_row_bytes must be 0 or >= %lld, the bytes of a row of %lld %s "
+                "elements (got %lld)",
+                static_cast<long long>(args.rowBytes()), static_cast<long long>(a.k),
+                quantTypeName(args.w_type), static_cast<long long>(args.w_row_bytes));
+  REE_CHECK_ARG(a.bias == nullptr || a.bias_dtype == DType::kF32,
+                "quant linear: bias_dtype must be f32 (got %s)", dtypeName(a.bias_dtype));
+  REE_CHECK_ARG(a.w != nullptr, "quant linear: w is null");
+  // linear's checks of the dtypes, shapes and strides (with m = 0, so that it leaves the
+  // pointers alone: its w extent would count elements of w_dtype); the pointers are checked here,
+  // w's extent in bytes.
+  LinearArgs shapes = a;
+  shapes.m = 0;
+  shapes.w_dtype = DType::kF32;
+  shapes.w_row_stride = 0;
+  REE_RETURN_IF_ERROR(validateLinearArgs(shapes));
+  REE_CHECK_ARG(a.m >= 0 && a.m <= INT32_MAX, "quant linear: m must be in [0, 2^31) (got %lld)",
+                static_cast<long long>(a.m));
+  if (a.m > 0) {
+    REE_CHECK_ARG(a.x != nullptr && a.y != nullptr, "quant linear: x or y is null (m=%lld)",
+                  static_cast<long long>(a.m));
+    const int64_t y_bytes = ((a.m - 1) * a.yStride() + a.n) * dtypeSize(a.y_dtype);
+    const int64_t x_bytes = ((a.m - 1) * a.xStride() + a.k) * dtypeSize(a.x_dtype);
+    const int64_t w_bytes = (a.n - 1) * args.wRowBytes() + args.rowBytes();
+    REE_CHECK_ARG(!rangesOverlap(a.y, y_bytes, a.x, x_bytes), "quant linear: y overlaps x");
+    REE_CHECK_ARG(!rangesOverlap(a.y, y_bytes, a.w, w_bytes), "quant linear: y overlaps w");
+    REE_CHECK_ARG(!rangesOverlap(a.y, y_bytes, a.bias, a.n * 4), "quant linear: y overlaps bias");
+  }
+  return Status::kSuccess;
+}
+
+namespace cpu {
+
+Status quantLinear(const QuantLinearArgs& args) {
+  REE_RETURN_IF_ERROR(validateQuantLinearArgs(args));
+  const LinearArgs& a = args.linear;
+  if (a.m == 0) return Status::kSuccess;
+  const int64_t row_bytes = args.wRowBytes();
+  int64_t slice_rows = kSliceBytes / (4 * a.k) / kSliceRowMultiple * kSliceRowMultiple;
+  slice_rows = std::min(a.n, std::max(kSliceRowMultiple, slice_rows));
+  std::vector<float> weights(static_cast<size_t>(slice_rows * a.k));
+  const auto* blocks = static_cast<const unsigned char*>(a.w);
+  for (int64_t n0 = 0; n0 < a.n; n0 += slice_rows) {
+    const int64_t rows = std::min(slice_rows, a.n - n0);
+    parallelFor(rows, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        dequantizeBlocks(args.w_type, blocks + (n0 + r) * row_bytes, a.k, weights.data() + r * a.k);
+      }
+    });
+    LinearArgs slice = a;
+    slice.w = weights.data();
+    slice.w_dtype = DType::kF32;
+    slice.w_row_stride = 0;
+    slice.n = rows;
+    slice.bias = a.bias ? static_cast<const float*>(a.bias) + n0 : nullptr;
+    slice.y = static_cast<char*>(a.y) + n0 * dtypeSize(a.y_dtype);
+    slice.y_row_stride = a.yStride();
+    REE_RETURN_IF_ERROR(linear(slice));
+  }
+  return Status::kSuccess;
+}
+
+}  // namespace cpu
+}  // namespace ree::repops

@@ -1,0 +1,347 @@
+// CUDA linear over GGUF-quantised weights (quant_linear.h), repops-1's bits.
+//
+// GEMV (M <= 64): a block owns 16 weight rows (two per warp) and walks K in windows of 4096
+// (32 chunks of 128). For each window the block stages the x rows of its row block in shared
+// memory as fp32 (each 128-wide chunk padded to 132 floats, so that the lanes' float4 reads fall
+// in distinct banks); each warp copies the window's bytes of one weight row (32 chunks of blocks,
+// contiguous in memory) into its own shared buffer with coalesced cp.async, double-buffered: the
+// next row's copy is in flight while the current one is computed. Lane c then owns chunk c of the
+// window: it dequantises its blocks 32 elements at a time into registers (quant_blocks.h, the one
+// source of gguf-dequant.md's values) and runs the chunk's fma chain from +0 in k order for every
+// row of x (linear.md, step 2). The 32 chunk partials go to shared memory and lane r adds them to
+// row r's running total in chunk order, window after window: linear.md's merge. So every output
+// is exactly repops-1's chain over the dequantised weights.
+//
+// M > 64: slices of weight rows are dequantised to an fp32 scratch buffer (the same functions)
+// and cuda::linear runs on them (its GEMM for these shapes): the same values, the same bits.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "grid.cuh"
+#include "ree/core/cuda_check.h"
+#include "ree/kernels/quant_linear.h"
+#include "ree/kernels/reduce.h"
+#include "shared_memory.cuh"
+
+namespace ree::repops::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kRowsPerWarp = 2;
+constexpr int kRowsPerBlock = kWarps * kRowsPerWarp;
+constexpr int kWindowChunks = 32;  // one chunk per lane
+constexpr int kWindowK = kWindowChunks * kReduceChunk;
+constexpr int kXChunkFloats = kReduceChunk + 4;  // +4: lanes' float4 reads in distinct banks
+constexpr int kXRowFloats = kWindowChunks * kXChunkFloats;
+constexpr int kGemvMaxRows = 64;  // kAuto: the GEMV up to this M (linear.cu's crossover)
+
+struct QuantDeviceArgs {
+  const void* x;
+  const unsigned char* w;
+  const float* bias;
+  void* y;
+  int64_t x_stride, w_row_bytes, y_stride;
+  int m, n, k;
+  int y_is_bf16, accumulate;
+  int w_aligned;  // w and w_row_bytes 16-byte aligned: cp.async copies
+};
+
+template <QuantType kType>
+struct QuantLayout {
+  static constexpr int kBlockElems = quantBlockElems(kType);
+  static constexpr int kBlockBytes = quantBlockBytes(kType);
+  static constexpr int kWindowBytes = kWindowK / kBlockElems * kBlockBytes;
+  static_assert(kWindowBytes % 16 == 0, "windows start 16-byte aligned in an aligned row");
+};
+
+template <QuantType kType, int kRows>
+struct GemvShared {
+  static constexpr int kXBytes = kRows * kXRowFloats * 4;
+  static constexpr int kWBytes = kWarps * 2 * QuantLayout<kType>::kWindowBytes;
+  static constexpr int kMergeBytes = kWarps * kRows * kWindowChunks * 4;
+  static constexpr int kBytes = kXBytes + kWBytes + kMergeBytes;
+};
+
+// Copies `bytes` of the weight row at `src` (a window) to the warp's shared buffer: 16-byte
+// cp.async pieces when aligned, else one byte per lane and step (then visible after __syncwarp).
+__device__ __forceinline__ void copyWindow(unsigned char* dst, const unsigned char* src, int bytes,
+                                           bool aligned, int lane) {
+  if (aligned) {
+    for (int piece = lane; piece * 16 < bytes; piece += 32) {
+      const int n = min(16, bytes - piece * 16);
+      cpAsync16(dst + piece * 16, src + piece * 16, n);
+    }
+  } else {
+    for (int i = lane; i < bytes; i += 32)
+      dst[i] = src[i];
+  }
+}
+
+// The chunk partials of lane `chunk` (chunk c of a window of one weight row held at `wb`) for
+// kRows rows of x: each an fma chain from +0 over the chunk's `valid` k, in order.
+template <QuantType kType, int kRows>
+__device__ __forceinline__ void chunkPartials(const unsigned char* wb, const float* xs, int chunk,
+                                              int valid, float (&partial)[kRows]) {
+  using L = QuantLayout<kType>;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+    partial[r] = 0.0f;
+  for (int s = 0; s < valid / 32; ++s) {
+    const int e = chunk * kReduceChunk + 32 * s;  // first element in the window
+    float w[32];
+    dequantizeSub32<kType>(wb + (e / L::kBlockElems) * L::kBlockBytes, (e % L::kBlockElems) / 32,
+                           w);
+    const float* x = xs + chunk * kXChunkFloats + 32 * s;
+#pragma unroll
+    for (int j = 0; j < 32; j += 4) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const float4 v = *reinterpret_cast<const float4*>(x + r * kXRowFloats + j);
+        partial[r] = fmaF32(v.x, w[j], partial[r]);
+        partial[r] = fmaF32(v.y, w[j + 1], partial[r]);
+        partial[r] = fmaF32(v.z, w[j + 2], partial[r]);
+        partial[r] = fmaF32(v.w, w[j + 3], partial[r]);
+      }
+    }
+  }
+}
+
+// Window `window` of the kRows x rows from m0, as fp32, into xs (chunk-padded); zeros past K or M.
+template <typename TX, int kRows>
+__device__ __forceinline__ void stageX(const QuantDeviceArgs& a, int m0, int rows, int window,
+                                       float* xs) {
+  const TX* x = static_cast<const TX*>(a.x);
+  for (int i = threadIdx.x; i < kRows * kWindowK; i += blockDim.x) {
+    const int r = i / kWindowK, kk = i % kWindowK;
+    const int k = window * kWindowK + kk;
+    float v = 0.0f;
+    if (r < rows && k < a.k) v = loadFloat(x[static_cast<int64_t>(m0 + r) * a.x_stride + k]);
+    xs[r * kXRowFloats + (kk / kReduceChunk) * kXChunkFloats + kk % kReduceChunk] = v;
+  }
+}
+
+template <QuantType kType, typename TX, int kRows>
+__global__ void __launch_bounds__(kWarps * 32) quantGemvKernel(QuantDeviceArgs a) {
+  using L = QuantLayout<kType>;
+  using S = GemvShared<kType, kRows>;
+  extern __shared__ __align__(16) unsigned char shared[];
+  float* xs = reinterpret_cast<float*>(shared);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  unsigned char* wbuf = shared + S::kXBytes + warp * 2 * L::kWindowBytes;
+  float* merge =
+      reinterpret_cast<float*>(shared + S::kXBytes + S::kWBytes) + warp * kRows * kWindowChunks;
+  const int m0 = blockIdx.y * kRows;
+  const int rows = min(kRows, a.m - m0);
+  const int64_t row_bytes = static_cast<int64_t>(a.k / L::kBlockElems) * L::kBlockBytes;
+  const int windows = (a.k + kWindowK - 1) / kWindowK;
+  const int items = windows * kRowsPerWarp;  // item t: window t / kRowsPerWarp, slot t % ...
+  auto rowOf = [&](int slot) { return blockIdx.x * kRowsPerBlock + slot * kWarps + warp; };
+  auto issue = [&](int t) {
+    const int window = t / kRowsPerWarp, row = rowOf(t % kRowsPerWarp);
+    if (row < a.n) {
+      const int64_t start = static_cast<int64_t>(window) * L::kWindowBytes;
+      const int64_t left = row_bytes - start;
+      const int bytes = left < L::kWindowBytes ? static_cast<int>(left) : L::kWindowBytes;
+      copyWindow(wbuf + (t & 1) * L::kWindowBytes, a.w + row * a.w_row_bytes + start, bytes,
+                 a.w_aligned != 0, lane);
+    }
+    cpAsyncCommit();
+  };
+
+  float totals[kRowsPerWarp];  // lane r < rows: output (m0 + r, rowOf(slot))
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i)
+    totals[i] = -0.0f;  // -0 + p == p for every p: the first merge is total = p_0
+
+  issue(0);
+  for (int t = 0; t < items; ++t) {
+    const int window = t / kRowsPerWarp, slot = t % kRowsPerWarp;
+    if (slot == 0) {
+      __syncthreads();  // every warp is done with the previous window's x
+      stageX<TX, kRows>(a, m0, rows, window, xs);
+      __syncthreads();
+    }
+    if (t + 1 < items) {
+      issue(t + 1);
+    } else {
+      cpAsyncCommit();
+    }
+    cpAsyncWait<1>();
+    __syncwarp();                      // item t's bytes visible to every lane of the warp
+    if (rowOf(slot) >= a.n) continue;  // warp-uniform; no block barrier until the next window
+    const int window_chunks =
+        min(kWindowChunks, (a.k - window * kWindowK + kReduceChunk - 1) / kReduceChunk);
+    const int valid = min(kReduceChunk, a.k - window * kWindowK - lane * kReduceChunk);
+    if (lane < window_chunks) {
+      float partial[kRows];
+      chunkPartials<kType, kRows>(wbuf + (t & 1) * L::kWindowBytes, xs, lane, valid, partial);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+        merge[r * kWindowChunks + lane] = partial[r];
+    }
+    __syncwarp();
+    if (lane < rows) {
+#pragma unroll
+      for (int i = 0; i < kRowsPerWarp; ++i) {
+        if (i == slot) {
+          for (int c = 0; c < window_chunks; ++c)
+            totals[i] = totals[i] + merge[lane * kWindowChunks + c];
+        }
+      }
+    }
+    __syncwarp();  // the merge buffer and this item's weight buffer are free again
+  }
+  cpAsyncWait<0>();
+
+  if (lane < rows) {
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+      const int row = rowOf(i);
+      if (row < a.n) {
+        const bool has_bias = a.bias != nullptr;
+        const float value =
+            detail::linearFinish(totals[i], has_bias, has_bias ? a.bias[row] : 0.0f);
+        detail::linearStore(a.y, a.y_is_bf16 != 0,
+                            static_cast<int64_t>(m0 + lane) * a.y_stride + row, value,
+                            a.accumulate != 0);
+      }
+    }
+  }
+}
+
+template <QuantType kType, typename TX, int kRows>
+Status launchGemv(const QuantDeviceArgs& a, cudaStream_t stream) {
+  auto kernel = quantGemvKernel<kType, TX, kRows>;
+  REE_RETURN_IF_ERROR(allowFullSharedMemory(kernel));
+  dim3 grid(divUp(a.n, kRowsPerBlock), divUp(a.m, kRows));
+  kernel<<<grid, kWarps * 32, GemvShared<kType, kRows>::kBytes, stream>>>(a);
+  REE_CUDA_CHECK_LAUNCH();
+  return Status::kSuccess;
+}
+
+template <QuantType kType, typename TX>
+Status dispatchRows(const QuantDeviceArgs& a, cudaStream_t stream) {
+  if (a.m <= 1) return launchGemv<kType, TX, 1>(a, stream);
+  if (a.m <= 2) return launchGemv<kType, TX, 2>(a, stream);
+  return launchGemv<kType, TX, 4>(a, stream);  // row blocks of 4 (grid.y)
+}
+
+// ---- M > 64: dequantise slices of rows to fp32, then cuda::linear
+// --------------------------------- Thread i writes the 32 elements of group i (row i / (K / 32),
+// elements 32 (i % (K / 32)) ...).
+template <QuantType kType>
+__global__ void dequantRowsKernel(const unsigned char* w, int64_t w_row_bytes, int k,
+                                  int64_t groups, float* out) {
+  using L = QuantLayout<kType>;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= groups) return;
+  const int per_row = k / 32;
+  const int64_t row = i / per_row;
+  const int e = static_cast<int>(i % per_row) * 32;
+  float values[32];
+  dequantizeSub32<kType>(w + row * w_row_bytes + (e / L::kBlockElems) * L::kBlockBytes,
+                         (e % L::kBlockElems) / 32, values);
+  float* dst = out + row * k + e;
+#pragma unroll
+  for (int j = 0; j < 32; ++j)
+    dst[j] = values[j];
+}
+
+constexpr int64_t kScratchBytes = 256ll << 20;  // fp32 rows per slice
+
+template <QuantType kType>
+Status dequantThenLinear(const QuantLinearArgs& args, cudaStream_t stream) {
+  const LinearArgs& a = args.linear;
+  int64_t slice_rows = std::max<int64_t>(128, kScratchBytes / (4 * a.k) / 128 * 128);
+  slice_rows = std::min(slice_rows, a.n);
+  float* scratch = nullptr;
+  REE_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&scratch),
+                                 static_cast<size_t>(slice_rows * a.k) * 4, stream));
+  Status status = Status::kSuccess;
+  for (int64_t n0 = 0; n0 < a.n && status == Status::kSuccess; n0 += slice_rows) {
+    const int64_t rows = std::min(slice_rows, a.n - n0);
+    const int64_t groups = rows * (a.k / 32);
+    dequantRowsKernel<kType><<<divUp(groups, 256), 256, 0, stream>>>(
+        static_cast<const unsigned char*>(a.w) + n0 * args.wRowBytes(), args.wRowBytes(),
+        static_cast<int>(a.k), groups, scratch);
+    if (cudaPeekAtLastError() != cudaSuccess) {
+      status = REE_FAIL(Status::kCudaError, "quant linear: dequantisation launch failed: %s",
+                        cudaGetErrorString(cudaGetLastError()));
+      break;
+    }
+    LinearArgs slice = a;
+    slice.w = scratch;
+    slice.w_dtype = DType::kF32;
+    slice.w_row_stride = 0;
+    slice.n = rows;
+    slice.bias = a.bias ? static_cast<const float*>(a.bias) + n0 : nullptr;
+    slice.y = static_cast<char*>(a.y) + n0 * dtypeSize(a.y_dtype);
+    slice.y_row_stride = a.yStride();
+    status = linear(slice, stream);
+  }
+  REE_CUDA_CHECK(cudaFreeAsync(scratch, stream));
+  return status;
+}
+
+template <QuantType kType>
+Status dispatchKernel(const QuantLinearArgs& args, LinearKernel kernel, cudaStream_t stream) {
+  const LinearArgs& l = args.linear;
+  if (kernel == LinearKernel::kGemm || (kernel == LinearKernel::kAuto && l.m > kGemvMaxRows)) {
+    return dequantThenLinear<kType>(args, stream);
+  }
+  QuantDeviceArgs a;
+  a.x = l.x;
+  a.w = static_cast<const unsigned char*>(l.w);
+  a.bias = static_cast<const float*>(l.bias);
+  a.y = l.y;
+  a.x_stride = l.xStride();
+  a.w_row_bytes = args.wRowBytes();
+  a.y_stride = l.yStride();
+  a.m = static_cast<int>(l.m);
+  a.n = static_cast<int>(l.n);
+  a.k = static_cast<int>(l.k);
+  a.y_is_bf16 = l.y_dtype == DType::kBF16 ? 1 : 0;
+  a.accumulate = l.accumulate ? 1 : 0;
+  a.w_aligned = reinterpret_cast<uintptr_t>(l.w) % 16 == 0 && a.w_row_bytes % 16 == 0 ? 1 : 0;
+  if (l.x_dtype == DType::kBF16) return dispatchRows<kType, bf16_t>(a, stream);
+  return dispatchRows<kType, float>(a, stream);
+}
+
+}  // namespace
+
+Status quantLinearWithKernel(const QuantLinearArgs& args, LinearKernel kernel,
+                             cudaStream_t stream) {
+  REE_RETURN_IF_ERROR(validateQuantLinearArgs(args));
+  REE_CHECK_ARG(kernel == LinearKernel::kAuto || kernel == LinearKernel::kGemv ||
+                    kernel == LinearKernel::kGemm,
+                "quant linear: unknown kernel %d", static_cast<int>(kernel));
+  if (args.linear.m == 0) return Status::kSuccess;
+  switch (args.w_type) {
+    case QuantType::kQ8_0:
+      return dispatchKernel<QuantType::kQ8_0>(args, kernel, stream);
+    case QuantType::kQ4_0:
+      return dispatchKernel<QuantType::kQ4_0>(args, kernel, stream);
+    case QuantType::kQ4_1:
+      return dispatchKernel<QuantType::kQ4_1>(args, kernel, stream);
+    case QuantType::kQ5_0:
+      return dispatchKernel<QuantType::kQ5_0>(args, kernel, stream);
+    case QuantType::kQ5_1:
+      return dispatchKernel<QuantType::kQ5_1>(args, kernel, stream);
+    case QuantType::kQ4_K:
+      return dispatchKernel<QuantType::kQ4_K>(args, kernel, stream);
+    case QuantType::kQ5_K:
+      return dispatchKernel<QuantType::kQ5_K>(args, kernel, stream);
+    case QuantType::kQ6_K:
+      return dispatchKernel<QuantType::kQ6_K>(args, kernel, stream);
+  }
+  return REE_FAIL(Status::kInvalidArgument, "quant linear: unknown w_type %d",
+                  static_cast<int>(args.w_type));
+}
+
+Status quantLinear(const QuantLinearArgs& args, cudaStream_t stream) {
+  return quantLinearWithKernel(args, LinearKernel::kAuto, stream);
+}
+
+}  // namespace ree::repops::cuda

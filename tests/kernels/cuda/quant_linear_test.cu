@@ -1,0 +1,124 @@
+// CUDA linear over GGUF blocks == CPU (quant_linear.h) == dequantise + repops-1 linear, bitwise:
+// every block type, odd K multiples of the block (one and two 4096-wide GEMV windows, partial
+// chunks), M = 1..70 across the GEMV/GEMM switch at 64, every kernel (auto, GEMV forced at any
+// M, dequantise-then-GEMM forced at any M), padded and misaligned weight rows (the byte-copy
+// path), bf16 x and y, bias, accumulate.
+#include <cuda_runtime.h>
+
+#include <random>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "kernels/quant_linear_problem.h"
+#include "ree/kernels/quant_linear.h"
+
+namespace ree::repops {
+namespace {
+
+using cuda::LinearKernel;
+
+// y from the GPU; w_offset bytes of shift in the weights' device buffer (misaligned rows).
+std::vector<unsigned char> runCuda(const test::QuantProblem& p, LinearKernel kernel,
+                                   size_t w_offset = 0) {
+  test::DeviceBuffer w(p.w.size() + w_offset, 16);
+  EXPECT_EQ(cudaMemcpy(w.at(w_offset), p.w.data(), p.w.size(), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  test::DeviceBuffer x(p.x), bias(p.bias_bytes), y(p.y_init);
+  Status s =
+      cuda::quantLinearWithKernel(p.args(w.at(w_offset), x.ptr, bias.ptr, y.ptr), kernel, nullptr);
+  EXPECT_EQ(s, Status::kSuccess) << lastErrorMessage();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return y.download(p.y_init.size());
+}
+
+std::vector<unsigned char> runCpu(const test::QuantProblem& p) {
+  std::vector<unsigned char> y = p.y_init;
+  Status s = cpu::quantLinear(p.args(p.w.data(), p.x.data(), p.bias_bytes.data(), y.data()));
+  EXPECT_EQ(s, Status::kSuccess) << lastErrorMessage();
+  return y;
+}
+
+void expectAllKernelsMatch(const test::QuantProblem& p, size_t w_offset = 0) {
+  const std::vector<unsigned char> expected = p.reference();
+  ASSERT_FALSE(expected.empty()) << lastErrorMessage();
+  EXPECT_EQ(test::firstBitDifference(expected, runCpu(p)), -1) << "cpu " << p.describe();
+  const LinearKernel kernels[] = {LinearKernel::kAuto, LinearKernel::kGemv, LinearKernel::kGemm};
+  const char* names[] = {"auto", "gemv", "gemm"};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(test::firstBitDifference(expected, runCuda(p, kernels[i], w_offset)), -1)
+        << names[i] << " " << p.describe() << " w_offset=" << w_offset;
+  }
+}
+
+std::vector<int64_t> oddKs(QuantType type) {
+  const int64_t b = quantBlockElems(type);
+  return b == 32 ? std::vector<int64_t>{32, 96, 544, 4128} : std::vector<int64_t>{256, 768, 4352};
+}
+
+TEST(QuantLinearCuda, EveryTypeAndRowCountMatchesCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(2626);
+  for (QuantType type : test::kAllQuantTypes) {
+    for (int64_t k : oddKs(type)) {
+      for (int64_t m : {1, 2, 3, 4, 5, 9, 16, 17, 63, 64, 65, 70}) {
+        test::QuantProblem p;
+        p.type = type;
+        p.k = k;
+        p.m = m;
+        p.n = 1 + 2 * static_cast<int64_t>(rng() % 30);
+        p.bias = rng() % 2;
+        p.accumulate = rng() % 4 == 0;
+        p.x_dtype = rng() % 3 == 0 ? DType::kBF16 : DType::kF32;
+        p.y_dtype = rng() % 3 == 0 ? DType::kBF16 : DType::kF32;
+        p.fill(rng());
+        expectAllKernelsMatch(p);
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
+TEST(QuantLinearCuda, PaddedAndMisalignedRowsMatchCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(2727);
+  for (QuantType type : test::kAllQuantTypes) {
+    test::QuantProblem p;
+    p.type = type;
+    p.k = quantBlockElems(type) == 32 ? 4128 : 4352;
+    p.m = 1 + static_cast<int64_t>(rng() % 6);
+    p.n = 37;
+    p.w_pad = 2;  // rows 2 bytes longer: not 16-byte aligned
+    p.x_pad = 1;
+    p.y_pad = 3;
+    p.bias = true;
+    p.fill(rng());
+    expectAllKernelsMatch(p);
+    expectAllKernelsMatch(p, /*w_offset=*/2);
+    p.w_pad = 16;  // aligned rows, misaligned base
+    p.fill(rng());
+    expectAllKernelsMatch(p);
+    expectAllKernelsMatch(p, /*w_offset=*/6);
+    if (HasFailure()) return;
+  }
+}
+
+TEST(QuantLinearCuda, LargeShapesMatchCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  // A decode-sized layer: many blocks of the grid, 3.5 windows of K, both row kernels.
+  for (QuantType type : {QuantType::kQ4_0, QuantType::kQ4_K, QuantType::kQ8_0}) {
+    for (int64_t m : {1, 4, 16}) {
+      test::QuantProblem p;
+      p.type = type;
+      p.k = 14336;
+      p.n = 515;
+      p.m = m;
+      p.fill(99 + m);
+      const std::vector<unsigned char> expected = runCpu(p);
+      EXPECT_EQ(test::firstBitDifference(expected, runCuda(p, LinearKernel::kAuto)), -1)
+          << p.describe();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ree::repops
