@@ -2,6 +2,9 @@
 
 Usage: export_models.py OUT_DIR. Writes OUT_DIR/<model>/{model.onnx, input_<i>.npy, ort_<i>.npy}
 for every model, and OUT_DIR/<model>_ext/ with the same model's weights in an external file.
+The six tiny transformers architectures of the model tests (scripts/reference/hf_reference.py's
+MODELS: llama3, llama2_tied, mistral, qwen2, qwen3, gpt2; random weights, eager attention) are
+written as OUT_DIR/hf_<name>/ with transformers' own fp32 logits too (torch_0.npy).
 """
 import os
 import sys
@@ -98,7 +101,36 @@ def tiny_llama():
     return Logits(model)
 
 
-def write_case(out_dir, name, module, inputs, names, dynamic, opset, external=False):
+def reference_models():
+    """The model tests' transformers architectures, built as hf_reference.py builds them."""
+    import transformers
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "scripts", "reference"))
+    from hf_reference import MODELS
+    for index, (name, (config_class, kwargs)) in enumerate(MODELS.items()):
+        config = config_class(**dict(kwargs, use_cache=False))
+        torch.manual_seed(1000 + index)
+        model = transformers.AutoModelForCausalLM.from_config(
+            config, dtype=torch.float32, attn_implementation="eager").eval()
+        with torch.no_grad():  # random init leaves norms at 1: perturb them (as hf_reference.py)
+            for pname, param in model.named_parameters():
+                if "norm" in pname or "ln_" in pname:
+                    param.add_(0.1 * torch.randn_like(param))
+
+        class Logits(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, ids):
+                mask = torch.ones_like(ids)  # see tiny_llama
+                return self.inner(input_ids=ids, attention_mask=mask, use_cache=False).logits
+
+        yield name, Logits(model), config.vocab_size
+
+
+def write_case(out_dir, name, module, inputs, names, dynamic, opset, external=False,
+               keep_torch=False):
     directory = os.path.join(out_dir, name)
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "model.onnx")
@@ -112,6 +144,9 @@ def write_case(out_dir, name, module, inputs, names, dynamic, opset, external=Fa
         array = value.numpy()
         np.save(os.path.join(directory, f"input_{i}.npy"), array)
         feeds[input_name] = array
+    if keep_torch:  # the framework's own fp32 outputs
+        with torch.no_grad():
+            np.save(os.path.join(directory, "torch_0.npy"), module(*inputs).numpy())
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     for i, result in enumerate(session.run(None, feeds)):
         np.save(os.path.join(directory, f"ort_{i}.npy"), result)
@@ -137,6 +172,10 @@ def main():
         ids = torch.randint(0, 64, (2, 7))
         write_case(out_dir, "llama", llama, [ids], ["input_ids"],
                    {"input_ids": {0: "batch", 1: "sequence"}}, 17)
+        for name, module, vocab in reference_models():
+            ids = torch.randint(0, vocab, (2, 9))
+            write_case(out_dir, f"hf_{name}", module, [ids], ["input_ids"],
+                       {"input_ids": {0: "batch", 1: "sequence"}}, 17, keep_torch=True)
 
 
 if __name__ == "__main__":

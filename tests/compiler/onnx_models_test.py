@@ -8,9 +8,13 @@ cuda:0 (no GPU, or a build without CUDA).
 
 For every model of export_models.py (an MLP at opsets 17 and 20 and with external weights, a CNN
 with a residual block, an attention block with a written-out RMSNorm, a two-layer transformers
-Llama without KV cache):
+Llama without KV cache, and the model tests' six tiny transformers architectures hf_llama3,
+hf_llama2_tied, hf_mistral, hf_qwen2, hf_qwen3, hf_gpt2 with random weights):
   - the reproducible outputs match onnxruntime's within the tolerance below (fp32 throughout; the
     differences come from summation order and correctly rounded vs. vendor math);
+  - where the exporter saved the framework's own fp32 outputs (torch_0.npy: the transformers
+    models), they match those within models_hf_parity_test's tolerance,
+    2e-4 * max|transformers| + 2e-5;
   - they are bitwise identical run to run, with 1 and 3 CPU threads, and batch row by row vs. the
     whole batch at once (each row run alone gives the bits of its row in the batch);
   - the artifacts hold plan.json and constants.bin, and external tensor files are symlinked
@@ -80,6 +84,22 @@ def check_against_onnxruntime(name, directory, outputs):
         worst = float(np.abs(got - want).max()) if got.size else 0.0
         print(f"{name} output {i}: max |ree - onnxruntime| = {worst:.3g}")
         check(bool((excess <= 0).all()), f"{name} output {i}: differs from onnxruntime by {worst}")
+
+
+def check_against_torch(name, directory, outputs):
+    """transformers' fp32 logits, within models_hf_parity_test's tolerance."""
+    path = os.path.join(directory, "torch_0.npy")
+    if not os.path.exists(path):
+        return
+    want = np.load(path)
+    got = outputs[0]
+    check(got.shape == want.shape, f"{name}: shape {got.shape} vs transformers' {want.shape}")
+    if got.shape != want.shape:
+        return
+    worst = float(np.abs(got - want).max())
+    tolerance = 2e-4 * float(np.abs(want).max()) + 2e-5
+    print(f"{name}: max |ree - transformers| = {worst:.3g} (tolerance {tolerance:.3g})")
+    check(worst <= tolerance, f"{name}: differs from transformers by {worst} > {tolerance}")
 
 
 def check_bitwise(name, a, b, what):
@@ -186,6 +206,7 @@ def main():
         if outputs is None:
             continue
         check_against_onnxruntime(name, directory, outputs)
+        check_against_torch(name, directory, outputs)
         check_artifacts(name, artifacts, colocate=False)
         again = run_compile(launch, model, inputs, os.path.join(work, name, "t3"), "--threads", "3")
         check_bitwise(name, outputs, again, "between 1 and 3 threads")
