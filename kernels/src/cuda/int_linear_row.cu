@@ -137,6 +137,7 @@ Status enqueueRow(const LinearArgs& args, const RowLayout& l, const int32_t* pre
     s.x_digit_sums = x_sums;
     s.k_padded = l.kp;
     s.chunks = static_cast<int>(l.kp / kChunk);
+    s.w_constant = args.w_is_constant;
     return launchSkinny(s, args.w_dtype, l.groups, stream);
   }
   // GEMM path: w's planes (and its exponents unless prepared) in one pass.

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "chained_launch.cuh"
 #include "ree/kernels/int_linear_row.h"
 
 namespace ree::repops::cuda {
@@ -93,6 +94,8 @@ __global__ void __launch_bounds__(kRowThreads)
     rowExponentKernel(const T* __restrict__ src, int64_t stride, int64_t rows, int64_t k,
                       int32_t* __restrict__ exponents) {
   __shared__ uint32_t scratch[kRowWarps];
+  waitForPredecessor();
+  allowSuccessorLaunch();
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int exponent = rowExponent(src + r * stride, k, scratch);
     if (threadIdx.x == 0) exponents[r] = exponent;
@@ -123,6 +126,8 @@ __global__ void __launch_bounds__(kRowThreads)
       kSlices == int_linear::kXSlices ? int_linear::kXShift : int_linear::kWShift;
   __shared__ uint32_t scratch[kRowWarps];
   __shared__ int32_t sums[kSlices];
+  waitForPredecessor();
+  allowSuccessorLaunch();
   for (int64_t r = blockIdx.x; r < a.rows_padded; r += gridDim.x) {
     const bool real = r < a.rows;
     const T* row = src + (real ? r : 0) * a.stride;
@@ -182,23 +187,24 @@ int rowGrid(int64_t rows) {
   return static_cast<int>(rows < (int64_t{1} << 20) ? rows : (int64_t{1} << 20));
 }
 
-// Launchers by run-time dtype.
+// Launchers by run-time dtype, chained (chained_launch.cuh): each kernel waits for its
+// predecessor before it reads anything.
 Status launchRowExponents(const void* src, DType dtype, int64_t stride, int64_t rows, int64_t k,
                           int32_t* exponents, cudaStream_t stream) {
   if (rows == 0) return Status::kSuccess;
   const int grid = rowGrid(rows);
   switch (dtype) {
     case DType::kF32:
-      rowExponentKernel<<<grid, kRowThreads, 0, stream>>>(static_cast<const float*>(src), stride,
-                                                          rows, k, exponents);
+      launchChained(rowExponentKernel<float>, grid, kRowThreads, 0, stream,
+                    static_cast<const float*>(src), stride, rows, k, exponents);
       break;
     case DType::kBF16:
-      rowExponentKernel<<<grid, kRowThreads, 0, stream>>>(static_cast<const bf16_t*>(src), stride,
-                                                          rows, k, exponents);
+      launchChained(rowExponentKernel<bf16_t>, grid, kRowThreads, 0, stream,
+                    static_cast<const bf16_t*>(src), stride, rows, k, exponents);
       break;
     default:
-      rowExponentKernel<<<grid, kRowThreads, 0, stream>>>(static_cast<const f16_t*>(src), stride,
-                                                          rows, k, exponents);
+      launchChained(rowExponentKernel<f16_t>, grid, kRowThreads, 0, stream,
+                    static_cast<const f16_t*>(src), stride, rows, k, exponents);
       break;
   }
   REE_CUDA_CHECK_LAUNCH();
@@ -212,16 +218,16 @@ Status launchQuantizeRows(const void* src, DType dtype, const QuantizeRowsArgs& 
   const int grid = rowGrid(a.rows_padded);
   switch (dtype) {
     case DType::kF32:
-      quantizeRowsKernel<float, kSlices>
-          <<<grid, kRowThreads, 0, stream>>>(static_cast<const float*>(src), a);
+      launchChained(quantizeRowsKernel<float, kSlices>, grid, kRowThreads, 0, stream,
+                    static_cast<const float*>(src), a);
       break;
     case DType::kBF16:
-      quantizeRowsKernel<bf16_t, kSlices>
-          <<<grid, kRowThreads, 0, stream>>>(static_cast<const bf16_t*>(src), a);
+      launchChained(quantizeRowsKernel<bf16_t, kSlices>, grid, kRowThreads, 0, stream,
+                    static_cast<const bf16_t*>(src), a);
       break;
     default:
-      quantizeRowsKernel<f16_t, kSlices>
-          <<<grid, kRowThreads, 0, stream>>>(static_cast<const f16_t*>(src), a);
+      launchChained(quantizeRowsKernel<f16_t, kSlices>, grid, kRowThreads, 0, stream,
+                    static_cast<const f16_t*>(src), a);
       break;
   }
   REE_CUDA_CHECK_LAUNCH();

@@ -24,6 +24,8 @@
 
 #include <cstdint>
 
+#include "chained_launch.cuh"
+
 namespace ree::repops::cuda {
 namespace {
 
@@ -42,7 +44,8 @@ struct SkinnyArgs {
   const int8_t* x_planes;       // [8 * groups][4 * k_padded]
   const int32_t* x_digit_sums;  // [8 * groups][4]
   int64_t k_padded;
-  int chunks;  // k_padded / kChunk
+  int chunks;      // k_padded / kChunk
+  int w_constant;  // LinearArgs::w_is_constant: w may be read before the previous kernel ends
 };
 
 __device__ __forceinline__ void mmaU8S8(int32_t (&c)[4], const uint32_t (&a)[4], uint2 b) {
@@ -133,51 +136,34 @@ __device__ __forceinline__ void storeSkinnyOutput(const SkinnyArgs& s, const int
                  raw[3 * raw_stride] - 64 * (s1 + s2 + s3));
 }
 
-template <typename T, int kGroups>
-__global__ void __launch_bounds__(kSkinnyWarps * 32) skinnyKernel(SkinnyArgs s) {
-  constexpr int kRows = 8 * kGroups;
-  constexpr int kUnroll = kGroups >= 8 ? 1 : kSkinnyUnroll;  // 64 rows: registers are full
-  __shared__ int32_t totals[kClasses][kRows][kSkinnyTileN];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int g = lane >> 2, q = lane & 3;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kSkinnyTileN;
-  for (int i = threadIdx.x; i < kClasses * kRows * kSkinnyTileN; i += blockDim.x)
-    (&totals[0][0][0])[i] = 0;
-  const T* rows[2];
-  float s1[2], s2[2];
+// This lane's eight elements of rows g and g + 8 for chunks c0, c0 + kSkinnyWarps, ... (zeros
+// beyond k and beyond n).
+template <typename T, int kUnroll>
+__device__ __forceinline__ void loadChunks(const SkinnyArgs& s, const T* const (&rows)[2], int c0,
+                                           int q, float (&v)[kUnroll][2][8]) {
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int64_t n = n0 + g + 8 * r;
-    rows[r] = n < s.out.n ? static_cast<const T*>(s.w) + n * s.w_stride : nullptr;
-    wScale(n < s.out.n ? s.out.w_exponents[n] : 0, s1[r], s2[r]);
-  }
-  int32_t acc[kClasses][kGroups][4] = {};
-  for (int c0 = warp; c0 < s.chunks; c0 += kSkinnyWarps * kUnroll) {
-    float v[kUnroll][2][8];
+  for (int u = 0; u < kUnroll; ++u) {
+    const int64_t k0 = static_cast<int64_t>(c0 + u * kSkinnyWarps) * kChunk + 8 * q;
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t k0 = static_cast<int64_t>(c0 + u * kSkinnyWarps) * kChunk + 8 * q;
+    for (int r = 0; r < 2; ++r) {
+      if (rows[r] != nullptr && k0 < s.k) {
+        loadEight(rows[r], k0, s.k, v[u][r]);
+      } else {
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        if (rows[r] != nullptr && k0 < s.k) {
-          loadEight(rows[r], k0, s.k, v[u][r]);
-        } else {
-#pragma unroll
-          for (int j = 0; j < 8; ++j)
-            v[u][r][j] = 0.0f;
-        }
+        for (int j = 0; j < 8; ++j)
+          v[u][r][j] = 0.0f;
       }
     }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int chunk = c0 + u * kSkinnyWarps;
-      if (chunk >= s.chunks) break;
-      uint32_t a[3][4];
-      wFragments(v[u], s1, s2, a);
-      multiplyChunk<kGroups>(s, chunk, lane, a, acc);
-    }
   }
-  __syncthreads();  // totals are zeroed
+}
+
+// The block's raw class sums, then its outputs.
+template <int kGroups>
+__device__ __forceinline__ void finishSkinnyBlock(const SkinnyArgs& s, int64_t n0, int lane,
+                                                  const int32_t (&acc)[kClasses][kGroups][4],
+                                                  int32_t (*totals)[8 * kGroups][kSkinnyTileN]) {
+  constexpr int kRows = 8 * kGroups;
+  const int g = lane >> 2, q = lane & 3;
 #pragma unroll
   for (int c = 0; c < kClasses; ++c) {
 #pragma unroll
@@ -197,6 +183,52 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinnyKernel(SkinnyArgs s) 
   }
 }
 
+// Launched chained (chained_launch.cuh): with a constant w the first chunks' loads are issued
+// before waiting for the previous kernel (which writes x's planes); then the loop keeps the next
+// chunks' loads in flight while the current ones are multiplied.
+template <typename T, int kGroups>
+__global__ void __launch_bounds__(kSkinnyWarps * 32) skinnyKernel(SkinnyArgs s) {
+  constexpr int kRows = 8 * kGroups;
+  constexpr int kUnroll = kGroups >= 8 ? 1 : kSkinnyUnroll;  // 64 rows: registers are full
+  constexpr int kStep = kSkinnyWarps * kUnroll;
+  __shared__ int32_t totals[kClasses][kRows][kSkinnyTileN];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, q = lane & 3;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kSkinnyTileN;
+  const T* rows[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t n = n0 + g + 8 * r;
+    rows[r] = n < s.out.n ? static_cast<const T*>(s.w) + n * s.w_stride : nullptr;
+  }
+  float v[kUnroll][2][8];
+  if (s.w_constant) loadChunks<T, kUnroll>(s, rows, warp, q, v);
+  waitForPredecessor();
+  allowSuccessorLaunch();
+  if (!s.w_constant) loadChunks<T, kUnroll>(s, rows, warp, q, v);
+  for (int i = threadIdx.x; i < kClasses * kRows * kSkinnyTileN; i += blockDim.x)
+    (&totals[0][0][0])[i] = 0;
+  float s1[2], s2[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+    wScale(rows[r] != nullptr ? s.out.w_exponents[n0 + g + 8 * r] : 0, s1[r], s2[r]);
+  int32_t acc[kClasses][kGroups][4] = {};
+  for (int c0 = warp; c0 < s.chunks; c0 += kStep) {
+    uint32_t a[kUnroll][3][4];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      wFragments(v[u], s1, s2, a[u]);
+    if (c0 + kStep < s.chunks) loadChunks<T, kUnroll>(s, rows, c0 + kStep, q, v);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int chunk = c0 + u * kSkinnyWarps;
+      if (chunk < s.chunks) multiplyChunk<kGroups>(s, chunk, lane, a[u], acc);
+    }
+  }
+  __syncthreads();  // totals are zeroed
+  finishSkinnyBlock<kGroups>(s, n0, lane, acc, totals);
+}
+
 // Groups of 8 x rows the skinny kernel is instantiated for (1, 2, 4, 8).
 int skinnyGroups(int64_t m) {
   return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8;
@@ -206,16 +238,16 @@ template <typename T>
 void launchSkinnyTyped(const SkinnyArgs& s, int groups, unsigned grid, cudaStream_t stream) {
   switch (groups) {
     case 1:
-      skinnyKernel<T, 1><<<grid, kSkinnyWarps * 32, 0, stream>>>(s);
+      launchChained(skinnyKernel<T, 1>, grid, kSkinnyWarps * 32, 0, stream, s);
       break;
     case 2:
-      skinnyKernel<T, 2><<<grid, kSkinnyWarps * 32, 0, stream>>>(s);
+      launchChained(skinnyKernel<T, 2>, grid, kSkinnyWarps * 32, 0, stream, s);
       break;
     case 4:
-      skinnyKernel<T, 4><<<grid, kSkinnyWarps * 32, 0, stream>>>(s);
+      launchChained(skinnyKernel<T, 4>, grid, kSkinnyWarps * 32, 0, stream, s);
       break;
     default:
-      skinnyKernel<T, 8><<<grid, kSkinnyWarps * 32, 0, stream>>>(s);
+      launchChained(skinnyKernel<T, 8>, grid, kSkinnyWarps * 32, 0, stream, s);
       break;
   }
 }
