@@ -2,9 +2,9 @@
 // kernel for decode) beside repops-2, repops-1, cuBLAS SGEMM, cuBLAS bf16 GemmEx and one plain
 // cuBLAS int8 GEMM of the same M, N, K (the ceiling of a single int8 product), in one run:
 // effective TFLOP/s = 2 M N K / time, bf16 x and w, fp32 y. repops-3 is timed unprepared (w's row
-// exponents found per call) and prepared (prepareIntLinearRowWeights, as a model's constant
-// weights are). For M <= 64 the weights rotate through copies that exceed L2, and the w read
-// rate (2 bytes per parameter) is given beside the device's D2D copy bandwidth (read + write).
+// exponents found per call) and prepared (prepareIntLinearRowWeights and w_is_constant, as a
+// model's weights are). For M <= 64 the weights rotate through copies that exceed L2, and the w
+// read rate (2 bytes per parameter) is given beside the device's D2D copy bandwidth (read + write).
 // Usage: bench_gpu_int_linear_row_bench [iterations]
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -99,8 +99,12 @@ void run(int m, int k, int n, int iterations, double copy_gbs, cublasHandle_t cu
     });
   };
   float row = timed([&](int) { CHECK_REE(ree::repops::cuda::intLinearRow(args, nullptr)); });
-  float row_prepared = timed(
-      [&](int c) { CHECK_REE(ree::repops::cuda::intLinearRow(args, prepared[c].get(), nullptr)); });
+  // The model path: prepared row exponents and w marked constant (chained launch).
+  float row_prepared = timed([&](int c) {
+    ree::repops::LinearArgs model = args;
+    model.w_is_constant = true;
+    CHECK_REE(ree::repops::cuda::intLinearRow(model, prepared[c].get(), nullptr));
+  });
   float repops2 = timed([&](int) { CHECK_REE(ree::repops::cuda::intLinear(args, nullptr)); });
   float repops1 = timed([&](int) { CHECK_REE(ree::repops::cuda::linear(args, nullptr)); });
   float bf16 = timed([&](int c) {
