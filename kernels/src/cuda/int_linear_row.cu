@@ -15,9 +15,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
 
 #include "common/dtype_dispatch.h"
 #include "ree/core/cuda_check.h"
+#include "ree/core/log.h"
 #include "ree/kernels/int_linear_row.h"
 
 // clang-format off
@@ -73,7 +75,7 @@ RowLayout rowLayoutOf(const LinearArgs& args, bool have_w_exponents) {
     l.groups = skinnyGroups(args.m);
     l.m_padded = 8 * l.groups;
   } else {
-    l.m_padded = roundUp(args.m, kGemmRowPad);
+    l.m_padded = roundUp(args.m, kSkinnyMaxRows);  // whole chunks for enqueueSkinnyFallback
     l.n_padded = roundUp(args.n, kGemmRowPad);
     l.chunk_rows = gemmChunkRows(l.m_padded, l.n_padded);
   }
@@ -110,45 +112,92 @@ RowOutputArgs outputArgsOf(const LinearArgs& args, const int32_t* x_exponents,
   return out;
 }
 
-// Enqueues the whole call on `scratch` (layout l); w_exponents: prepared, or null.
+// The pointers of one call's scratch (layout l).
+struct RowScratch {
+  int8_t* x_planes;
+  int8_t* w_planes;
+  int32_t* x_exponents;
+  int32_t* x_sums;
+  int32_t* w_exponents;  // computed here (null when prepared)
+  int32_t* classes;
+  void* workspace;
+};
+
+RowScratch rowScratchOf(const RowLayout& l, int8_t* scratch, bool prepared) {
+  auto at = [scratch](int64_t offset) { return scratch + offset; };
+  return {at(l.x_planes),
+          at(l.w_planes),
+          reinterpret_cast<int32_t*>(at(l.x_exponents)),
+          reinterpret_cast<int32_t*>(at(l.x_sums)),
+          prepared ? nullptr : reinterpret_cast<int32_t*>(at(l.w_exponents)),
+          reinterpret_cast<int32_t*>(at(l.classes)),
+          at(l.workspace)};
+}
+
+// The skinny kernel on x rows [row0, row0 + rows), rows <= kSkinnyMaxRows (x's planes hold at
+// least 8 * skinnyGroups(rows) rows from row0).
+Status enqueueSkinnyRows(const LinearArgs& args, const RowLayout& l, const RowScratch& sc,
+                         const int32_t* w_exponents, int64_t row0, int64_t rows,
+                         cudaStream_t stream) {
+  SkinnyArgs s{};
+  s.out = outputArgsOf(args, sc.x_exponents + row0, w_exponents);
+  s.out.y = static_cast<char*>(args.y) + row0 * args.yStride() * (s.out.y_is_bf16 ? 2 : 4);
+  s.out.m = static_cast<int>(rows);
+  s.w = args.w;
+  s.w_stride = args.wStride();
+  s.k = args.k;
+  s.x_planes = sc.x_planes + row0 * 4 * l.kp;
+  s.x_digit_sums = sc.x_sums + row0 * 4;
+  s.k_padded = l.kp;
+  s.chunks = static_cast<int>(l.kp / kChunk);
+  s.w_constant = args.w_is_constant;
+  return launchSkinny(s, args.w_dtype, skinnyGroups(rows), stream);
+}
+
+// When cuBLASLt cannot run the class GEMMs (no int8 algorithm, no handle): the skinny kernel on
+// 64-row chunks of x, the same integers and bits, slower. Said once per process.
+Status enqueueSkinnyFallback(const LinearArgs& args, const RowLayout& l, const RowScratch& sc,
+                             const int32_t* w_exponents, Status gemm_status, cudaStream_t stream) {
+  if (args.k > kSkinnyMaxK) return gemm_status;
+  static std::once_flag said;
+  std::call_once(said, [] {
+    logMessage(LogLevel::kWarning,
+               "int linear row (cuda): cuBLASLt cannot run the int8 class GEMMs (%s); using the "
+               "skinny kernel on 64-row chunks instead (same bits, slower)",
+               lastErrorMessage());
+  });
+  for (int64_t row0 = 0; row0 < args.m; row0 += kSkinnyMaxRows) {
+    const int64_t rows = std::min<int64_t>(kSkinnyMaxRows, args.m - row0);
+    REE_RETURN_IF_ERROR(enqueueSkinnyRows(args, l, sc, w_exponents, row0, rows, stream));
+  }
+  return Status::kSuccess;
+}
+
+// Enqueues the whole call on `scratch` (layout l); prepared_exponents: w's, or null.
 Status enqueueRow(const LinearArgs& args, const RowLayout& l, const int32_t* prepared_exponents,
                   int8_t* scratch, cudaStream_t stream) {
-  auto at = [scratch](int64_t offset) { return scratch + offset; };
-  int32_t* x_exponents = reinterpret_cast<int32_t*>(at(l.x_exponents));
-  int32_t* x_sums = reinterpret_cast<int32_t*>(at(l.x_sums));
-  QuantizeRowsArgs xq{args.xStride(), args.m,         l.m_padded,  args.k, l.kp,
-                      nullptr,        at(l.x_planes), x_exponents, x_sums};
+  const RowScratch sc = rowScratchOf(l, scratch, prepared_exponents != nullptr);
+  QuantizeRowsArgs xq{args.xStride(), args.m,      l.m_padded,     args.k,   l.kp,
+                      nullptr,        sc.x_planes, sc.x_exponents, sc.x_sums};
   REE_RETURN_IF_ERROR(launchQuantizeRows<int_linear::kXSlices>(args.x, args.x_dtype, xq, stream));
-  const int32_t* w_exponents = prepared_exponents;
-  int32_t* own_w_exponents =
-      prepared_exponents ? nullptr : reinterpret_cast<int32_t*>(at(l.w_exponents));
+  const int32_t* w_exponents = prepared_exponents ? prepared_exponents : sc.w_exponents;
   if (l.skinny) {
-    if (own_w_exponents) {
+    if (!prepared_exponents) {
       REE_RETURN_IF_ERROR(launchRowExponents(args.w, args.w_dtype, args.wStride(), args.n, args.k,
-                                             own_w_exponents, stream));
-      w_exponents = own_w_exponents;
+                                             sc.w_exponents, stream));
     }
-    SkinnyArgs s{};
-    s.out = outputArgsOf(args, x_exponents, w_exponents);
-    s.w = args.w;
-    s.w_stride = args.wStride();
-    s.k = args.k;
-    s.x_planes = at(l.x_planes);
-    s.x_digit_sums = x_sums;
-    s.k_padded = l.kp;
-    s.chunks = static_cast<int>(l.kp / kChunk);
-    s.w_constant = args.w_is_constant;
-    return launchSkinny(s, args.w_dtype, l.groups, stream);
+    return enqueueSkinnyRows(args, l, sc, w_exponents, 0, args.m, stream);
   }
   // GEMM path: w's planes (and its exponents unless prepared) in one pass.
-  QuantizeRowsArgs wq{args.wStride(),     args.n,         l.n_padded,      args.k, l.kp,
-                      prepared_exponents, at(l.w_planes), own_w_exponents, nullptr};
+  QuantizeRowsArgs wq{args.wStride(),     args.n,      l.n_padded,     args.k, l.kp,
+                      prepared_exponents, sc.w_planes, sc.w_exponents, nullptr};
   REE_RETURN_IF_ERROR(launchQuantizeRows<int_linear::kWSlices>(args.w, args.w_dtype, wq, stream));
-  if (own_w_exponents) w_exponents = own_w_exponents;
-  RowGemmArgs r{at(l.x_planes),  at(l.w_planes), reinterpret_cast<int32_t*>(at(l.classes)),
-                at(l.workspace), l.n_padded,     l.kp,
-                l.chunk_rows};
-  return launchRowGemm(r, outputArgsOf(args, x_exponents, w_exponents), stream);
+  RowGemmArgs r{sc.x_planes, sc.w_planes, sc.classes, sc.workspace, l.n_padded, l.kp, l.chunk_rows};
+  const Status ready = checkRowGemm(r, args.m);
+  if (ready != Status::kSuccess) {
+    return enqueueSkinnyFallback(args, l, sc, w_exponents, ready, stream);
+  }
+  return launchRowGemm(r, outputArgsOf(args, sc.x_exponents, w_exponents), stream);
 }
 
 Status runRow(const LinearArgs& args, const IntLinearRowDeviceWeights* prepared,

@@ -170,6 +170,26 @@ int64_t gemmChunkRows(int64_t m_padded, int64_t n_padded) {
   return rows < m_padded ? rows : m_padded;
 }
 
+// Whether cuBLASLt can run every class GEMM of a call with m rows of x (a handle, and an
+// algorithm for each shape: the full chunk and the last one), asked before anything is enqueued.
+Status checkRowGemm(const RowGemmArgs& r, int64_t m) {
+  cublasLtHandle_t handle = nullptr;
+  REE_RETURN_IF_ERROR(ltHandle(&handle));
+  const int64_t full = m < r.chunk_rows ? 0 : r.chunk_rows;
+  const int64_t last_real = m % r.chunk_rows;
+  const int64_t last = (last_real + kGemmRowPad - 1) / kGemmRowPad * kGemmRowPad;
+  for (int64_t rows : {full, last}) {
+    if (rows == 0) continue;
+    for (int planes = 1; planes <= 3; ++planes) {
+      LtGemm g;
+      REE_RETURN_IF_ERROR(describeGemm(r.n_padded, rows, planes * r.kp, r.kp, &g));
+      cublasLtMatmulAlgo_t algo;
+      REE_RETURN_IF_ERROR(gemmAlgorithm(handle, g, r.n_padded, rows, planes * r.kp, r.kp, &algo));
+    }
+  }
+  return Status::kSuccess;
+}
+
 // The four class GEMMs and the epilogue, chunk by chunk over the rows of x.
 Status launchRowGemm(const RowGemmArgs& r, const RowOutputArgs& out, cudaStream_t stream) {
   cublasLtHandle_t handle = nullptr;
