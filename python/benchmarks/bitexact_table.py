@@ -7,6 +7,11 @@ CUDA only), with the largest difference from torch's result. Prints the device f
 
 fp32 inputs; TF32 is turned off so torch's matmul is an fp32 product too. Times are medians of
 --iters runs after warm-up (CUDA: events around each call). Asserts nothing.
+
+A second table gives each operator's call overhead: the same calls on tiny inputs (8 x 64;
+matmul 8 x 64 x 64), --calls of them back to back, host wall time per call in microseconds
+(CUDA: synchronised once at the end, so kernels overlap the host work). On the large shapes a
+GPU sits idle while the host prepares a call, so this overhead adds to the first table's times.
 """
 
 import argparse
@@ -43,34 +48,98 @@ def timed(fn, iters, device):
     return statistics.median(times)
 
 
-def cases(device, quick):
+def calls_per_us(fn, calls, device):
+    """Host wall time per call (microseconds): the best of three runs of `calls` back-to-back
+    calls after warm-up, synchronised once at the end of each run."""
+    for _ in range(min(calls, 100)):
+        fn()
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync()
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        best = min(best, (time.perf_counter() - t0) / calls * 1e6)
+    return best
+
+
+def cases(device, rows, cols, m, k, n):
+    """(op, shape, torch call, REE call, BitExact name, BitExact args) for x [rows, cols] and the
+    matmul [m, k] @ [k, n]."""
     g = torch.Generator(device="cpu").manual_seed(0)
-    n = 1024 if quick else 4096
-    m, k = (256, 1024) if quick else (2048, 4096)
 
     def rand(*shape):
         return torch.randn(*shape, generator=g).to(device)
 
-    x, w, b = rand(n, n), rand(n), rand(n)
-    a, bm = rand(m, k), rand(k, k if not quick else 1024)
-    yield ("matmul", f"{m}x{k}x{bm.shape[1]}", lambda: torch.matmul(a, bm),
+    x, w, b = rand(rows, cols), rand(cols), rand(cols)
+    a, bm = rand(m, k), rand(k, n)
+    shape = f"{rows}x{cols}"
+    yield ("matmul", f"{m}x{k}x{n}", lambda: torch.matmul(a, bm),
            lambda: ree.ops.matmul(a, bm), "matmul", (a, bm))
-    yield ("rms_norm", f"{n}x{n}", lambda: F.rms_norm(x, (n,), w, 1e-6),
+    yield ("rms_norm", shape, lambda: F.rms_norm(x, (cols,), w, 1e-6),
            lambda: ree.ops.rms_norm(x, w, 1e-6), "rms_norm", (x, w, 1e-6))
-    yield ("layer_norm", f"{n}x{n}", lambda: F.layer_norm(x, (n,), w, b, 1e-5),
+    yield ("layer_norm", shape, lambda: F.layer_norm(x, (cols,), w, b, 1e-5),
            lambda: ree.ops.layer_norm(x, w, b, 1e-5), "layer_norm", (x, w, b, 1e-5))
     for name, ref in (("sum", lambda: x.sum(-1)), ("mean", lambda: x.mean(-1)),
                       ("max", lambda: x.amax(-1)), ("min", lambda: x.amin(-1)),
                       ("var", lambda: x.var(-1, correction=0))):
-        yield (name, f"{n}x{n}", ref, (lambda op=getattr(ree.ops, name): op(x)), name, (x,))
-    yield ("sigmoid", f"{n}x{n}", lambda: torch.sigmoid(x), lambda: ree.ops.sigmoid(x),
+        yield (name, shape, ref, (lambda op=getattr(ree.ops, name): op(x)), name, (x,))
+    yield ("sigmoid", shape, lambda: torch.sigmoid(x), lambda: ree.ops.sigmoid(x),
            "sigmoid", (x,))
+
+
+def peer_call(peer, name, args):
+    """BitExact's function `name` bound to args, or None (not measured, or not offered)."""
+    fn = getattr(bitexact, name, None) if peer else None
+    return None if fn is None else (lambda: fn(*args))
+
+
+def speed_table(device, args, peer):
+    n = 1024 if args.quick else 4096
+    m, k, kn = (256, 1024, 1024) if args.quick else (2048, 4096, 4096)
+    header = f"{'op':<11}{'shape':<17}{'torch ms':>10}{'REE ms':>10}{'speed-up':>11}"
+    if peer:
+        header += f"{'BitExact ms':>13}{'vs BitExact':>12}"
+    print(header + f"{'max |diff|':>12}  match")
+    for op, shape, torch_fn, ree_fn, peer_name, peer_args in cases(device, n, n, m, k, kn):
+        t_torch = timed(torch_fn, args.iters, device)
+        t_ree = timed(ree_fn, args.iters, device)
+        ours, theirs = ree_fn(), torch_fn()
+        diff = (ours.double() - theirs.double()).abs().max().item()
+        match = torch.allclose(ours, theirs, rtol=1e-4, atol=1e-4)
+        line = f"{op:<11}{shape:<17}{t_torch:>10.3f}{t_ree:>10.3f}{t_torch / t_ree:>10.2f}x"
+        if peer:
+            fn = peer_call(peer, peer_name, peer_args)
+            if fn is None:
+                line += f"{'-':>13}{'-':>12}"
+            else:
+                t_peer = timed(fn, args.iters, device)
+                line += f"{t_peer:>13.3f}{t_peer / t_ree:>11.2f}x"
+        print(line + f"{diff:>12.2e}  {'yes' if match else 'NO'}")
+
+
+def overhead_table(device, args, peer):
+    print(f"\ncall overhead (tiny inputs; {args.calls} calls back to back; host us per call)")
+    header = f"{'op':<11}{'shape':<17}{'torch us':>10}{'REE us':>10}{'REE - torch':>13}"
+    print(header + (f"{'BitExact us':>13}" if peer else ""))
+    for op, shape, torch_fn, ree_fn, peer_name, peer_args in cases(device, 8, 64, 8, 64, 64):
+        t_torch = calls_per_us(torch_fn, args.calls, device)
+        t_ree = calls_per_us(ree_fn, args.calls, device)
+        line = f"{op:<11}{shape:<17}{t_torch:>10.1f}{t_ree:>10.1f}{t_ree - t_torch:>13.1f}"
+        if peer:
+            fn = peer_call(peer, peer_name, peer_args)
+            line += f"{'-':>13}" if fn is None else f"{calls_per_us(fn, args.calls, device):>13.1f}"
+        print(line)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--calls", type=int, default=2000,
+                        help="calls per call-overhead measurement (0: no call-overhead table)")
     parser.add_argument("--quick", action="store_true", help="small shapes (CPU smoke run)")
     args = parser.parse_args()
     device = torch.device(args.device)
@@ -80,25 +149,9 @@ def main():
     peer = bitexact is not None and device.type == "cuda"
     print(f"device: {name} | torch {torch.__version__} | ree {ree.__version__} | "
           f"bitexact: {'yes' if peer else 'not measured'}")
-    header = f"{'op':<11}{'shape':<17}{'torch ms':>10}{'REE ms':>10}{'speed-up':>11}"
-    if peer:
-        header += f"{'BitExact ms':>13}{'vs BitExact':>12}"
-    print(header + f"{'max |diff|':>12}  match")
-    for op, shape, torch_fn, ree_fn, peer_name, peer_args in cases(device, args.quick):
-        t_torch = timed(torch_fn, args.iters, device)
-        t_ree = timed(ree_fn, args.iters, device)
-        ours, theirs = ree_fn(), torch_fn()
-        diff = (ours.double() - theirs.double()).abs().max().item()
-        match = torch.allclose(ours, theirs, rtol=1e-4, atol=1e-4)
-        line = f"{op:<11}{shape:<17}{t_torch:>10.3f}{t_ree:>10.3f}{t_torch / t_ree:>10.2f}x"
-        if peer:
-            fn = getattr(bitexact, peer_name, None)
-            if fn is None:
-                line += f"{'-':>13}{'-':>12}"
-            else:
-                t_peer = timed(lambda: fn(*peer_args), args.iters, device)
-                line += f"{t_peer:>13.3f}{t_peer / t_ree:>11.2f}x"
-        print(line + f"{diff:>12.2e}  {'yes' if match else 'NO'}")
+    speed_table(device, args, peer)
+    if args.calls > 0:
+        overhead_table(device, args, peer)
 
 
 if __name__ == "__main__":

@@ -49,29 +49,38 @@ def _code(op: str, name: str, t: Tensor, allowed=(_F32, _BF16, _F16)) -> int:
 
 def _device(op: str, **tensors) -> torch.device:
     """The one device of an operator's tensors (None entries are absent inputs)."""
-    present = {name: t for name, t in tensors.items() if t is not None}
-    devices = {t.device for t in present.values()}
-    if len(devices) != 1:
-        where = ", ".join(f"{name} on {t.device}" for name, t in present.items())
-        raise ValueError(f"ree.ops.{op}: tensors must be on one device ({where})")
-    device = devices.pop()
+    device = None
+    for t in tensors.values():
+        if t is None:
+            continue
+        if device is None:
+            device = t.device
+        elif t.device != device:
+            where = ", ".join(f"{name} on {t.device}" for name, t in tensors.items()
+                              if t is not None)
+            raise ValueError(f"ree.ops.{op}: tensors must be on one device ({where})")
     if device.type not in ("cpu", "cuda"):
         raise ValueError(f"ree.ops.{op}: device {device} is not supported (cpu, cuda)")
     return device
 
 
 def _stream(device: torch.device) -> int:
-    """-1 for the CPU, else the current CUDA stream of `device` (as an integer)."""
+    """-1 for the CPU, else the current CUDA stream of `device` (the raw cudaStream_t)."""
     if device.type == "cpu":
         return -1
     if not _C.has_cuda:
         raise RuntimeError("ree: this build has no CUDA kernels (build on a machine with nvcc)")
-    return torch.cuda.current_stream(device).cuda_stream
+    return torch._C._cuda_getCurrentRawStream(device.index)
+
+
+_NO_CONTEXT = contextlib.nullcontext()
 
 
 def _on(device: torch.device):
-    """Makes `device` current while REE's CUDA kernels are launched."""
-    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+    """Makes `device` current while REE's CUDA kernels are launched (a no-op when it is)."""
+    if device.type != "cuda" or device.index == torch._C._cuda_getDevice():
+        return _NO_CONTEXT
+    return torch.cuda.device(device)
 
 
 def _ptr(t: Optional[Tensor]) -> int:
@@ -97,8 +106,88 @@ def _cast_raw(x: Tensor, dtype: torch.dtype) -> Tensor:
     return y
 
 
+# ---- registration ---------------------------------------------------------------------------
+#
+# Each operator is defined in the library "ree" with the schema torch.library.custom_op would infer
+# from its Python signature, its implementation registered for every backend
+# (CompositeExplicitAutograd: the device check then names an unsupported device) and a fake kernel
+# for torch.compile. Not through torch.library.custom_op itself: its generic wrappers (an autograd
+# Function, a dynamo guard, an aliasing check) cost 10-20 us of host time per call, about the time
+# of a 64 MB reduction's kernel on an H100. Instead one Autograd kernel per operator (_autograd_kernel)
+# calls the implementation directly when nothing else needs to see the call, and otherwise takes
+# the dispatcher's normal route.
+
+_LIB = torch.library.Library("ree", "DEF")
+_AFTER_AUTOGRAD = torch._C._after_autograd_keyset
+_AD_INPLACE_OR_VIEW = torch._C.DispatchKey.ADInplaceOrView
+# The keys left below autograd for plain dense CPU or CUDA tensors with no mode active.
+_PLAIN_KEYS = frozenset(torch._C.DispatchKeySet(key).raw_repr()
+                        for key in (torch._C.DispatchKey.CPU, torch._C.DispatchKey.CUDA))
+
+
+class _ForwardOnly(torch.autograd.Function):
+    """Runs an operator below autograd and gives its outputs a backward that raises (forward
+    only), for calls where an input requires grad."""
+
+    @staticmethod
+    def forward(ctx, overload, keyset, *args):
+        ctx.op_name = overload._opname
+        with torch._C._AutoDispatchBelowAutograd():
+            return overload.redispatch(keyset & _AFTER_AUTOGRAD, *args)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(f"ree.ops.{ctx.op_name} has no backward: the RepOps are forward only "
+                           "(docs/python.md)")
+
+
+_PLAIN_BY_KEYSET = {}  # DispatchKeySet.raw_repr() -> whether it is plain
+
+
+def _plain(keyset) -> bool:
+    """Whether a call's dispatch keys below autograd are those of plain CPU or CUDA tensors with
+    no mode active (no fake tensors, functionalization, Python dispatch, vmap)."""
+    raw = keyset.raw_repr()
+    plain = _PLAIN_BY_KEYSET.get(raw)
+    if plain is None:
+        below = (keyset & _AFTER_AUTOGRAD).remove(_AD_INPLACE_OR_VIEW)
+        plain = _PLAIN_BY_KEYSET[raw] = below.raw_repr() in _PLAIN_KEYS
+    return plain
+
+
+def _autograd_kernel(overload, impl):
+    def kernel(keyset, *args):
+        if torch.is_grad_enabled():
+            for a in args:
+                if isinstance(a, Tensor) and a.requires_grad:
+                    return _ForwardOnly.apply(overload, keyset, *args)
+        if _plain(keyset):
+            # The normal route would reach `impl` through ADInplaceOrView's fallthrough.
+            return impl(*args)
+        with torch._C._AutoDispatchBelowAutograd():
+            return overload.redispatch(keyset & _AFTER_AUTOGRAD, *args)
+
+    return kernel
+
+
 def _op(name: str):
-    return torch.library.custom_op(f"ree::{name}", mutates_args=())
+    """Defines ree::<name> from the decorated function (schema, implementation, autograd kernel);
+    returns the operator (an OpOverload, callable with the function's defaults and keywords)."""
+
+    def define(impl):
+        _LIB.define(name + torch.library.infer_schema(impl, mutates_args=()))
+        overload = getattr(torch.ops.ree, name).default
+        _LIB.impl(name, impl, "CompositeExplicitAutograd")
+        _LIB.impl(name, _autograd_kernel(overload, impl), "Autograd", with_keyset=True)
+        overload.__doc__ = impl.__doc__
+        return overload
+
+    return define
+
+
+def _fake(overload):
+    """Registers the decorated function as the operator's fake (meta) kernel."""
+    return lambda fn: torch.library.register_fake(overload, fn, lib=_LIB)
 
 
 # ---- cast ---------------------------------------------------------------------------------------
@@ -109,10 +198,11 @@ def cast(x: Tensor, dtype: torch.dtype) -> Tensor:
     _code("cast", "x", x)
     _code("cast", "dtype", torch.empty(0, dtype=dtype))
     _device("cast", x=x)
-    return _cast_raw(x, dtype)
+    y = _cast_raw(x, dtype)
+    return x.clone() if y is x else y  # an operator's output never aliases its input
 
 
-@cast.register_fake
+@_fake(cast)
 def _(x, dtype):
     return x.new_empty(x.shape, dtype=dtype)
 
@@ -160,7 +250,7 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     return _linear_raw("linear", x, weight, bias)
 
 
-@linear.register_fake
+@_fake(linear)
 def _(x, weight, bias=None):
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
@@ -196,7 +286,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     return out.reshape(shape)
 
 
-@matmul.register_fake
+@_fake(matmul)
 def _(a, b):
     return a.new_empty(_matmul_shape(a, b))
 
@@ -230,7 +320,7 @@ def rms_norm(x: Tensor, weight: Optional[Tensor] = None, eps: float = 1e-6,
     return y
 
 
-@rms_norm.register_fake
+@_fake(rms_norm)
 def _(x, weight=None, eps=1e-6, cast_before_weight=False):
     return x.new_empty(x.shape)
 
@@ -254,7 +344,7 @@ def layer_norm(x: Tensor, weight: Optional[Tensor] = None, bias: Optional[Tensor
     return y
 
 
-@layer_norm.register_fake
+@_fake(layer_norm)
 def _(x, weight=None, bias=None, eps=1e-5):
     return x.new_empty(x.shape)
 
@@ -286,12 +376,19 @@ def _reduced_shape(x: Tensor, dim: int, keepdim: bool):
 def _reduce(op: str, x: Tensor, dim: int, keepdim: bool) -> Tensor:
     device = _device(op, x=x)
     code = _code(op, "x", x)
-    xm, rows, cols = _rows_last(op, x, dim)
-    out = torch.empty(rows, dtype=x.dtype, device=device)
+    if x.dim() and dim in (-1, x.dim() - 1):  # the common case: no movedim view, no shape work
+        xm, cols = x.contiguous(), x.shape[-1]
+        if cols < 1:
+            _last_dim(op, x)
+        rows = xm.numel() // cols
+    else:
+        xm, rows, cols = _rows_last(op, x, dim)
+    # Allocated in the result's shape: rows values in row order, contiguous.
+    out = x.new_empty(_reduced_shape(x, dim, keepdim))
     with _on(device):
         _C.reduce_rows(_REDUCE_CODE[op], _ptr(xm), code, _ptr(out), code, rows, cols,
                        _stream(device))
-    return out.reshape(_reduced_shape(x, dim, keepdim))
+    return out
 
 
 def _make_reduction(op: str, doc: str):
@@ -300,9 +397,9 @@ def _make_reduction(op: str, doc: str):
 
     impl.__name__ = op
     impl.__doc__ = doc
-    custom = torch.library.custom_op(f"ree::{op}", impl, mutates_args=())
+    custom = _op(op)(impl)
 
-    @custom.register_fake
+    @_fake(custom)
     def _(x, dim=-1, keepdim=False):
         return x.new_empty(_reduced_shape(x, dim, keepdim))
 
@@ -332,7 +429,7 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     return _softmax("softmax", x, dim, False)
 
 
-@softmax.register_fake
+@_fake(softmax)
 def _(x, dim=-1):
     return x.new_empty(x.shape)
 
@@ -343,7 +440,7 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     return _softmax("log_softmax", x, dim, True)
 
 
-@log_softmax.register_fake
+@_fake(log_softmax)
 def _(x, dim=-1):
     return x.new_empty(x.shape)
 
@@ -361,7 +458,7 @@ def argmax(x: Tensor, dim: int = -1, keepdim: bool = False) -> Tensor:
     return out.to(torch.int64).reshape(_reduced_shape(x, dim, keepdim))
 
 
-@argmax.register_fake
+@_fake(argmax)
 def _(x, dim=-1, keepdim=False):
     return x.new_empty(_reduced_shape(x, dim, keepdim), dtype=torch.int64)
 
@@ -373,11 +470,12 @@ def _unary(op: str, x: Tensor) -> Tensor:
     fp32 result rounded once to their dtype."""
     device = _device(op, x=x)
     _code(op, "x", x)
-    xf = _cast_raw(x, _F32)
+    f32 = x.dtype == _F32
+    xf = x.contiguous() if f32 else _cast_raw(x, _F32)
     y = torch.empty_like(xf)
     with _on(device):
         _C.unary_math(_UNARY_CODE[op], _ptr(xf), _ptr(y), xf.numel(), _stream(device))
-    return _cast_raw(y, x.dtype)
+    return y if f32 else _cast_raw(y, x.dtype)
 
 
 def _make_unary(op: str):
@@ -387,9 +485,9 @@ def _make_unary(op: str):
     impl.__name__ = op
     impl.__doc__ = (f"Correctly rounded {op} (crmath.h) of every element; bf16/f16 round the fp32 "
                     "result once.")
-    custom = torch.library.custom_op(f"ree::{op}", impl, mutates_args=())
+    custom = _op(op)(impl)
 
-    @custom.register_fake
+    @_fake(custom)
     def _(x):
         return x.new_empty(x.shape)
 
@@ -432,7 +530,7 @@ def silu(x: Tensor) -> Tensor:
     return _activation("silu", "silu", x)
 
 
-@silu.register_fake
+@_fake(silu)
 def _(x):
     return x.new_empty(x.shape)
 
@@ -443,7 +541,7 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     return _activation("gelu", _gelu_kind(approximate), x)
 
 
-@gelu.register_fake
+@_fake(gelu)
 def _(x, approximate="none"):
     return x.new_empty(x.shape)
 
@@ -469,7 +567,7 @@ def swiglu(gate: Tensor, up: Tensor) -> Tensor:
     return _gated("swiglu", "silu", gate, up)
 
 
-@swiglu.register_fake
+@_fake(swiglu)
 def _(gate, up):
     return gate.new_empty(gate.shape)
 
@@ -480,7 +578,7 @@ def geglu(gate: Tensor, up: Tensor, approximate: str = "tanh") -> Tensor:
     return _gated("geglu", _gelu_kind(approximate), gate, up)
 
 
-@geglu.register_fake
+@_fake(geglu)
 def _(gate, up, approximate="tanh"):
     return gate.new_empty(gate.shape)
 
@@ -542,7 +640,7 @@ def rope(x: Tensor, positions: Tensor, inv_freq: Tensor, interleaved: bool = Fal
     return y
 
 
-@rope.register_fake
+@_fake(rope)
 def _(x, positions, inv_freq, interleaved=False):
     return x.new_empty(x.shape)
 
@@ -581,7 +679,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, scale: Optional[float] = None) ->
     return out
 
 
-@attention.register_fake
+@_fake(attention)
 def _(q, k, v, scale=None):
     return q.new_empty(q.shape)
 
@@ -615,7 +713,7 @@ def embedding(ids: Tensor, table: Tensor) -> Tensor:
     return out.reshape(*ids.shape, dim)
 
 
-@embedding.register_fake
+@_fake(embedding)
 def _(ids, table):
     return table.new_empty((*ids.shape, table.shape[1]))
 
@@ -644,6 +742,6 @@ def sample(logits: Tensor, temperature: float = 1.0, top_k: int = 0, top_p: floa
     return out.to(torch.int64).reshape(logits.shape[:-1])
 
 
-@sample.register_fake
+@_fake(sample)
 def _(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, sequence=0, step=0):
     return logits.new_empty(logits.shape[:-1], dtype=torch.int64)
