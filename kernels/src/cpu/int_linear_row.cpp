@@ -34,9 +34,13 @@ constexpr int kPanel = 24;     // output features per task (a multiple of kTileC
 constexpr int kTaskRows = 64;  // rows of x per task
 
 std::atomic<bool> g_simd_enabled{true};
+std::atomic<bool> g_avx512_enabled{true};
 
 SimdLevel simdLevel() {
-  return g_simd_enabled.load() ? int_linear_row_detail::bestSimdLevel() : SimdLevel::kScalar;
+  if (!g_simd_enabled.load()) return SimdLevel::kScalar;
+  const SimdLevel best = int_linear_row_detail::bestSimdLevel();
+  if (best == SimdLevel::kAvx512Vnni && !g_avx512_enabled.load()) return SimdLevel::kAvx2;
+  return best;
 }
 
 // Rows [row_begin, row_end) of a [rows, K] matrix with row stride `stride` into q's rows
@@ -81,6 +85,38 @@ void taskDots(SimdLevel level, const QuantizedRows& xq, int64_t m0, int64_t m1,
   }
 }
 
+// For at most kFusedRows rows of x (decode): each w row of the panel is quantised on the fly
+// inside the product loop (its digits never stored), except rows the vector quantisation cannot
+// take (non-finite, extreme exponents), which go through the planes in `spare`. The dots go to
+// dots[m * kPanel + c].
+void fusedTaskDots(SimdLevel level, const LinearArgs& a, const QuantizedRows& xq, int64_t n0,
+                   int count, const int32_t* w_exponents, QuantizedRows* spare, float* dots) {
+  const int rows = static_cast<int>(a.m);
+  RowPlanes x[int_linear_row_detail::kFusedRows];
+  for (int r = 0; r < rows; ++r)
+    x[r] = xq.row(r);
+  for (int c = 0; c < count; ++c) {
+    const int64_t n = n0 + c, offset = n * a.wStride();
+    const int32_t exponent = w_exponents
+                                 ? w_exponents[n]
+                                 : int_linear_row_detail::rowExponent(a.w, a.w_dtype, offset, a.k);
+    int64_t products[int_linear_row_detail::kFusedRows];
+    if (!int_linear_row_detail::fusedRowProducts(level, x, rows, a.w, a.w_dtype, offset, a.k,
+                                                 exponent, xq.padded_k, products)) {
+      spare->resize(1, a.k);
+      int_linear_row_detail::quantizeRow(level, a.w, a.w_dtype, offset, a.k, /*is_x=*/false,
+                                         &exponent, 0, spare);
+      const RowPlanes w = spare->row(0);
+      for (int r = 0; r < rows; ++r)
+        int_linear_row_detail::tileProducts(level, x + r, 1, &w, 1, xq.padded_k, products + r);
+    }
+    for (int r = 0; r < rows; ++r) {
+      dots[r * kPanel + c] =
+          int_linear_row::dotOf(products[r], xq.exponents[static_cast<size_t>(r)], exponent);
+    }
+  }
+}
+
 // Bias, NaN canonicalisation, output rounding and accumulate (repops-1's steps) for the task's
 // outputs.
 void storeTask(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int count,
@@ -101,6 +137,10 @@ void storeTask(const LinearArgs& a, int64_t m0, int64_t m1, int64_t n0, int coun
 
 void setIntLinearRowSimdEnabled(bool enabled) {
   g_simd_enabled.store(enabled);
+}
+
+void setIntLinearRowAvx512Enabled(bool enabled) {
+  g_avx512_enabled.store(enabled);
 }
 
 struct IntLinearRowWeights::Impl {
@@ -166,22 +206,28 @@ Status intLinearRow(const LinearArgs& a, const IntLinearRowWeights* prepared) {
 
   const int64_t panels = (a.n + kPanel - 1) / kPanel;
   const int64_t row_tasks = (a.m + kTaskRows - 1) / kTaskRows;
+  const bool fused = level != SimdLevel::kScalar && a.m <= int_linear_row_detail::kFusedRows;
   parallelFor(panels * row_tasks, 1, [&](int64_t task_begin, int64_t task_end) {
     QuantizedRows wq;  // this thread's panel of w, quantised once per panel
-    wq.resize(kPanel, a.k);
     int64_t quantized_panel = -1;
     for (int64_t task = task_begin; task < task_end; ++task) {
       const int64_t panel = task / row_tasks;
       const int64_t n0 = panel * kPanel;
       const int count = static_cast<int>(std::min<int64_t>(kPanel, a.n - n0));
+      float dots[kTaskRows * kPanel];
+      if (fused) {
+        fusedTaskDots(level, a, xq, n0, count, w_exponents, &wq, dots);
+        storeTask(a, 0, a.m, n0, count, dots);
+        continue;
+      }
       if (panel != quantized_panel) {
+        wq.resize(kPanel, a.k);
         quantizeRows(level, a.w, a.w_dtype, a.wStride(), a.k, /*is_x=*/false, n0, n0 + count, 0,
                      w_exponents, &wq);
         quantized_panel = panel;
       }
       const int64_t m0 = (task % row_tasks) * kTaskRows;
       const int64_t m1 = std::min(a.m, m0 + kTaskRows);
-      float dots[kTaskRows * kPanel];
       taskDots(level, xq, m0, m1, wq, 0, count, dots);
       storeTask(a, m0, m1, n0, count, dots);
     }

@@ -67,4 +67,13 @@ constexpr int kTileCols = 3;
 void tileProducts(SimdLevel level, const RowPlanes* x, int mr, const RowPlanes* w, int nr,
                   int64_t padded_k, int64_t* products);
 
+// For few rows of x: products[r] = P of x[r] (r < mr <= kFusedRows) with the row of w at element
+// `offset` of `w` (dtype), quantised on the fly with exponent w_exponent (its digits never stored).
+// Returns false (and computes nothing) where only the planes path applies: the scalar level, or a
+// row whose exponent is non-finite or too far from the integer scale for the vector quantisation.
+constexpr int kFusedRows = 4;
+bool fusedRowProducts(SimdLevel level, const RowPlanes* x, int mr, const void* w, DType dtype,
+                      int64_t offset, int64_t k, int32_t w_exponent, int64_t padded_k,
+                      int64_t* products);
+
 }  // namespace ree::repops::cpu::int_linear_row_detail

@@ -58,6 +58,7 @@ class Restore {
   ~Restore() {
     setCpuThreads(0);
     cpu::setIntLinearRowSimdEnabled(true);
+    cpu::setIntLinearRowAvx512Enabled(true);
   }
 };
 
@@ -140,6 +141,12 @@ std::vector<Problem> specialCases() {
   p.x.set(static_cast<size_t>(4 * p.k + 17), NAN);
   p.x.set(static_cast<size_t>(5 * p.k + p.k - 1), -INFINITY);
   cases.push_back(p);
+  // The first rows through the decode path (M <= 4: w quantised on the fly), with a NaN in w row
+  // 3 and the tiny w row 2 (whose scale only the portable quantisation takes).
+  Problem few = p;
+  few.m = 4;
+  few.w.set(static_cast<size_t>(3 * p.k + 100), NAN);
+  cases.push_back(few);
   Problem one;  // K = 1, bf16 everything
   one.m = 3;
   one.n = 2;
@@ -228,7 +235,11 @@ TEST(IntLinearRowCpu, SpecialValues) {
     EXPECT_EQ(yz.bitsAt(static_cast<size_t>(col)), 0u) << col;
   EXPECT_EQ(yz.bitsAt(1), 0u);
   EXPECT_NE(yz.at(static_cast<size_t>(p.n)), 0.0f);  // subnormal row times w row 0
-  const Problem over = specialCases()[2];
+  const Problem few = specialCases()[1];
+  const Buffer yf = few.run();
+  for (int64_t row = 0; row < few.m; ++row)
+    EXPECT_EQ(yf.bitsAt(static_cast<size_t>(row * few.n + 3)), 0x7fc00000u) << row;
+  const Problem over = specialCases()[3];
   const Buffer yo = over.run();
   EXPECT_EQ(yo.bitsAt(0), 0x7f800000u);
   EXPECT_EQ(yo.bitsAt(1), 0xff800000u);
@@ -237,9 +248,10 @@ TEST(IntLinearRowCpu, SpecialValues) {
 // ---- (b) SIMD == scalar, (c) invariance and prepared weights.
 
 Buffer runScalar(const Problem& p) {
-  Restore restore;
   cpu::setIntLinearRowSimdEnabled(false);
-  return p.run();
+  Buffer y = p.run();
+  cpu::setIntLinearRowSimdEnabled(true);
+  return y;
 }
 
 TEST(IntLinearRowCpu, SimdEqualsScalar) {
@@ -256,8 +268,13 @@ TEST(IntLinearRowCpu, SimdEqualsScalar) {
     p.fill(static_cast<uint64_t>(k), true, false);
     cases.push_back(p);
   }
-  for (const Problem& p : cases) {
-    EXPECT_EQ(test::firstBitDifference(p.run().bytes, runScalar(p).bytes), -1) << p.describe();
+  Restore restore;
+  for (bool avx512 : {true, false}) {  // the best vector loops, then AVX2's
+    cpu::setIntLinearRowAvx512Enabled(avx512);
+    for (const Problem& p : cases) {
+      EXPECT_EQ(test::firstBitDifference(p.run().bytes, runScalar(p).bytes), -1)
+          << p.describe() << " avx512 " << avx512;
+    }
   }
 }
 

@@ -97,6 +97,9 @@ Status intLinearRow(const LinearArgs& args, const IntLinearRowWeights* prepared)
 // one chosen at run time (AVX2, or AVX-512 VNNI where the CPU has it: the same integers either
 // way; default true).
 void setIntLinearRowSimdEnabled(bool enabled);
+// For tests and benchmarks: false makes a CPU with AVX-512 VNNI take the AVX2 loops (the same
+// integers; default true).
+void setIntLinearRowAvx512Enabled(bool enabled);
 
 }  // namespace cpu
 
