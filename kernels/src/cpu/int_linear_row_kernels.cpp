@@ -467,25 +467,24 @@ void quantizeRow(SimdLevel level, const void* base, DType dtype, int64_t offset,
 void tileProducts(SimdLevel level, const RowPlanes* x, int mr, const RowPlanes* w, int nr,
                   int64_t padded_k, int64_t* products) {
 #if defined(REE_INT_LINEAR_ROW_X86)
-  static_assert(kTileRows == 2 && kTileCols == 3, "the vector tiles below are 2 x 3 and 1 x 3");
-  if (level == SimdLevel::kAvx512Vnni && mr == 2 && nr == 3) {
-    return tileVnni<2, 3>(x, w, padded_k, products);
+  const bool vnni = level == SimdLevel::kAvx512Vnni;
+  if (vnni && mr == kTileRows && nr == kTileCols) {
+    return tileVnni<kTileRows, kTileCols>(x, w, padded_k, products);
   }
   if (level != SimdLevel::kScalar) {
-    // Row by row: 1 x 3 tiles where the columns are complete (AVX2's 16 registers fit no more),
-    // 1 x 1 otherwise.
+    // Row by row: 1 x 3 tiles (AVX2's 16 registers fit no more), then 1 x 1.
     for (int r = 0; r < mr; ++r) {
       int64_t* row = products + r * nr;
-      if (nr == 3) {
-        if (level == SimdLevel::kAvx512Vnni) {
-          tileVnni<1, 3>(x + r, w, padded_k, row);
+      int c = 0;
+      for (; c + 3 <= nr; c += 3) {
+        if (vnni) {
+          tileVnni<1, 3>(x + r, w + c, padded_k, row + c);
         } else {
-          tileAvx2<1, 3>(x + r, w, padded_k, row);
+          tileAvx2<1, 3>(x + r, w + c, padded_k, row + c);
         }
-        continue;
       }
-      for (int c = 0; c < nr; ++c) {
-        if (level == SimdLevel::kAvx512Vnni) {
+      for (; c < nr; ++c) {
+        if (vnni) {
           tileVnni<1, 1>(x + r, w + c, padded_k, row + c);
         } else {
           tileAvx2<1, 1>(x + r, w + c, padded_k, row + c);
