@@ -27,6 +27,10 @@ namespace ree::repops::cuda {
 namespace {
 
 constexpr int64_t kGemmRowPad = 16;  // m and n padded to this (int8 alignment)
+// Rows of x per class GEMM at least (cuBLASLt's int8 kernels are not offered for every tiny n;
+// x's planes hold whole 64-row chunks, so the padding rows exist and are zero).
+constexpr int64_t kGemmMinRows = 32;
+constexpr int64_t kGemmChunkMultiple = 64;
 constexpr int64_t kClassScratchBytes = int64_t{512} << 20;  // four int32 class planes per M chunk
 constexpr int64_t kMaxChunkRows = 32768;
 constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
@@ -125,6 +129,12 @@ Status gemmAlgorithm(cublasLtHandle_t handle, const LtGemm& g, int64_t n_padded,
   return Status::kSuccess;
 }
 
+// The rows a class GEMM computes for `real` rows of x (padding rows give zeros, never stored).
+int64_t gemmRowsOf(int64_t real) {
+  const int64_t rows = (real + kGemmRowPad - 1) / kGemmRowPad * kGemmRowPad;
+  return rows < kGemmMinRows ? kGemmMinRows : rows;
+}
+
 // The planes and scratch of one GEMM-path call.
 struct RowGemmArgs {
   const int8_t* x_planes;  // [m_padded][4 kp]
@@ -162,10 +172,11 @@ __global__ void classEpilogueKernel(RowOutputArgs out, const int32_t* __restrict
   }
 }
 
-// x rows per chunk: the four int32 class planes stay within kClassScratchBytes.
+// x rows per chunk (a multiple of 64): the four int32 class planes stay within
+// kClassScratchBytes.
 int64_t gemmChunkRows(int64_t m_padded, int64_t n_padded) {
-  int64_t rows = kClassScratchBytes / (16 * n_padded) / kGemmRowPad * kGemmRowPad;
-  rows = rows < kGemmRowPad ? kGemmRowPad : rows;
+  int64_t rows = kClassScratchBytes / (16 * n_padded) / kGemmChunkMultiple * kGemmChunkMultiple;
+  rows = rows < kGemmChunkMultiple ? kGemmChunkMultiple : rows;
   rows = rows > kMaxChunkRows ? kMaxChunkRows : rows;
   return rows < m_padded ? rows : m_padded;
 }
@@ -177,7 +188,7 @@ Status checkRowGemm(const RowGemmArgs& r, int64_t m) {
   REE_RETURN_IF_ERROR(ltHandle(&handle));
   const int64_t full = m < r.chunk_rows ? 0 : r.chunk_rows;
   const int64_t last_real = m % r.chunk_rows;
-  const int64_t last = (last_real + kGemmRowPad - 1) / kGemmRowPad * kGemmRowPad;
+  const int64_t last = last_real == 0 ? 0 : gemmRowsOf(last_real);
   for (int64_t rows : {full, last}) {
     if (rows == 0) continue;
     for (int planes = 1; planes <= 3; ++planes) {
@@ -197,7 +208,7 @@ Status launchRowGemm(const RowGemmArgs& r, const RowOutputArgs& out, cudaStream_
   const int64_t plane = r.chunk_rows * r.n_padded;
   for (int64_t row0 = 0; row0 < out.m; row0 += r.chunk_rows) {
     const int64_t real = out.m - row0 < r.chunk_rows ? out.m - row0 : r.chunk_rows;
-    const int64_t rows = (real + kGemmRowPad - 1) / kGemmRowPad * kGemmRowPad;
+    const int64_t rows = gemmRowsOf(real);
     // (x plane, w plane, planes) per class c21, c14, c7, c0.
     const int ranges[kClasses][3] = {{0, 2, 1}, {0, 1, 2}, {0, 0, 3}, {1, 0, 3}};
     for (int c = 0; c < kClasses; ++c) {
