@@ -1,195 +1,69 @@
-// generate(): the scheduler. Requests are checked and tokenized first; then up to max_batch
-// sequences run together (continuous batching), each holding the KV cache blocks of its positions
-// (kv_blocks.h), grouped into micro-batches, each with at most one step in the pipeline at a time,
-// so that with as many groups as stages every stage has work during decode. A request is admitted
-// when the pool has blocks for its prompt and first token; when a running sequence needs a block
-// and none is free, the youngest sequence not in flight is preempted: its blocks are freed, its
-// tokens kept, and it later resumes with ONE prefill of its prompt and generated tokens. A
-// request's result never depends on the others in reproducible mode (prefill == decode, bit for
-// bit): the scheduler decides only which steps run together, never what a step computes.
-// A request whose stop flag is set (GenerationRequest::stop) finishes at the next step boundary
-// with the tokens it has, its blocks freed: only which steps run changes, never what they compute.
+// The scheduler's admissions, preemptions and steps (engine_scheduler.h says how it works).
+#include "engine_scheduler.h"
+
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
-#include <deque>
 
-#include "engine_state.h"
-#include "generation_sampling.h"
-#include "kv_blocks.h"
 #include "ree/core/log.h"
-#include "token_logprobs.h"
 
-namespace ree {
-namespace models {
+namespace ree::models {
 
-Status EngineState::prepareRequest(const GenerationRequest& req, size_t r,
-                                   GenerationResult* res) const {
-  if (!req.prompt_ids.empty()) {
-    res->prompt_ids = req.prompt_ids;
-  } else {
-    if (!tokenizer) {
-      return REE_FAIL(Status::kInvalidArgument,
-                      "request %zu: the model has no tokenizer (no tokenizer.json, or a GGUF "
-                      "file without tokenizer.ggml.* metadata); pass token ids (--prompt-ids)",
-                      r);
-    }
-    REE_RETURN_IF_ERROR(
-        tokenizer->encode(req.prompt_text, req.add_special_tokens, &res->prompt_ids));
-  }
-  if (res->prompt_ids.empty()) {
-    return REE_FAIL(Status::kInvalidArgument, "request %zu: the prompt is empty", r);
-  }
-  const int64_t vocab = config.vocab_size;
-  for (size_t i = 0; i < res->prompt_ids.size(); ++i) {
-    if (res->prompt_ids[i] < 0 || res->prompt_ids[i] >= vocab) {
-      return REE_FAIL(Status::kInvalidArgument,
-                      "request %zu: prompt token %zu is id %d, outside the vocabulary [0, %lld)", r,
-                      i, res->prompt_ids[i], static_cast<long long>(vocab));
-    }
-  }
-  if (res->prompt_ids.size() >= static_cast<size_t>(max_context)) {
-    return REE_FAIL(Status::kInvalidArgument,
-                    "request %zu: the prompt has %zu tokens, the context holds %d (%s)", r,
-                    res->prompt_ids.size(), max_context, options.names.max_context.c_str());
-  }
-  REE_CHECK_ARG(req.max_new_tokens >= 1, "request %zu: --max-new-tokens must be >= 1 (got %d)", r,
-                req.max_new_tokens);
-  // Alone in the pool, the request must reach its end: the positions it caches at most.
-  const int64_t prompt = static_cast<int64_t>(res->prompt_ids.size());
-  const int64_t longest =
-      std::max(prompt + 1, std::min<int64_t>(prompt + req.max_new_tokens - 1, max_context));
-  const int64_t blocks = (longest + kv_block_size - 1) / kv_block_size;
-  if (blocks > kv_blocks) {
-    return REE_FAIL(Status::kOutOfMemory,
-                    "request %zu: %lld prompt tokens and up to %d new tokens need %lld KV cache "
-                    "blocks of %d tokens, the pool holds %d; raise %s or %s",
-                    r, static_cast<long long>(prompt), req.max_new_tokens,
-                    static_cast<long long>(blocks), kv_block_size, kv_blocks,
-                    options.names.kv_blocks.c_str(), options.names.kv_memory_fraction.c_str());
-  }
-  REE_CHECK_ARG(req.top_logprobs >= -1 && req.top_logprobs <= kMaxTopLogprobs,
-                "request %zu: top_logprobs must be -1 (off) or in [0, %d], got %d", r,
-                kMaxTopLogprobs, req.top_logprobs);
-  REE_CHECK_ARG(req.top_logprobs < 0 || !multiProcess(),
-                "request %zu: top_logprobs needs a single-process engine (the pipeline's last "
-                "stage does not send log-probabilities)",
-                r);
-  return validateSampling(req.sampling, r);
-}
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-struct ActiveSequence {
-  size_t request = 0;
-  uint64_t order = 0;                // admission order: the youngest is preempted first
-  std::vector<int32_t> blocks;       // KV cache blocks of positions 0..cached + feed - 1
-  std::vector<BlockKey> block_keys;  // prefix cache keys of its full blocks so far
-  int group = 0;                     // micro-batch
-  std::vector<int32_t> feed;         // tokens still to run (the prompt, then the last token)
-  int step_tokens = 0;               // how many of them the group's next step runs
-  int cached = 0;                    // tokens already in the KV cache
-  int produced = 0;
-  Clock::time_point start;
-  Clock::time_point first_token;
-  std::unique_ptr<DecodeStream> stream;
-};
-
-// A collected step whose logits digests are still being computed: for each of the step's rows,
-// the request and the index of its placeholder in step_logits_sha256.
-struct PendingDigests {
-  uint64_t step = 0;
-  std::vector<std::pair<size_t, size_t>> slots;
-};
-
-// A step in flight: its micro-batch, its sequences (requests) that get a token and, for each,
-// its trace group; and those that ran only a chunk of their prompt, with its length.
-struct StepInFlight {
-  int group = 0;
-  std::vector<size_t> members;
-  std::vector<size_t> trace_groups;
-  std::vector<std::pair<size_t, int>> chunks;
-};
-
-class GenerationScheduler {
- public:
-  GenerationScheduler(EngineState& engine, const std::vector<GenerationRequest>& requests,
-                      std::vector<GenerationResult>& results, const TokenCallback& on_token);
-  Status run();
-
- private:
-  void admitWaiting();
-  bool tryAdmit(ActiveSequence* seq);
-  int leastLoadedGroup() const;
-  bool ensureGroupBlocks(int group);
-  int stepTokens(const ActiveSequence& seq, int64_t* chunk_budget) const;
-  void advanceChunk(ActiveSequence& seq, int tokens);
-  int youngestPreemptable() const;
-  void preempt(size_t index);
-  Status submitIdleGroups();
-  Status buildGroupStep(int group, StepWork* work, StepInFlight* step) const;
-  Status collectStep();
-  Status acceptToken(ActiveSequence& seq, const StepOutput& out, size_t row, size_t trace_group,
-                     bool* finished);
-  bool stopRequested(size_t request) const;
-  Status finishStopped();
-  Status finishSequence(ActiveSequence& seq, const char* reason);
-  Status completeResult(size_t request, const char* reason);
-  void registerFullBlocks(ActiveSequence& seq);
-  Status resolveDigests(size_t keep);
-
-  EngineState& m_;
-  const std::vector<GenerationRequest>& requests_;
-  std::vector<GenerationResult>& results_;
-  const TokenCallback& on_token_;
-  int groups_ = 1;
-  KvBlockAllocator& blocks_;
-  const bool prefix_caching_;
-  uint64_t next_order_ = 0;
-  std::deque<size_t> waiting_;
-  // Preempted sequences, oldest first: they resume before any new request is admitted.
-  std::deque<ActiveSequence> preempted_;
-  std::vector<ActiveSequence> active_;
-  std::vector<bool> group_busy_;
-  std::vector<int> group_size_;
-  // The steps in flight, in submission order.
-  std::deque<StepInFlight> steps_;
-  std::deque<PendingDigests> pending_digests_;
-  // Single process: digests of older steps are long done; taking them bounds what is held.
-  // Multi-process: every pending digest message precedes the next step's tokens on the wire.
-  size_t keep_pending_ = 0;
-};
-
-GenerationScheduler::GenerationScheduler(EngineState& engine,
-                                         const std::vector<GenerationRequest>& requests,
-                                         std::vector<GenerationResult>& results,
-                                         const TokenCallback& on_token)
+GenerationScheduler::GenerationScheduler(EngineState& engine, FeedTokenCallback on_token,
+                                         FeedFinishedCallback on_finished)
     : m_(engine),
-      requests_(requests),
-      results_(results),
-      on_token_(on_token),
+      on_token_(std::move(on_token)),
+      on_finished_(std::move(on_finished)),
       blocks_(engine.generationBlocks()),
       prefix_caching_(engine.prefixCaching()) {
   const EngineOptions& o = engine.options;
   groups_ = o.micro_batches > 0 ? o.micro_batches : (engine.multiProcess() ? engine.nStages() : 1);
   groups_ = std::max(1, std::min(groups_, o.max_batch));
-  for (size_t r = 0; r < requests.size(); ++r)
-    waiting_.push_back(r);
   group_busy_.assign(groups_, false);
   group_size_.assign(groups_, 0);
   keep_pending_ = engine.multiProcess() ? 0 : 8;
 }
 
-Status GenerationScheduler::run() {
+void GenerationScheduler::add(uint64_t id, const GenerationRequest* request,
+                              GenerationResult* result) {
+  RequestSlot& slot = slots_[next_slot_];
+  slot.id = id;
+  slot.request = request;
+  slot.result = result;
+  waiting_.push_back(next_slot_++);
+}
+
+void GenerationScheduler::add(uint64_t id, GenerationRequest request, GenerationResult prepared) {
+  auto own_request = std::make_unique<GenerationRequest>(std::move(request));
+  auto own_result = std::make_unique<GenerationResult>(std::move(prepared));
+  add(id, own_request.get(), own_result.get());
+  RequestSlot& slot = slots_.at(next_slot_ - 1);
+  slot.own_request = std::move(own_request);
+  slot.own_result = std::move(own_result);
+}
+
+// Every step boundary: the feed's new requests (blocking on it when nothing is left to run), the
+// stop flags, admissions, one step for every idle micro-batch; then the oldest step's tokens.
+Status GenerationScheduler::run(RequestFeed* feed) {
+  bool feed_open = feed != nullptr;
   for (;;) {
+    // A request that ended is reported once its logits hashes are in: take them now rather than
+    // keep_pending_ steps later (and before waiting on an idle feed).
+    if (ended_unreported_ > 0) REE_RETURN_IF_ERROR(resolveDigests(0));
+    if (feed_open) {
+      // Readers on other threads see the pool as it is while the engine waits on the feed.
+      m_.kv_blocks_used.store(blocks_.usedBlocks(), std::memory_order_relaxed);
+      REE_RETURN_IF_ERROR(pollFeed(*feed, nothingLeft(), &feed_open));
+      if (feed_open && nothingLeft()) continue;  // every arrival was refused: wait again
+    }
     REE_RETURN_IF_ERROR(finishStopped());
     admitWaiting();
     REE_RETURN_IF_ERROR(submitIdleGroups());
     m_.kv_blocks_used.store(blocks_.usedBlocks(), std::memory_order_relaxed);
     if (steps_.empty()) {
-      if (active_.empty() && waiting_.empty() && preempted_.empty()) break;
+      if (nothingLeft()) {
+        if (feed_open) continue;
+        break;
+      }
       // Unreachable: with nothing in flight every sequence can be preempted but the oldest, and
       // prepareRequest checked that any one request fits the pool alone.
       return REE_FAIL(Status::kInternal,
@@ -202,6 +76,22 @@ Status GenerationScheduler::run() {
     REE_RETURN_IF_ERROR(collectStep());
   }
   return resolveDigests(0);
+}
+
+// The feed's new requests, checked (a refused one is reported at once) and queued.
+Status GenerationScheduler::pollFeed(RequestFeed& feed, bool wait, bool* open) {
+  std::vector<FedRequest> arrived;
+  *open = feed.poll(wait, &arrived);
+  for (FedRequest& fed : arrived) {
+    GenerationResult prepared;
+    const Status status = m_.prepareRequest(fed.request, fed.id, &prepared);
+    if (status != Status::kSuccess) {
+      if (on_finished_) on_finished_(fed.id, status, lastErrorMessage(), std::move(prepared));
+      continue;
+    }
+    add(fed.id, std::move(fed.request), std::move(prepared));
+  }
+  return Status::kSuccess;
 }
 
 // The least loaded group, preferring one that is idle so the sequence starts at once.
@@ -226,13 +116,13 @@ void GenerationScheduler::admitWaiting() {
     if (waiting_.empty()) return;
     ActiveSequence seq;
     seq.request = waiting_.front();
-    seq.feed = results_[seq.request].prompt_ids;
+    seq.feed = result(seq.request).prompt_ids;
     seq.order = next_order_;
     if (!tryAdmit(&seq)) return;
     waiting_.pop_front();
     next_order_ += 1;
     ActiveSequence& admitted = active_.back();
-    admitted.start = Clock::now();
+    admitted.start = SchedulerClock::now();
     if (m_.tokenizer) admitted.stream = std::make_unique<DecodeStream>(*m_.tokenizer, true);
   }
 }
@@ -320,7 +210,7 @@ void GenerationScheduler::preempt(size_t index) {
   blocks_.release(&seq.blocks);
   seq.block_keys.clear();
   group_size_[seq.group] -= 1;
-  const GenerationResult& res = results_[seq.request];
+  const GenerationResult& res = result(seq.request);
   seq.feed = res.prompt_ids;
   seq.feed.insert(seq.feed.end(), res.output_ids.begin(), res.output_ids.end());
   seq.cached = 0;
@@ -386,10 +276,9 @@ Status GenerationScheduler::buildGroupStep(int group, StepWork* work, StepInFlig
     if (seq.produced > 0 && seq.feed.size() > 1) work->trace_group_ends.push_back(end - 1);
     work->trace_group_ends.push_back(end);
     step->trace_groups.push_back(work->trace_group_ends.size() - 1);
-    const GenerationRequest& request = requests_[seq.request];
-    work->rows.push_back({request.sampling_index.value_or(static_cast<uint64_t>(seq.request)),
-                          static_cast<uint64_t>(seq.produced), request.sampling,
-                          request.top_logprobs});
+    const GenerationRequest& req = request(seq.request);
+    work->rows.push_back({req.sampling_index.value_or(slots_.at(seq.request).id),
+                          static_cast<uint64_t>(seq.produced), req.sampling, req.top_logprobs});
     step->members.push_back(seq.request);
   }
   return work->batch.finalize();
@@ -432,165 +321,4 @@ Status GenerationScheduler::collectStep() {
   return Status::kSuccess;
 }
 
-// Row `row` of `out` is `seq`'s next token: recorded, streamed, and the sequence finished at an
-// end-of-sequence token or at its length limit.
-Status GenerationScheduler::acceptToken(ActiveSequence& seq, const StepOutput& out, size_t row,
-                                        size_t trace_group, bool* finished) {
-  const GenerationRequest& req = requests_[seq.request];
-  GenerationResult& res = results_[seq.request];
-  const int32_t token = out.tokens[row];
-  pending_digests_.back().slots[row] = {seq.request, res.step_logits_sha256.size()};
-  res.step_logits_sha256.emplace_back();  // filled by resolveDigests
-  if (m_.options.trace_layer_hashes) {
-    std::vector<std::string> layers;
-    for (const std::vector<Digest>& layer : out.layer_digests)
-      layers.push_back(digestHex(layer.at(trace_group)));
-    res.step_layer_sha256.push_back(std::move(layers));
-  }
-  seq.cached += static_cast<int>(seq.feed.size());
-  seq.produced += 1;
-  res.output_ids.push_back(token);
-  if (req.top_logprobs >= 0) {
-    REE_CHECK_ARG(row < out.logprobs.size(), "step %llu: no log-probabilities for row %zu",
-                  static_cast<unsigned long long>(out.id), row);
-    res.token_logprobs.push_back(out.logprobs[row]);
-  }
-  registerFullBlocks(seq);
-  if (seq.produced == 1) seq.first_token = Clock::now();
-  std::string piece;
-  if (seq.stream) REE_RETURN_IF_ERROR(seq.stream->step(token, &piece));
-  const bool is_eos = std::find(m_.eos.begin(), m_.eos.end(), token) != m_.eos.end();
-  const bool at_length = seq.produced >= req.max_new_tokens || seq.cached + 1 >= m_.max_context;
-  // A stop flag set by the time the token arrives ends the request here (the text held back for
-  // an incomplete character goes out with it); one the callback sets ends it at the next step
-  // boundary (finishStopped), before any other step of it.
-  const bool stopped = stopRequested(seq.request);
-  *finished = is_eos || at_length || stopped;
-  if (*finished && seq.stream) {
-    std::string tail;
-    REE_RETURN_IF_ERROR(seq.stream->finish(&tail));
-    piece += tail;
-  }
-  if (on_token_) on_token_(seq.request, token, piece);
-  if (*finished) return finishSequence(seq, is_eos ? "eos" : at_length ? "length" : "stop");
-  seq.feed.assign(1, token);
-  return Status::kSuccess;
-}
-
-// Offers the blocks that the sequence's cached positions filled to the prefix cache.
-void GenerationScheduler::registerFullBlocks(ActiveSequence& seq) {
-  const int block_size = blocks_.blockSize();
-  if (!prefix_caching_ || seq.cached / block_size <= static_cast<int>(seq.block_keys.size()))
-    return;
-  const GenerationResult& res = results_[seq.request];
-  std::vector<int32_t> tokens = res.prompt_ids;
-  tokens.insert(tokens.end(), res.output_ids.begin(), res.output_ids.end());
-  blocks_.registerFull(tokens, seq.cached, seq.blocks, &seq.block_keys);
-}
-
-bool GenerationScheduler::stopRequested(size_t request) const {
-  const std::shared_ptr<const std::atomic<bool>>& stop = requests_[request].stop;
-  return stop != nullptr && stop->load(std::memory_order_acquire);
-}
-
-// Finishes, with finish_reason "stop", every request whose stop flag is set and that has no step
-// in flight: waiting (no token yet), preempted (its blocks already freed), or running in an idle
-// micro-batch. A sequence whose step is in flight finishes when its token arrives (acceptToken).
-Status GenerationScheduler::finishStopped() {
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if (!stopRequested(*it)) {
-      ++it;
-      continue;
-    }
-    REE_RETURN_IF_ERROR(completeResult(*it, "stop"));
-    it = waiting_.erase(it);
-  }
-  for (auto it = preempted_.begin(); it != preempted_.end();) {
-    if (!stopRequested(it->request)) {
-      ++it;
-      continue;
-    }
-    group_size_[it->group] += 1;  // preempt() took it out of its group; finishSequence does too
-    REE_RETURN_IF_ERROR(finishSequence(*it, "stop"));
-    it = preempted_.erase(it);
-  }
-  std::vector<ActiveSequence> still_active;
-  for (ActiveSequence& seq : active_) {
-    if (!group_busy_[seq.group] && stopRequested(seq.request)) {
-      REE_RETURN_IF_ERROR(finishSequence(seq, "stop"));
-    } else {
-      still_active.push_back(std::move(seq));
-    }
-  }
-  active_ = std::move(still_active);
-  return Status::kSuccess;
-}
-
-Status GenerationScheduler::finishSequence(ActiveSequence& seq, const char* reason) {
-  GenerationResult& res = results_[seq.request];
-  if (seq.produced > 0) {
-    auto end = Clock::now();
-    res.prefill_seconds = std::chrono::duration<double>(seq.first_token - seq.start).count();
-    res.decode_seconds = std::chrono::duration<double>(end - seq.first_token).count();
-  }
-  blocks_.release(&seq.blocks);
-  group_size_[seq.group] -= 1;
-  return completeResult(seq.request, reason);
-}
-
-// The result's finish reason, output hash and text, from the tokens it has.
-Status GenerationScheduler::completeResult(size_t request, const char* reason) {
-  GenerationResult& res = results_[request];
-  res.finish_reason = reason;
-  res.output_ids_sha256 = sha256Hex(res.output_ids.data(), res.output_ids.size() * sizeof(int32_t));
-  if (m_.tokenizer) REE_RETURN_IF_ERROR(m_.tokenizer->decode(res.output_ids, true, &res.text));
-  return Status::kSuccess;
-}
-
-// Fills the step_logits_sha256 placeholders of all but the `keep` most recent collected steps.
-Status GenerationScheduler::resolveDigests(size_t keep) {
-  while (pending_digests_.size() > keep) {
-    PendingDigests& front = pending_digests_.front();
-    std::vector<Digest> digests;
-    REE_RETURN_IF_ERROR(m_.takeLogitsDigests(front.step, &digests));
-    if (digests.size() != front.slots.size()) {
-      return REE_FAIL(Status::kCommError, "step %llu: %zu logits hashes for %zu sequences",
-                      static_cast<unsigned long long>(front.step), digests.size(),
-                      front.slots.size());
-    }
-    for (size_t i = 0; i < digests.size(); ++i) {
-      auto [request, index] = front.slots[i];
-      results_[request].step_logits_sha256[index] = digestHex(digests[i]);
-    }
-    pending_digests_.pop_front();
-  }
-  return Status::kSuccess;
-}
-
-}  // namespace
-}  // namespace models
-
-Status Engine::generate(const std::vector<GenerationRequest>& requests,
-                        std::vector<GenerationResult>* results, const TokenCallback& on_token) {
-  REE_CHECK_ARG(results != nullptr, "Engine::generate: results is null");
-  Impl& m = *impl_;
-  REE_CHECK_ARG(m.rank() == 0, "generate() runs on rank 0; rank %d calls serve()", m.rank());
-  REE_CHECK_ARG(!m.shut_down, "generate() after shutdown()");
-  results->assign(requests.size(), GenerationResult());
-  m.dropStaleDigests();
-  // Every request is checked before any work, so a bad prompt fails fast.
-  for (size_t r = 0; r < requests.size(); ++r)
-    REE_RETURN_IF_ERROR(m.prepareRequest(requests[r], r, &(*results)[r]));
-  models::GenerationScheduler scheduler(m, requests, *results, on_token);
-  const int64_t preempted_before = m.kv_preemptions;
-  Status status = scheduler.run();
-  m.kv_blocks_used.store(m.kv_allocator.usedBlocks(), std::memory_order_relaxed);
-  REE_RETURN_IF_ERROR(status);
-  if (m.kv_preemptions > preempted_before) {
-    logMessage(LogLevel::kInfo, "KV cache full: %lld preemptions (sequences recomputed)",
-               static_cast<long long>(m.kv_preemptions - preempted_before));
-  }
-  return Status::kSuccess;
-}
-
-}  // namespace ree
+}  // namespace ree::models

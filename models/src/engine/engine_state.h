@@ -6,7 +6,8 @@
 //                         ranks, allocated (kv_blocks.h: the scheduler's block tables)
 //   engine_step.cpp       stage execution: one step through the stages (submit / collect),
 //                         serve() on the other ranks, shutdown(), prefillLogits()
-//   engine_scheduler.cpp  generate(): request checks and the continuous-batching loop
+//   engine_feed.cpp       generate(), generateFromFeed(), request checks, RequestQueue
+//   engine_scheduler.*    the continuous-batching loop (engine_scheduler.h lists its files)
 //   engine_replay.cpp     replay(): one prefill that re-derives a finished generation
 //   engine_profile.*      the REE_PROFILE_STEPS step profiler
 #pragma once
@@ -150,7 +151,7 @@ struct EngineState {
   // serve(): one step received from the previous rank, run and passed on. *done on shutdown.
   Status serveOneStep(bool* done);
 
-  // ---- engine_scheduler.cpp: a request's prompt ids, checked against the model and the context.
+  // ---- engine_feed.cpp: a request's prompt ids, checked against the model and the context.
   Status prepareRequest(const GenerationRequest& request, size_t index,
                         GenerationResult* result) const;
 };

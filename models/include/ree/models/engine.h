@@ -124,8 +124,9 @@ struct GenerationRequest {
   SamplingParams sampling;
   bool add_special_tokens = true;  // tokenizer's BOS/template when encoding prompt_text
   // The sampler's sequence key (with the seed and the step, it keys the Philox draws): by default
-  // the request's index in generate()'s list. A server that batches unrelated requests sets it, so
-  // that a request draws what it would alone at that index. Receipts record it as "index".
+  // the request's index in generate()'s list (generateFromFeed: its id). A server that batches
+  // unrelated requests sets it, so that a request draws what it would alone at that index.
+  // Receipts record it as "index".
   std::optional<uint64_t> sampling_index;
   // Optional stop flag, read (never written) by the engine at every step boundary, so another
   // thread (a server whose client went away, a TUI's Ctrl-C) or the token callback can stop this
@@ -197,6 +198,54 @@ struct ReplayResult {
 // (UTF-8 is held back across token boundaries until a character is whole; may be empty).
 using TokenCallback = std::function<void(size_t request, int32_t token, const std::string& text)>;
 
+// ---- Continuous batching (Engine::generateFromFeed): requests that join a running generation.
+
+// A request handed to the engine by a RequestFeed, with the caller's id for it (unique among the
+// requests in flight; it names the request in the callbacks, and is the sampler's key unless
+// request.sampling_index is set).
+struct FedRequest {
+  uint64_t id = 0;
+  GenerationRequest request;
+};
+
+// Where generateFromFeed() takes its requests from. The engine calls poll() from its own thread at
+// every step boundary with wait = false (return at once), and with wait = true when nothing runs
+// or waits (block until a request arrives or the feed ends). poll() appends the requests that
+// arrived to *arrived and returns false once the feed has ended: no request will come any more
+// (those it appended in that call still run).
+class RequestFeed {
+ public:
+  virtual ~RequestFeed() = default;
+  virtual bool poll(bool wait, std::vector<FedRequest>* arrived) = 0;
+};
+
+// A RequestFeed that other threads push requests into: push() until close().
+class RequestQueue : public RequestFeed {
+ public:
+  RequestQueue();
+  ~RequestQueue() override;
+  // Queues a request; false (and nothing queued) once close() was called.
+  bool push(uint64_t id, GenerationRequest request);
+  // No more requests: generateFromFeed() finishes what it has and returns.
+  void close();
+  size_t queued() const;  // pushed and not yet taken by the engine
+  bool poll(bool wait, std::vector<FedRequest>* arrived) override;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// A produced token of a fed request: its id, the token, the text that became complete (as
+// TokenCallback), and the request's result so far (output_ids, token_logprobs up to this token).
+using FeedTokenCallback = std::function<void(uint64_t id, int32_t token, const std::string& text,
+                                             const GenerationResult& so_far)>;
+// A fed request ended: status kSuccess and its whole result (logits hashes included), or the
+// error that ended it (`error` says why: a prompt the model cannot take, or a failed step, which
+// ends every request in flight), with what it had.
+using FeedFinishedCallback = std::function<void(uint64_t id, Status status,
+                                                const std::string& error, GenerationResult result)>;
+
 class Engine {
  public:
   static Status create(const EngineOptions& options, std::unique_ptr<Engine>* out);
@@ -224,6 +273,20 @@ class Engine {
   // request never depends on the others in reproducible mode.
   Status generate(const std::vector<GenerationRequest>& requests,
                   std::vector<GenerationResult>* results, const TokenCallback& on_token = {});
+
+  // Continuous batching: runs the requests of `feed` as they arrive. At every step boundary the
+  // engine polls the feed; new requests are checked (a bad one ends at once with its error) and
+  // queued, and join the running sequences as generate() admits waiting ones (max_batch, the KV
+  // pool, preemption, the prefix cache, chunked prefill all apply). Each request is reported once
+  // to on_finished, as soon as it ends; on_token sees every token as it comes. Returns when the
+  // feed has ended and every request taken from it has been reported (kSuccess), or after a
+  // failed step (every request in flight reported with that error first). In reproducible mode a
+  // request's result is that of generate() with it alone (its sampler key: sampling_index, else
+  // its id), whatever else ran beside it and whenever it arrived. Single-process engines only:
+  // the other ranks of a multi-process pipeline wait for every step within the transport's
+  // deadline, which an idle feed would trip (use generate() there).
+  Status generateFromFeed(RequestFeed& feed, const FeedTokenCallback& on_token,
+                          const FeedFinishedCallback& on_finished);
 
   // Verification core (see ReplayRequest). Works on every pipeline layout.
   Status replay(const ReplayRequest& request, ReplayResult* result);
