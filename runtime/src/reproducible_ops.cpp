@@ -18,6 +18,7 @@
 #include "ree/kernels/pointwise.h"
 #include "ree/kernels/rope.h"
 #include "ree/kernels/rowops.h"
+#include "quantized_linear.h"
 
 #if defined(REE_WITH_CUDA)
 #include <cuda_runtime.h>
@@ -37,8 +38,12 @@ using namespace repops;
 
 class ReproducibleOps final : public OperationSet {
  public:
-  ReproducibleOps(Device device, RepOpsSpec spec) : device_(device), spec_(spec) {}
+  // Under repops-1 GGUF weights may stay in blocks (quantized_weight.h): the same bits.
+  ReproducibleOps(Device device, RepOpsSpec spec) : device_(device), spec_(spec) {
+    setKeepsQuantizedWeights(this, spec == RepOpsSpec::kRepOps1);
+  }
   ~ReproducibleOps() override {
+    setKeepsQuantizedWeights(this, false);
 #if defined(REE_WITH_CUDA)
     device_row_weights_.clear();  // before the stream their work was queued on
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -78,6 +83,12 @@ class ReproducibleOps final : public OperationSet {
     REE_CHECK_ARG(out.dtype() == table.dtype() || out.dtype() == DType::kF32,
                   "embedding: table %s, out %s", table.describe().c_str(), out.describe().c_str());
     int64_t count = static_cast<int64_t>(ids.size());
+    QuantizedWeightInfo quantized;
+    if (findQuantizedWeight(table, &quantized)) {
+      const int32_t* device_ids = nullptr;
+      if (device_.isCuda()) REE_RETURN_IF_ERROR(upload(ids, &ids_buffer_, &device_ids));
+      return quantizedEmbedding(device_, stream_, ids, device_ids, table, quantized, out);
+    }
     if (out.dtype() != table.dtype()) {
       // Gather in the table's dtype, then widen exactly to fp32.
       Tensor gathered;
@@ -265,6 +276,10 @@ class ReproducibleOps final : public OperationSet {
  private:
   Status runLinear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& out,
                    bool accumulate) {
+    QuantizedWeightInfo quantized;
+    if (spec_ == RepOpsSpec::kRepOps1 && findQuantizedWeight(weight, &quantized)) {
+      return quantizedLinear(device_, stream_, x, weight, quantized, bias, out, accumulate);
+    }
     LinearArgs args;
     args.x = x.data();
     args.x_dtype = x.dtype();

@@ -64,7 +64,44 @@ Status validateQuantLinearArgs(const QuantLinearArgs& args) {
   return Status::kSuccess;
 }
 
+Status validateQuantEmbeddingArgs(const QuantEmbeddingArgs& a) {
+  const int type = static_cast<int>(a.type);
+  REE_CHECK_ARG(type >= 0 && type < kQuantTypeCount, "quant embedding: unknown type %d", type);
+  const int block = quantBlockElems(a.type);
+  REE_CHECK_ARG(a.k >= 1 && a.k % block == 0 && a.rows >= 1,
+                "quant embedding: table [%lld, %lld] needs rows >= 1 and k a multiple of %s's "
+                "block of %d",
+                static_cast<long long>(a.rows), static_cast<long long>(a.k), quantTypeName(a.type),
+                block);
+  const int64_t row_bytes = a.k / block * quantBlockBytes(a.type);
+  REE_CHECK_ARG(a.row_bytes == 0 || a.row_bytes >= row_bytes,
+                "quant embedding: row_bytes must be 0 or >= %lld (got %lld)",
+                static_cast<long long>(row_bytes), static_cast<long long>(a.row_bytes));
+  REE_CHECK_ARG(a.count >= 0, "quant embedding: count must be >= 0");
+  if (a.count == 0) return Status::kSuccess;
+  REE_CHECK_ARG(a.table != nullptr && a.ids != nullptr && a.out != nullptr,
+                "quant embedding: table, ids or out is null");
+  for (int64_t t = 0; t < a.count; ++t) {
+    REE_CHECK_ARG(a.ids[t] >= 0 && a.ids[t] < a.rows,
+                  "quant embedding: id %d (token %lld) is outside the table's %lld rows", a.ids[t],
+                  static_cast<long long>(t), static_cast<long long>(a.rows));
+  }
+  return Status::kSuccess;
+}
+
 namespace cpu {
+
+Status quantEmbedding(const QuantEmbeddingArgs& a) {
+  REE_RETURN_IF_ERROR(validateQuantEmbeddingArgs(a));
+  const int64_t row_bytes =
+      a.row_bytes ? a.row_bytes : a.k / quantBlockElems(a.type) * quantBlockBytes(a.type);
+  const auto* table = static_cast<const unsigned char*>(a.table);
+  parallelFor(a.count, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t)
+      dequantizeBlocks(a.type, table + a.ids[t] * row_bytes, a.k, a.out + t * a.k);
+  });
+  return Status::kSuccess;
+}
 
 Status quantLinear(const QuantLinearArgs& args) {
   REE_RETURN_IF_ERROR(validateQuantLinearArgs(args));

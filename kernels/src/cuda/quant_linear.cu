@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "grid.cuh"
 #include "ree/core/cuda_check.h"
@@ -285,6 +286,64 @@ Status dequantThenLinear(const QuantLinearArgs& args, cudaStream_t stream) {
   return status;
 }
 
+// Thread i: the 32 elements of group i % (K / 32) of token i / (K / 32).
+template <QuantType kType>
+__global__ void quantEmbeddingKernel(const unsigned char* table, int64_t row_bytes, int k,
+                                     const int32_t* ids, int64_t groups, float* out) {
+  using L = QuantLayout<kType>;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= groups) return;
+  const int per_row = k / 32;
+  const int64_t token = i / per_row;
+  const int e = static_cast<int>(i % per_row) * 32;
+  float values[32];
+  dequantizeSub32<kType>(table + ids[token] * row_bytes + (e / L::kBlockElems) * L::kBlockBytes,
+                         (e % L::kBlockElems) / 32, values);
+  float* dst = out + token * k + e;
+#pragma unroll
+  for (int j = 0; j < 32; ++j)
+    dst[j] = values[j];
+}
+
+template <QuantType kType>
+Status launchQuantEmbedding(const QuantEmbeddingArgs& args, const int32_t* device_ids,
+                            cudaStream_t stream) {
+  const int64_t row_bytes =
+      args.row_bytes ? args.row_bytes
+                     : args.k / QuantLayout<kType>::kBlockElems * QuantLayout<kType>::kBlockBytes;
+  const int64_t groups = args.count * (args.k / 32);
+  quantEmbeddingKernel<kType><<<divUp(groups, 256), 256, 0, stream>>>(
+      static_cast<const unsigned char*>(args.table), row_bytes, static_cast<int>(args.k),
+      device_ids, groups, args.out);
+  REE_CUDA_CHECK_LAUNCH();
+  return Status::kSuccess;
+}
+
+// Calls f(std::integral_constant<QuantType, type>) for the run-time type.
+template <typename F>
+Status dispatchQuantType(QuantType type, F&& f) {
+  switch (type) {
+    case QuantType::kQ8_0:
+      return f(std::integral_constant<QuantType, QuantType::kQ8_0>());
+    case QuantType::kQ4_0:
+      return f(std::integral_constant<QuantType, QuantType::kQ4_0>());
+    case QuantType::kQ4_1:
+      return f(std::integral_constant<QuantType, QuantType::kQ4_1>());
+    case QuantType::kQ5_0:
+      return f(std::integral_constant<QuantType, QuantType::kQ5_0>());
+    case QuantType::kQ5_1:
+      return f(std::integral_constant<QuantType, QuantType::kQ5_1>());
+    case QuantType::kQ4_K:
+      return f(std::integral_constant<QuantType, QuantType::kQ4_K>());
+    case QuantType::kQ5_K:
+      return f(std::integral_constant<QuantType, QuantType::kQ5_K>());
+    case QuantType::kQ6_K:
+      return f(std::integral_constant<QuantType, QuantType::kQ6_K>());
+  }
+  return REE_FAIL(Status::kInvalidArgument, "quant linear: unknown block type %d",
+                  static_cast<int>(type));
+}
+
 template <QuantType kType>
 Status dispatchKernel(const QuantLinearArgs& args, LinearKernel kernel, cudaStream_t stream) {
   const LinearArgs& l = args.linear;
@@ -318,30 +377,23 @@ Status quantLinearWithKernel(const QuantLinearArgs& args, LinearKernel kernel,
                     kernel == LinearKernel::kGemm,
                 "quant linear: unknown kernel %d", static_cast<int>(kernel));
   if (args.linear.m == 0) return Status::kSuccess;
-  switch (args.w_type) {
-    case QuantType::kQ8_0:
-      return dispatchKernel<QuantType::kQ8_0>(args, kernel, stream);
-    case QuantType::kQ4_0:
-      return dispatchKernel<QuantType::kQ4_0>(args, kernel, stream);
-    case QuantType::kQ4_1:
-      return dispatchKernel<QuantType::kQ4_1>(args, kernel, stream);
-    case QuantType::kQ5_0:
-      return dispatchKernel<QuantType::kQ5_0>(args, kernel, stream);
-    case QuantType::kQ5_1:
-      return dispatchKernel<QuantType::kQ5_1>(args, kernel, stream);
-    case QuantType::kQ4_K:
-      return dispatchKernel<QuantType::kQ4_K>(args, kernel, stream);
-    case QuantType::kQ5_K:
-      return dispatchKernel<QuantType::kQ5_K>(args, kernel, stream);
-    case QuantType::kQ6_K:
-      return dispatchKernel<QuantType::kQ6_K>(args, kernel, stream);
-  }
-  return REE_FAIL(Status::kInvalidArgument, "quant linear: unknown w_type %d",
-                  static_cast<int>(args.w_type));
+  return dispatchQuantType(args.w_type, [&](auto type) {
+    return dispatchKernel<decltype(type)::value>(args, kernel, stream);
+  });
 }
 
 Status quantLinear(const QuantLinearArgs& args, cudaStream_t stream) {
   return quantLinearWithKernel(args, LinearKernel::kAuto, stream);
+}
+
+Status quantEmbedding(const QuantEmbeddingArgs& args, const int32_t* device_ids,
+                      cudaStream_t stream) {
+  REE_RETURN_IF_ERROR(validateQuantEmbeddingArgs(args));
+  if (args.count == 0) return Status::kSuccess;
+  REE_CHECK_ARG(device_ids != nullptr, "quant embedding: device_ids is null");
+  return dispatchQuantType(args.type, [&](auto type) {
+    return launchQuantEmbedding<decltype(type)::value>(args, device_ids, stream);
+  });
 }
 
 }  // namespace ree::repops::cuda

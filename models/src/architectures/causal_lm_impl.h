@@ -10,6 +10,7 @@
 
 #include "ree/models/architecture.h"
 #include "ree/models/causal_lm.h"
+#include "ree/runtime/quantized_weight.h"
 
 namespace ree::models {
 
@@ -74,6 +75,9 @@ struct CausalLM::Impl {
   RopeSpec rope;
   std::string prefix;  // the checkpoint's base-model prefix ("model.", "transformer.", "")
   std::vector<std::shared_ptr<void>> host_buffers;  // transposed/owned host weights
+  // Weights kept in GGUF blocks (runtime/quantized_weight.h), registered while the model lives;
+  // declared last, so unregistered before the tensors above go.
+  QuantizedWeights quantized;
 
   Device device() const { return ops->device(); }
 
@@ -86,6 +90,9 @@ struct CausalLM::Impl {
   Status hostWeights(const TensorView& view, Tensor* out);
   // Checkpoint tensor `name` as a device tensor (zero-copy on the CPU without conversion).
   Status loadTensor(const Checkpoint& checkpoint, const std::string& name, Tensor* out);
+  // A linear weight or the token embedding: kept in its GGUF blocks when the operation set
+  // computes from blocks and the weights stay fp32 (the same bits), else loadTensor.
+  Status loadMaybeQuantized(const Checkpoint& checkpoint, const std::string& name, Tensor* out);
   // A Conv1D weight [K, N] (GPT-2) as an nn.Linear weight [N, K], optionally only columns
   // [col_begin, col_begin + cols) of the original (c_attn holds q, k and v side by side).
   Status loadTransposed(const Checkpoint& checkpoint, const std::string& name, int64_t col_begin,

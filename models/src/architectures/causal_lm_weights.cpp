@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "causal_lm_impl.h"
+#include "ree/models/gguf_source.h"
 
 namespace ree::models {
 namespace {
@@ -69,6 +70,36 @@ Status CausalLM::Impl::loadTensor(const Checkpoint& checkpoint, const std::strin
   return toDevice(host, device(), out);
 }
 
+Status CausalLM::Impl::loadMaybeQuantized(const Checkpoint& checkpoint, const std::string& name,
+                                          Tensor* out) {
+  const auto* gguf = dynamic_cast<const GgufSource*>(&checkpoint.source());
+  QuantizedWeightInfo info;
+  if (gguf == nullptr || weight_dtype != ComputeDType::kF32 || !keepsQuantizedWeights(*ops) ||
+      !gguf->quantType(name, &info.type)) {
+    return loadTensor(checkpoint, name, out);
+  }
+  // The load rules see the dequantised values as for any tensor (dtype, finite values); the
+  // model then keeps the blocks those values come from, and the values go.
+  TensorView view;
+  REE_RETURN_IF_ERROR(checkpoint.view(name, &view));
+  if (computeDType(view.dtype) != checkpoint_dtype || view.shape.size() != 2) {
+    return loadTensor(checkpoint, name, out);
+  }
+  info.k = view.shape[1];
+  info.row_bytes = quantizedRowBytes(info.type, info.k);
+  Tensor host;
+  REE_RETURN_IF_ERROR(
+      Tensor::empty(Device::cpu(), ComputeDType::kF16, {view.shape[0], info.row_bytes / 2}, &host));
+  REE_RETURN_IF_ERROR(gguf->copyQuantizedRows(name, host.data(), host.nbytes()));
+  gguf->releaseDequantized(name);
+  if (device().isCuda()) {
+    REE_RETURN_IF_ERROR(toDevice(host, device(), out));
+  } else {
+    *out = host;
+  }
+  return quantized.add(*out, info);
+}
+
 Status CausalLM::Impl::loadTransposed(const Checkpoint& checkpoint, const std::string& name,
                                       int64_t col_begin, int64_t cols, Tensor* out) {
   TensorView view;
@@ -125,7 +156,7 @@ Status CausalLM::Impl::loadLlamaLayer(const Checkpoint& ck, int64_t i, Layer* la
     return loadTensor(ck, p + name + ".weight", out);
   };
   auto linear = [&](const char* name, bool bias, Linear* out) -> Status {
-    REE_RETURN_IF_ERROR(weight(name, &out->weight));
+    REE_RETURN_IF_ERROR(loadMaybeQuantized(ck, p + name + ".weight", &out->weight));
     if (bias) REE_RETURN_IF_ERROR(loadTensor(ck, p + name + ".bias", &out->bias));
     return Status::kSuccess;
   };
@@ -151,6 +182,15 @@ Status CausalLM::Impl::loadLlamaLayer(const Checkpoint& ck, int64_t i, Layer* la
 
 Status CausalLM::Impl::fuseRows(std::initializer_list<Linear*> parts, Linear* fused) {
   const Linear& first = **parts.begin();
+  // Block rows fuse like any rows when every part has the same block type and K; mixed parts
+  // (e.g. a Q6_K v beside Q4_K q and k) stay separate projections.
+  QuantizedWeightInfo info, part_info;
+  const bool blocks = findQuantizedWeight(first.weight, &info);
+  for (const Linear* part : parts) {
+    const bool part_blocks = findQuantizedWeight(part->weight, &part_info);
+    if (part_blocks != blocks) return Status::kSuccess;
+    if (blocks && (part_info.type != info.type || part_info.k != info.k)) return Status::kSuccess;
+  }
   int64_t rows = 0;
   bool biases = true;
   for (const Linear* part : parts) {
@@ -170,11 +210,13 @@ Status CausalLM::Impl::fuseRows(std::initializer_list<Linear*> parts, Linear* fu
   if (biases) {
     REE_RETURN_IF_ERROR(Tensor::empty(device(), first.bias.dtype(), {rows}, &fused->bias));
   }
+  if (blocks) REE_RETURN_IF_ERROR(quantized.add(fused->weight, info));
   int64_t offset = 0;
   for (Linear* part : parts) {
     const int64_t n = part->weight.dim(0);
     Tensor weight_rows = fused->weight.rows(offset, n);
     REE_RETURN_IF_ERROR(copyTensor(part->weight, weight_rows));
+    if (blocks) quantized.remove(part->weight);  // now rows of the fused tensor
     part->weight = weight_rows;
     if (biases) {
       Tensor bias_rows = fused->bias.rows(offset, n);
@@ -214,7 +256,7 @@ Status CausalLM::Impl::loadWeights(const Checkpoint& checkpoint) {
   const TensorNames& names = facts->names;
   const std::string& p = prefix;
   if (range.embedding || (range.head && config.tie_word_embeddings)) {
-    REE_RETURN_IF_ERROR(loadTensor(checkpoint, p + names.token_embedding, &embed_tokens));
+    REE_RETURN_IF_ERROR(loadMaybeQuantized(checkpoint, p + names.token_embedding, &embed_tokens));
   }
   if (range.embedding && names.position_embedding != nullptr) {
     REE_RETURN_IF_ERROR(loadTensor(checkpoint, p + names.position_embedding, &embed_positions));
@@ -228,7 +270,7 @@ Status CausalLM::Impl::loadWeights(const Checkpoint& checkpoint) {
     if (config.tie_word_embeddings) {
       lm_head = embed_tokens;
     } else {
-      REE_RETURN_IF_ERROR(loadTensor(checkpoint, names.lm_head, &lm_head));
+      REE_RETURN_IF_ERROR(loadMaybeQuantized(checkpoint, names.lm_head, &lm_head));
     }
   }
   const bool gpt2_layout = facts->layout == LayerLayout::kGpt2;

@@ -206,6 +206,51 @@ void GgufSource::releaseDequantized() const {
   }
 }
 
+void GgufSource::releaseDequantized(const std::string& name) const {
+  auto it = index_.find(name);
+  if (it == index_.end()) return;
+  Slot& slot = *slots_[it->second];
+  std::lock_guard<std::mutex> lock(slot.mutex);
+  slot.ready = false;
+  std::vector<float>().swap(slot.values);
+}
+
+bool GgufSource::quantType(const std::string& name, repops::QuantType* type) const {
+  auto it = index_.find(name);
+  if (it == index_.end()) return false;
+  const Entry& entry = entries_[it->second];
+  return entry.shape.size() == 2 && ggmlQuantType(entry.tensor->type, type);
+}
+
+Status GgufSource::copyQuantizedRows(const std::string& name, void* out, size_t bytes) const {
+  const Entry* entry = nullptr;
+  REE_RETURN_IF_ERROR(find(name, &entry));
+  repops::QuantType type;
+  REE_CHECK_ARG(entry->shape.size() == 2 && ggmlQuantType(entry->tensor->type, &type),
+                "GGUF file '%s': tensor '%s' is not a 2-D block-quantised tensor",
+                printableText(path_, 400).c_str(), printableText(name).c_str());
+  const int64_t rows = entry->shape[0];
+  const auto row_bytes = static_cast<size_t>(entry->shape[1] / repops::quantBlockElems(type) *
+                                             repops::quantBlockBytes(type));
+  REE_CHECK_ARG(bytes == row_bytes * static_cast<size_t>(rows),
+                "GGUF file '%s': tensor '%s' has %lld rows of %zu bytes, not %zu bytes",
+                printableText(path_, 400).c_str(), printableText(name).c_str(),
+                static_cast<long long>(rows), row_bytes, bytes);
+  const auto* data = file_->tensorData(*entry->tensor);
+  auto* dst = static_cast<unsigned char*>(out);
+  const int64_t heads = entry->unpermute_heads;
+  const int64_t head_rows = heads > 0 ? rows / heads : 1, half = head_rows / 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t source = r;  // the row permutation of unpermuteRows, on whole rows of blocks
+    if (heads > 0) {
+      const int64_t h = r / head_rows, a = (r % head_rows) / half, i = r % half;
+      source = h * head_rows + 2 * i + a;
+    }
+    std::memcpy(dst + r * row_bytes, data + source * row_bytes, row_bytes);
+  }
+  return Status::kSuccess;
+}
+
 std::map<std::string, std::string> GgufSource::metadata() const {
   std::map<std::string, std::string> out;
   for (const std::string& key : file_->keys()) {

@@ -31,7 +31,23 @@ struct QuantLinearArgs {
 // naming the argument.
 Status validateQuantLinearArgs(const QuantLinearArgs& args);
 
+// Embedding lookup in a table of GGUF block rows ([rows, k] elements, row_bytes apart):
+// out[t, :] = the fp32 values of row ids[t] (gguf-dequant.md), exactly what a lookup in the
+// dequantised table gives. ids are checked against `rows` on the host.
+struct QuantEmbeddingArgs {
+  const void* table = nullptr;
+  QuantType type = QuantType::kQ8_0;
+  int64_t rows = 0, k = 0, row_bytes = 0;  // row_bytes 0 = dense
+  const int32_t* ids = nullptr;            // host ids (both entry points check them)
+  int64_t count = 0;
+  float* out = nullptr;  // [count, k], dense
+};
+
+Status validateQuantEmbeddingArgs(const QuantEmbeddingArgs& args);
+
 namespace cpu {
+
+Status quantEmbedding(const QuantEmbeddingArgs& args);
 
 // Dequantises panels of weight rows into fp32 (quant_blocks.h) and runs cpu::linear on them: the
 // bits are those of cpu::linear with the dequantised W, for any thread count.
@@ -46,6 +62,10 @@ namespace cuda {
 // Larger M: slices of rows dequantised to an fp32 scratch buffer on the stream, then
 // cuda::linear. Enqueued on `stream`; no synchronisation.
 Status quantLinear(const QuantLinearArgs& args, cudaStream_t stream);
+
+// device_ids: a device copy of args.ids (args.ids are the host ones, checked here).
+Status quantEmbedding(const QuantEmbeddingArgs& args, const int32_t* device_ids,
+                      cudaStream_t stream);
 
 // For tests: kGemv forces the GEMV (any M), kGemm the dequantise-then-linear path.
 Status quantLinearWithKernel(const QuantLinearArgs& args, LinearKernel kernel, cudaStream_t stream);

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "ree/core/status.h"
+#include "ree/kernels/quant_blocks.h"
 #include "ree/models/gguf.h"
 #include "ree/models/weight_source.h"
 
@@ -50,6 +51,15 @@ class GgufSource final : public WeightSource {
   const GgufFile& file() const { return *file_; }
   // Frees the dequantized values (views handed out become invalid); later bytes() redo them.
   void releaseDequantized() const;
+  // The same for one tensor (after a model took its blocks instead of its values).
+  void releaseDequantized(const std::string& name) const;
+
+  // Tensors kept in their blocks (docs/gguf.md): true when `name` is a 2-D tensor of a block type
+  // (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K), with *type set.
+  bool quantType(const std::string& name, repops::QuantType* type) const;
+  // Its rows as blocks (rows x K / B blocks, `bytes` in all), with llama's q/k rows moved back as
+  // for bytes(): row r of the result holds exactly the blocks whose dequantization is row r.
+  Status copyQuantizedRows(const std::string& name, void* out, size_t bytes) const;
 
   const char* formatName() const override { return "gguf"; }
   const std::string& path() const override { return path_; }
