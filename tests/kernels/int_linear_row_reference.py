@@ -75,8 +75,10 @@ def dots(x, w):
     result = np.zeros((m, n), dtype=np.float32)
     x_exp = [row_exponent(x[r]) for r in range(m)]
     w_exp = [row_exponent(w[r]) for r in range(n)]
-    x_digits = [None if e is None else digit_planes(x[r], e, SX, X_DIGITS) for r, e in enumerate(x_exp)]
-    w_digits = [None if e is None else digit_planes(w[r], e, SW, W_DIGITS) for r, e in enumerate(w_exp)]
+    x_digits = [None if e is None else digit_planes(x[r], e, SX, X_DIGITS)
+                for r, e in enumerate(x_exp)]
+    w_digits = [None if e is None else digit_planes(w[r], e, SW, W_DIGITS)
+                for r, e in enumerate(w_exp)]
     for r in range(m):
         for c in range(n):
             if x_exp[r] is None or w_exp[c] is None:
@@ -169,8 +171,8 @@ def main():
         bad = np.argwhere(want != got)
         if bad.size:
             for r, c in bad[:5]:
-                print(f"case {index} ({case['describe']}) at ({r},{c}): C++ 0x{int(got[r, c]):x}, "
-                      f"reference 0x{int(want[r, c]):x}")
+                print(f"case {index} ({case['describe']}) at ({r},{c}): "
+                      f"C++ 0x{int(got[r, c]):x}, reference 0x{int(want[r, c]):x}")
             print(f"{len(bad)} of {got.size} outputs differ in case {index}")
             return 1
         outputs += got.size

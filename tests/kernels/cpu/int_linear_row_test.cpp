@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "kernels/linear_problem.h"
 #include "ree/core/parallel.h"
@@ -203,7 +204,9 @@ TEST(IntLinearRowCpu, IndependentPythonReferenceBitwise) {
   file.append(reinterpret_cast<const char*>(&count), sizeof(count));
   for (const Problem& p : cases)
     appendCase(&file, p, p.run());
-  const std::string path = testing::TempDir() + "int_linear_row_cases.bin";
+  // One file per process: build trees may run this test at the same time.
+  const std::string path =
+      testing::TempDir() + "int_linear_row_cases_" + std::to_string(getpid()) + ".bin";
   {
     std::ofstream out(path, std::ios::binary);
     out.write(file.data(), static_cast<std::streamsize>(file.size()));
@@ -212,6 +215,7 @@ TEST(IntLinearRowCpu, IndependentPythonReferenceBitwise) {
   const std::string command =
       std::string(REE_TEST_PYTHON) + " " + REE_TEST_ROW_REFERENCE + " " + path;
   const int status = std::system(command.c_str());
+  std::remove(path.c_str());
   ASSERT_NE(status, -1) << command;
   const int code = WEXITSTATUS(status);
   if (code == 77) GTEST_SKIP() << "numpy is missing for " << REE_TEST_PYTHON;
