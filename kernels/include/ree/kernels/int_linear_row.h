@@ -68,8 +68,10 @@ namespace cpu {
 // linear-int-row.md; they never depend on M, the thread count or the SIMD path.
 Status intLinearRow(const LinearArgs& args);
 
-// w quantised once (its row exponents and digits), for weights that never change (model
-// parameters), so that a call does not quantise w again. The bits are those of intLinearRow(args).
+// What a constant w (a model parameter) keeps between calls: its row exponents (4 bytes per row),
+// so that a call does not scan w for them again. The digits are made from args.w inside each
+// call (re-quantising 2 bytes of bf16 costs less than reading 6 bytes of planes). The bits are
+// those of intLinearRow(args).
 class IntLinearRowWeights {
  public:
   ~IntLinearRowWeights();
