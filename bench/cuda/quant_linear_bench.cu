@@ -95,6 +95,7 @@ float timeQuant(QuantType type, int m, int k, int n, const float* x, float* y, i
   a.linear.y = y;
   a.linear.y_dtype = ree::DType::kF32;
   a.linear.m = m, a.linear.n = n, a.linear.k = k;
+  a.linear.w_is_constant = true;  // model parameters, as in decode
   float ms = timeMs(iterations, [&](int i) {
     a.linear.w = w[i % copies];
     CHECK_REE(ree::repops::cuda::quantLinear(a, nullptr));
@@ -110,6 +111,7 @@ void run(int m, int k, int n, int iterations, float copy_gbs) {
   ree::repops::LinearArgs bf16 = dense.args();
   ree::repops::LinearArgs f32 = dense.args();
   f32.x = dense.x_f32, f32.x_dtype = ree::DType::kF32, f32.w_dtype = ree::DType::kF32;
+  bf16.w_is_constant = f32.w_is_constant = true;
   const int bf16_copies = static_cast<int>(dense.w_bf16.size());
   const int f32_copies = static_cast<int>(dense.w_f32.size());
   std::vector<Row> rows;

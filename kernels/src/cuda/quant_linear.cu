@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "chained_launch.cuh"
 #include "grid.cuh"
 #include "ree/core/cuda_check.h"
 #include "ree/kernels/quant_linear.h"
@@ -46,7 +47,8 @@ struct QuantDeviceArgs {
   int64_t x_stride, w_row_bytes, y_stride;
   int m, n, k;
   int y_is_bf16, accumulate;
-  int w_aligned;  // w and w_row_bytes 16-byte aligned: cp.async copies
+  int w_is_constant;  // LinearArgs::w_is_constant: the first weights are requested before waiting
+  int w_aligned;      // w and w_row_bytes 16-byte aligned: cp.async copies
 };
 
 template <QuantType kType>
@@ -156,7 +158,12 @@ __global__ void __launch_bounds__(kWarps * 32) quantGemvKernel(QuantDeviceArgs a
   for (int i = 0; i < kRowsPerWarp; ++i)
     totals[i] = -0.0f;  // -0 + p == p for every p: the first merge is total = p_0
 
-  issue(0);
+  // Chained launch (chained_launch.cuh): constant weights are not written by earlier kernels, so
+  // the first row's copy starts before waiting for the predecessor; x, bias and y only after.
+  if (a.w_is_constant) issue(0);
+  waitForPredecessor();
+  allowSuccessorLaunch();
+  if (!a.w_is_constant) issue(0);
   for (int t = 0; t < items; ++t) {
     const int window = t / kRowsPerWarp, slot = t % kRowsPerWarp;
     if (slot == 0) {
@@ -217,7 +224,7 @@ Status launchGemv(const QuantDeviceArgs& a, cudaStream_t stream) {
   auto kernel = quantGemvKernel<kType, TX, kRows>;
   REE_RETURN_IF_ERROR(allowFullSharedMemory(kernel));
   dim3 grid(divUp(a.n, kRowsPerBlock), divUp(a.m, kRows));
-  kernel<<<grid, kWarps * 32, GemvShared<kType, kRows>::kBytes, stream>>>(a);
+  launchChained(kernel, grid, kWarps * 32, GemvShared<kType, kRows>::kBytes, stream, a);
   REE_CUDA_CHECK_LAUNCH();
   return Status::kSuccess;
 }
@@ -276,6 +283,7 @@ Status dequantThenLinear(const QuantLinearArgs& args, cudaStream_t stream) {
     slice.w = scratch;
     slice.w_dtype = DType::kF32;
     slice.w_row_stride = 0;
+    slice.w_is_constant = false;  // the scratch is written by the kernel just before
     slice.n = rows;
     slice.bias = a.bias ? static_cast<const float*>(a.bias) + n0 : nullptr;
     slice.y = static_cast<char*>(a.y) + n0 * dtypeSize(a.y_dtype);
@@ -363,6 +371,7 @@ Status dispatchKernel(const QuantLinearArgs& args, LinearKernel kernel, cudaStre
   a.k = static_cast<int>(l.k);
   a.y_is_bf16 = l.y_dtype == DType::kBF16 ? 1 : 0;
   a.accumulate = l.accumulate ? 1 : 0;
+  a.w_is_constant = l.w_is_constant ? 1 : 0;
   a.w_aligned = reinterpret_cast<uintptr_t>(l.w) % 16 == 0 && a.w_row_bytes % 16 == 0 ? 1 : 0;
   if (l.x_dtype == DType::kBF16) return dispatchRows<kType, bf16_t>(a, stream);
   return dispatchRows<kType, float>(a, stream);

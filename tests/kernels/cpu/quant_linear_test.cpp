@@ -95,6 +95,36 @@ TEST(QuantLinearCpu, RowInvariance) {
   }
 }
 
+TEST(QuantEmbeddingCpu, RowsAreTheDequantisedTableRows) {
+  std::mt19937_64 rng(31);
+  for (QuantType type : test::kAllQuantTypes) {
+    test::QuantProblem p;
+    p.type = type;
+    p.k = quantBlockElems(type) * 3;
+    p.n = 9;  // table rows
+    p.w_pad = 4;
+    p.fill(rng());
+    const std::vector<int32_t> ids = {3, 0, 8, 3};
+    QuantEmbeddingArgs a;
+    a.table = p.w.data();
+    a.type = type;
+    a.rows = p.n, a.k = p.k, a.row_bytes = p.wRowBytes();
+    a.ids = ids.data();
+    a.count = static_cast<int64_t>(ids.size());
+    std::vector<float> out(ids.size() * p.k), expected(ids.size() * p.k);
+    a.out = out.data();
+    ASSERT_EQ(cpu::quantEmbedding(a), Status::kSuccess) << lastErrorMessage();
+    for (size_t t = 0; t < ids.size(); ++t) {
+      dequantizeBlocks(type, p.w.data() + ids[t] * p.wRowBytes(), p.k, expected.data() + t * p.k);
+    }
+    EXPECT_EQ(test::firstBitDifference(expected, out), -1) << quantTypeName(type);
+    const std::vector<int32_t> bad = {9};
+    a.ids = bad.data();
+    a.count = 1;
+    EXPECT_EQ(cpu::quantEmbedding(a), Status::kInvalidArgument);
+  }
+}
+
 TEST(QuantLinearCpu, RefusesBadArguments) {
   test::QuantProblem p;
   p.type = QuantType::kQ4_0;

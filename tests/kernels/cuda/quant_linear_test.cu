@@ -120,5 +120,39 @@ TEST(QuantLinearCuda, LargeShapesMatchCpuBitwise) {
   }
 }
 
+TEST(QuantEmbeddingCuda, RowsMatchCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(32);
+  for (QuantType type : test::kAllQuantTypes) {
+    test::QuantProblem p;
+    p.type = type;
+    p.k = quantBlockElems(type) * 5;
+    p.n = 11;
+    p.w_pad = 2;
+    p.fill(rng());
+    const std::vector<int32_t> ids = {10, 0, 4, 4, 7};
+    QuantEmbeddingArgs a;
+    a.type = type;
+    a.rows = p.n, a.k = p.k, a.row_bytes = p.wRowBytes();
+    a.ids = ids.data();
+    a.count = static_cast<int64_t>(ids.size());
+    std::vector<float> expected(ids.size() * p.k);
+    a.table = p.w.data();
+    a.out = expected.data();
+    ASSERT_EQ(cpu::quantEmbedding(a), Status::kSuccess) << lastErrorMessage();
+    test::DeviceBuffer table(p.w), device_ids(ids.size() * 4), out(expected.size() * 4);
+    REE_CUDA_OK(cudaMemcpy(device_ids.ptr, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
+    a.table = table.ptr;
+    a.out = static_cast<float*>(out.ptr);
+    ASSERT_EQ(cuda::quantEmbedding(a, static_cast<const int32_t*>(device_ids.ptr), nullptr),
+              Status::kSuccess)
+        << lastErrorMessage();
+    REE_CUDA_OK(cudaDeviceSynchronize());
+    std::vector<float> got(expected.size());
+    REE_CUDA_OK(cudaMemcpy(got.data(), out.ptr, got.size() * 4, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(test::firstBitDifference(expected, got), -1) << quantTypeName(type);
+  }
+}
+
 }  // namespace
 }  // namespace ree::repops
