@@ -29,6 +29,12 @@ void Metrics::countBatch(size_t requests) {
   batched_requests_ += requests;
 }
 
+void Metrics::countJoined(size_t requests) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  batched_requests_ += requests;
+  joined_requests_ += requests;
+}
+
 void Metrics::setQueue(size_t waiting, size_t running) {
   std::lock_guard<std::mutex> lock(mutex_);
   waiting_ = waiting;
@@ -64,18 +70,24 @@ std::string Metrics::render(const KvPoolGauges& kv) const {
       "# TYPE ree_generated_tokens_total counter\n";
   add("ree_generated_tokens_total %llu\n", static_cast<unsigned long long>(completion_tokens_));
   out +=
-      "# HELP ree_engine_batches_total Engine batches run, and the requests they carried.\n"
+      "# HELP ree_engine_batches_total Engine batches (from idle to idle: requests join a running "
+      "batch), and the requests they carried.\n"
       "# TYPE ree_engine_batches_total counter\n";
   add("ree_engine_batches_total %llu\n", static_cast<unsigned long long>(batches_));
   out += "# TYPE ree_engine_batched_requests_total counter\n";
   add("ree_engine_batched_requests_total %llu\n",
       static_cast<unsigned long long>(batched_requests_));
   out +=
-      "# HELP ree_queue_requests Requests waiting for the next engine batch.\n"
+      "# HELP ree_engine_joined_requests_total Requests admitted into a batch already running "
+      "(continuous batching).\n"
+      "# TYPE ree_engine_joined_requests_total counter\n";
+  add("ree_engine_joined_requests_total %llu\n", static_cast<unsigned long long>(joined_requests_));
+  out +=
+      "# HELP ree_queue_requests Requests waiting for a place in the engine's batch.\n"
       "# TYPE ree_queue_requests gauge\n";
   add("ree_queue_requests %zu\n", waiting_);
   out +=
-      "# HELP ree_running_requests Requests in the engine batch that runs now.\n"
+      "# HELP ree_running_requests Requests the engine runs now.\n"
       "# TYPE ree_running_requests gauge\n";
   add("ree_running_requests %zu\n", running_);
   out +=

@@ -22,7 +22,9 @@ class Metrics {
   void countResponse(const std::string& endpoint, int status);
   // A finished generation: tokens and the seconds from arrival to the last token.
   void countGeneration(int64_t prompt_tokens, int64_t completion_tokens, double seconds);
+  // Jobs handed to an idle engine (a batch begins), or joining the sequences it runs.
   void countBatch(size_t requests);
+  void countJoined(size_t requests);
   void setQueue(size_t waiting, size_t running);
   // A request whose client went away before its answer (its generation stopped early).
   void countDisconnect();
@@ -37,6 +39,7 @@ class Metrics {
   uint64_t completion_tokens_ = 0;
   uint64_t batches_ = 0;
   uint64_t batched_requests_ = 0;
+  uint64_t joined_requests_ = 0;
   size_t waiting_ = 0;
   size_t running_ = 0;
   uint64_t disconnects_ = 0;

@@ -4,7 +4,6 @@
 
 #include "ree/core/log.h"
 #include "ree/models/tokenizer.h"
-#include "stop_strings.h"
 
 namespace ree::server {
 namespace {
@@ -15,19 +14,24 @@ ApiError contextError(const std::string& param, const std::string& message) {
   return error;
 }
 
-// The text of one choice as the engine produces it, scanned for the request's stop strings: the
-// choice's stop flag is set when one is complete, so the engine ends it after that token.
-struct ChoiceStop {
-  StopScanner scanner;
-  std::atomic<bool>* stop = nullptr;
-  void feed(const std::string& text) {
-    if (scanner.stopped()) return;
-    scanner.feed(text);
-    if (scanner.stopped()) stop->store(true);
-  }
-};
+// What a job gets when the engine ended one of its choices with an error: a request the engine
+// refused (400), or a failed step (500).
+ApiError engineError(Status status, const std::string& message) {
+  ApiError error;
+  const bool refused = status == Status::kInvalidArgument || status == Status::kOutOfMemory;
+  error.http_status = refused ? 400 : 500;
+  error.type = refused ? "invalid_request_error" : "server_error";
+  error.message = (refused ? "" : "generation failed: ") + clientMessage(message);
+  return error;
+}
 
 }  // namespace
+
+void Scheduler::ChoiceStop::feed(const std::string& text) {
+  if (scanner.stopped()) return;
+  scanner.feed(text);
+  if (scanner.stopped()) stop->store(true);
+}
 
 Scheduler::Scheduler(Engine& engine, ReceiptRunInfo run, ReceiptStore& store, Metrics& metrics,
                      size_t max_queue)
@@ -50,7 +54,7 @@ Scheduler::Admission Scheduler::submit(const std::shared_ptr<Job>& job) {
   if (draining_) return Admission::kDraining;
   if (queue_.size() >= max_queue_) return Admission::kQueueFull;
   queue_.push_back(job);
-  metrics_.setQueue(queue_.size(), running_);
+  metrics_.setQueue(queue_.size(), running_jobs_);
   changed_.notify_all();
   return Admission::kQueued;
 }
@@ -64,36 +68,80 @@ void Scheduler::drain() {
   if (thread_.joinable()) thread_.join();
 }
 
+// The engine loop. It returns once drain() began and every job is answered; a failed step
+// answers the jobs in flight with a 500 (the engine reports each) and the loop starts again.
 void Scheduler::loop() {
+  auto on_token = [this](uint64_t id, int32_t token, const std::string& text,
+                         const GenerationResult& so_far) { onToken(id, token, text, so_far); };
+  auto on_finished = [this](uint64_t id, Status status, const std::string& error,
+                            GenerationResult result) {
+    onFinished(id, status, error, std::move(result));
+  };
   for (;;) {
-    std::vector<std::shared_ptr<Job>> batch = takeBatch();
-    if (batch.empty()) return;  // draining and nothing left
-    runBatch(batch);
-    std::lock_guard<std::mutex> lock(mutex_);
-    running_ = 0;
-    metrics_.setQueue(queue_.size(), running_);
+    handed_over_ = 0;
+    if (engine_.generateFromFeed(*this, on_token, on_finished) == Status::kSuccess) return;
+    logMessage(LogLevel::kError, "serve: generation failed: %s", lastErrorMessage());
+    if (handed_over_ == 0) return;  // it failed before any work: it would fail again at once
   }
 }
 
-// Arrival order, up to max_batch sequences (a job brings request.n of them); a job larger than
-// max_batch runs alone (the engine queues what exceeds its slots). Sampled jobs mix freely: each
-// choice draws with its own sampling index (runBatch), never its batch position.
-std::vector<std::shared_ptr<Job>> Scheduler::takeBatch() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [&] { return draining_ || !queue_.empty(); });
-  std::vector<std::shared_ptr<Job>> batch;
-  size_t sequences = 0;
-  const size_t limit = static_cast<size_t>(engine_.options().max_batch);
-  while (!queue_.empty()) {
-    const size_t n = static_cast<size_t>(queue_.front()->request.n);
-    if (!batch.empty() && sequences + n > limit) break;
-    batch.push_back(queue_.front());
-    sequences += n;
-    queue_.pop_front();
+// Jobs join in arrival order while the engine holds fewer than max_batch sequences (a job larger
+// than that when it holds none). The feed ends once drain() began and no job waits.
+bool Scheduler::poll(bool wait, std::vector<FedRequest>* arrived) {
+  std::vector<std::shared_ptr<Job>> taken;
+  bool busy = false;
+  bool open = true;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (wait) changed_.wait(lock, [&] { return draining_ || !queue_.empty(); });
+    busy = running_sequences_ > 0;
+    const size_t limit = static_cast<size_t>(engine_.options().max_batch);
+    while (!queue_.empty()) {
+      const size_t n = static_cast<size_t>(queue_.front()->request.n);
+      if (running_sequences_ > 0 && running_sequences_ + n > limit) break;
+      taken.push_back(queue_.front());
+      queue_.pop_front();
+      running_sequences_ += n;
+      running_jobs_ += 1;
+    }
+    open = !(draining_ && queue_.empty());
+    metrics_.setQueue(queue_.size(), running_jobs_);
   }
-  running_ = batch.size();
-  metrics_.setQueue(queue_.size(), running_);
-  return batch;
+  size_t joined = 0;
+  for (const std::shared_ptr<Job>& job : taken)
+    joined += handOver(job, arrived) ? 1 : 0;
+  if (joined > 0) busy ? metrics_.countJoined(joined) : metrics_.countBatch(joined);
+  return open;
+}
+
+// A job's choices become the engine's requests (ids next_id_...), unless the job fails its
+// checks (answered here, its slots given back).
+bool Scheduler::handOver(const std::shared_ptr<Job>& job, std::vector<FedRequest>* arrived) {
+  GenerationRequest request;
+  if (!prepare(*job, &request)) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    running_sequences_ -= static_cast<size_t>(job->request.n);
+    running_jobs_ -= 1;
+    metrics_.setQueue(queue_.size(), running_jobs_);
+    return false;
+  }
+  job->markStarted();
+  handed_over_ += 1;
+  auto running = std::make_shared<RunningJob>();
+  running->job = job;
+  running->remaining = static_cast<size_t>(job->request.n);
+  running->results.resize(running->remaining);
+  // Choice c draws as request c of a run of this job alone (`ree-launch run` with n prompts),
+  // whenever it joins; its receipt records index c.
+  for (size_t choice = 0; choice < running->remaining; ++choice) {
+    request.sampling_index = static_cast<uint64_t>(choice);
+    request.stop = job->stops.at(choice);
+    running->requests.push_back(request);
+    running->stops.push_back({StopScanner(job->request.stop), job->stops[choice].get()});
+    fed_[next_id_] = {running, choice};
+    arrived->push_back({next_id_++, request});
+  }
+  return true;
 }
 
 // The checks that need the model: the prompt's tokens against the context. A failing job is
@@ -149,56 +197,47 @@ bool Scheduler::prepare(Job& job, GenerationRequest* request) {
   return true;
 }
 
-void Scheduler::runBatch(const std::vector<std::shared_ptr<Job>>& batch) {
-  std::vector<std::shared_ptr<Job>> jobs;
-  std::vector<GenerationRequest> requests;
-  std::vector<std::pair<Job*, int>> owner;  // the job and choice of every batch position
-  std::vector<ChoiceStop> stops;            // and its stop-string scanner
-  for (const std::shared_ptr<Job>& job : batch) {
-    GenerationRequest request;
-    if (!prepare(*job, &request)) continue;
-    job->markStarted();
-    jobs.push_back(job);
-    // Choice c draws as request c of a run of this job alone (`ree-launch run` with n prompts),
-    // wherever the batch puts it; its receipt records index c.
-    for (int choice = 0; choice < job->request.n; ++choice) {
-      request.sampling_index = static_cast<uint64_t>(choice);
-      request.stop = job->stops.at(static_cast<size_t>(choice));
-      requests.push_back(request);
-      owner.emplace_back(job.get(), choice);
-      stops.push_back(
-          {StopScanner(job->request.stop), job->stops[static_cast<size_t>(choice)].get()});
+// The engine fills a token's log-probabilities in the result before calling back.
+void Scheduler::onToken(uint64_t id, int32_t token, const std::string& text,
+                        const GenerationResult& so_far) {
+  const FedChoice& fed = fed_.at(id);
+  fed.running->stops[fed.choice].feed(text);
+  std::optional<TokenLogprobs> logprobs;
+  if (fed.running->requests[fed.choice].top_logprobs >= 0) logprobs = so_far.token_logprobs.back();
+  fed.running->job->pushToken(static_cast<int>(fed.choice), token, text, std::move(logprobs));
+}
+
+// A choice ended. Its job is answered when its last choice ends; a choice that failed stops the
+// others, and the job gets the error.
+void Scheduler::onFinished(uint64_t id, Status status, const std::string& error,
+                           GenerationResult result) {
+  auto at = fed_.find(id);
+  if (at == fed_.end()) return;
+  FedChoice fed = std::move(at->second);
+  fed_.erase(at);
+  RunningJob& running = *fed.running;
+  running.results[fed.choice] = std::move(result);
+  if (status != Status::kSuccess && !running.failed) {
+    running.failed = true;
+    running.error = engineError(status, error);
+    logMessage(LogLevel::kError, "serve: %s: %s", running.job->id.c_str(),
+               running.error.message.c_str());
+    for (const std::shared_ptr<std::atomic<bool>>& stop : running.job->stops)
+      stop->store(true);
+  }
+  running.remaining -= 1;
+  const bool job_done = running.remaining == 0;
+  if (job_done) {
+    if (running.failed) {
+      running.job->fail(running.error);
+    } else {
+      finishJob(*running.job, running.requests, std::move(running.results));
     }
   }
-  if (jobs.empty()) return;
-  metrics_.countBatch(jobs.size());
-  std::vector<GenerationResult> results;
-  // The engine fills a token's log-probabilities in its result before calling back.
-  auto on_token = [&owner, &stops, &requests, &results](size_t r, int32_t token,
-                                                        const std::string& text) {
-    stops[r].feed(text);
-    std::optional<TokenLogprobs> logprobs;
-    if (requests[r].top_logprobs >= 0) logprobs = results[r].token_logprobs.back();
-    owner[r].first->pushToken(owner[r].second, token, text, std::move(logprobs));
-  };
-  if (engine_.generate(requests, &results, on_token) != Status::kSuccess) {
-    ApiError error;
-    error.http_status = 500;
-    error.type = "server_error";
-    error.message = "generation failed: " + clientMessage(lastErrorMessage());
-    logMessage(LogLevel::kError, "serve: %s", error.message.c_str());
-    for (const std::shared_ptr<Job>& job : jobs)
-      job->fail(error);
-    return;
-  }
-  size_t first = 0;
-  for (const std::shared_ptr<Job>& job : jobs) {
-    const size_t end = first + static_cast<size_t>(job->request.n);
-    finishJob(*job, {requests.begin() + first, requests.begin() + end},
-              {std::make_move_iterator(results.begin() + first),
-               std::make_move_iterator(results.begin() + end)});
-    first = end;
-  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  running_sequences_ -= 1;
+  running_jobs_ -= job_done ? 1 : 0;
+  metrics_.setQueue(queue_.size(), running_jobs_);
 }
 
 // The receipt first (its requests are the job's choices, indices 0..n-1), then the answer: a

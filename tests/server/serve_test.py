@@ -8,10 +8,14 @@
    completes it, finish_reason "stop" in the receipt); every receipt is served at
    /v1/receipts/{id}, carries the response's sha256 and verifies with `ree-launch verify` on 1
    and 2 stages.
+1b. Continuous batching: a short request sent while a long stream decodes joins its batch,
+   finishes first, and equals its single run bitwise (text, ids, logits hashes; its receipt
+   verifies on the CPU); /metrics counts it as joined and stays in the Prometheus text format.
 2. Load: 8 clients x 5 mixed requests (REE_SERVE_CLIENTS x REE_SERVE_PER_CLIENT; greedy and
    sampled, streaming and not, some streams cancelled): every completed answer equals its single
    run; the receipt directory holds exactly one receipt per accepted request (none lost, none
-   duplicated, cancelled ones included: stopped where the client left); p50/p99 latency and
+   duplicated, cancelled ones included: stopped where the client left); afterwards no request
+   waits or runs and no KV block is held (cancelled ones leaked no slot); p50/p99 latency and
    tokens/s are printed.
 2b. Disconnects: a stream closed after two chunks and a non-streaming client that closes stop
    their generations at the engine (receipts with finish_reason "stop" and few tokens, verified);
@@ -27,7 +31,8 @@
 And first: bad `serve` flags get one line naming the flag and exit 2.
 
 usage: serve_test.py REE_LAUNCH WORKDIR [PARTS]
-PARTS: a comma-separated subset of flags,basic,logprobs,load,disconnect,malformed,drain,restart,chat,queue
+PARTS: a comma-separated subset of
+flags,basic,logprobs,continuous,load,disconnect,malformed,drain,restart,chat,queue
 (default all), e.g.
 "malformed,drain" for a quick run of a sanitizer build.
 """
@@ -37,6 +42,7 @@ import http.client
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -60,7 +66,7 @@ LAUNCH, WORK = sys.argv[1], sys.argv[2]
 CLIENTS = int(os.environ.get("REE_SERVE_CLIENTS", "8"))
 PER_CLIENT = int(os.environ.get("REE_SERVE_PER_CLIENT", "5"))
 PARTS = (sys.argv[3] if len(sys.argv) > 3 else
-         "flags,basic,logprobs,load,disconnect,malformed,drain,restart,chat,queue").split(",")
+         "flags,basic,logprobs,continuous,load,disconnect,malformed,drain,restart,chat,queue").split(",")
 MODEL = "builtin:tiny-llama"
 API_KEY = "test-key-123"
 MAX_CONTEXT = 256
@@ -175,7 +181,7 @@ def request_args(spec):
     return args, extra
 
 
-def complete(client, spec, stream, cancel_after=None):
+def complete(client, spec, stream, cancel_after=None, on_chunk=None):
     """One completion through the openai client. Returns a dict with text, token_ids,
     finish_reason, receipt (id, sha256), usage, the header's receipt id, and cancelled."""
     args, extra = request_args(spec)
@@ -195,6 +201,8 @@ def complete(client, spec, stream, cancel_after=None):
     out = {"text": "", "token_ids": [], "finish_reason": None, "receipt": None, "usage": None,
            "header_id": header_id, "header_sha": None, "id": None, "cancelled": False}
     for n, chunk in enumerate(stream_obj):
+        if on_chunk is not None and n == 0:
+            on_chunk()
         if cancel_after is not None and n >= cancel_after:
             stream_obj.close()
             out["cancelled"] = True
@@ -475,7 +483,9 @@ def load_part(port):
     specs = load_specs(rng)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         list(pool.map(single_run, specs))
-    plan = [[(rng.choice(specs), rng.random() < 0.4, rng.random() < 0.15)
+    # A cancelled stream closes after 1 to 6 chunks: while waiting, at its first tokens, mid-way.
+    plan = [[(rng.choice(specs), rng.random() < 0.4,
+              rng.randint(1, 6) if rng.random() < 0.15 else None)
              for _ in range(PER_CLIENT)] for _ in range(CLIENTS)]
     results, latencies, accepted = [], [], []
     lock = threading.Lock()
@@ -484,7 +494,7 @@ def load_part(port):
         client = client_for(port)
         for spec, stream, cancel in jobs:
             start = time.monotonic()
-            got = complete(client, spec, stream or cancel, cancel_after=2 if cancel else None)
+            got = complete(client, spec, stream or cancel is not None, cancel_after=cancel)
             with lock:
                 latencies.append(time.monotonic() - start)
                 accepted.append(got["header_id"])
@@ -526,6 +536,19 @@ def load_part(port):
         metrics["ree_engine_batched_requests_total"])
     check(batched > batches, "load: no engine batch held more than one request (%d in %d)"
           % (batched, batches))
+    # Cancelled streams gave their slots back: nothing waits or runs, no KV block is held.
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        values = metric_values(port)
+        if (values.get("ree_running_requests") == 0 and values.get("ree_queue_requests") == 0 and
+                values.get("ree_kv_cache_blocks_used") == 0):
+            break
+        time.sleep(0.05)
+    check(values.get("ree_running_requests") == 0 and values.get("ree_queue_requests") == 0 and
+          values.get("ree_kv_cache_blocks_used") == 0, "load: slots leaked: %s" % values)
+    check(values.get("ree_engine_joined_requests_total", 0) > 0,
+          "load: no request joined a running batch")
+    check_prometheus(port, "load")
     lat = sorted(latencies)
     tokens = sum(len(got["token_ids"]) for _, got in results)
     print("load: %d requests from %d clients (%d completed, %d cancelled) in %.2f s; latency p50 "
@@ -535,6 +558,52 @@ def load_part(port):
              lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))], tokens / wall,
              verified, batched, batches), flush=True)
     return expected
+
+
+# ---- 1b. continuous batching ------------------------------------------------------------------
+PROMETHEUS_LINE = re.compile(r'^(# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .+|'
+                             r'[a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_][a-zA-Z0-9_]*="[^"]*"'
+                             r'(,[a-zA-Z_][a-zA-Z0-9_]*="[^"]*")*\})? [-+0-9.eEInfa]+)$')
+
+
+def check_prometheus(port, label):
+    text = raw(port, "GET", "/metrics", auth=False)[2].decode()
+    bad = [line for line in text.splitlines() if not PROMETHEUS_LINE.match(line)]
+    check(not bad, "%s: /metrics lines not in the Prometheus text format: %s" % (label, bad[:3]))
+
+
+def continuous_part(port):
+    """A short request sent while a long one decodes joins the running batch: it is answered
+    first, with exactly what it gets alone (text, ids, logits hashes; its receipt verifies)."""
+    client = client_for(port)
+    long_spec = {"prompt": "Leaving early", "max_tokens": 240}  # no end-of-sequence before 240
+    short_spec = {"prompt": "Short", "max_tokens": 4, "temperature": 0.9, "seed": 5}
+    list(map(single_run, [long_spec, short_spec]))
+    before = metric_values(port)
+    done = {}
+
+    def timed(name, spec, stream, first_chunk=None):
+        got = complete(client, spec, stream, on_chunk=first_chunk)
+        done[name] = (time.monotonic(), got)
+
+    started = threading.Event()
+    long_thread = threading.Thread(target=timed, args=("long", long_spec, True, started.set))
+    long_thread.start()
+    check(started.wait(60), "continuous: the long stream sent nothing")
+    timed("short", short_spec, False)
+    long_thread.join()
+    check(done["long"][1]["finish_reason"] == "length", "continuous: the long request ended early")
+    check(done["short"][0] < done["long"][0], "continuous: the short request did not finish first")
+    paths = [check_answer(port, spec, done[name][1], "continuous %s" % name)
+             for name, spec in (("long", long_spec), ("short", short_spec))]
+    after = metric_values(port)
+    joined = after["ree_engine_joined_requests_total"] - before["ree_engine_joined_requests_total"]
+    check(joined >= 1, "continuous: no request joined a running batch (%s)" % joined)
+    verified = verify_all([p for p in paths if p], [1])
+    check_prometheus(port, "continuous")
+    print("continuous: a %d-token request sent while a %d-token stream decoded joined it, finished "
+          "first and equals its run; %d receipts verified (--cpu-only)"
+          % (short_spec["max_tokens"], long_spec["max_tokens"], verified), flush=True)
 
 
 # ---- 2b. disconnects ----------------------------------------------------------------------------
@@ -904,6 +973,8 @@ def main():
             basic_part(port)
         if "logprobs" in PARTS:
             logprobs_part(port)
+        if "continuous" in PARTS:
+            continuous_part(port)
         if "load" in PARTS:
             load_part(port)
         if "disconnect" in PARTS:
