@@ -173,20 +173,23 @@ std::vector<Problem> specialCases() {
 
 // The widest lane sums the vector loops can meet: K = kMaxK with |xh| = 2^13 and |wl| = 8256 on
 // every element (x = 1 - 2^-24: Xi = 2^27; w = -24640 * 2^-20 beside a maximum of 1 - 2^-24:
-// Wi = -2^14 - 8256), and the same with alternating signs.
-Problem widestCase() {
+// Wi = -2^14 - 8256), and the same with alternating signs, in `rows` x rows and 2 (or 3) w rows.
+// Two rows take the decode path (w quantised on the fly), six the 2 x 3 tiles.
+Problem widestCase(int64_t rows = 2) {
   Problem p;
-  p.m = 2;
-  p.n = 2;
+  p.m = rows;
+  p.n = rows > 2 ? 3 : 2;
   p.k = int_linear_row::kMaxK;
   p.w_dtype = DType::kF32;
   p.fill(44, false, false);
   for (int64_t i = 0; i < p.k; ++i) {
-    const size_t at = static_cast<size_t>(i);
-    p.x.set(at, 0.99999994f);
-    p.x.set(p.k + at, i % 2 ? 0.99999994f : -0.99999994f);
-    p.w.set(at, i == 0 ? 0.99999994f : -24640.0f / 1048576.0f);
-    p.w.set(p.k + at, i == 0 ? 0.99999994f : (i % 2 ? 1.0f : -1.0f) * 24640.0f / 1048576.0f);
+    const float sign = i % 2 ? 1.0f : -1.0f;
+    for (int64_t r = 0; r < p.m; ++r)
+      p.x.set(static_cast<size_t>(r * p.k + i), (r % 2 ? sign : 1.0f) * 0.99999994f);
+    for (int64_t r = 0; r < p.n; ++r) {
+      const float wide = (r % 2 ? sign : 1.0f) * (r == 2 ? 24640.0f : -24640.0f) / 1048576.0f;
+      p.w.set(static_cast<size_t>(r * p.k + i), i == 0 ? 0.99999994f : wide);
+    }
   }
   return p;
 }
@@ -263,6 +266,7 @@ TEST(IntLinearRowCpu, SimdEqualsScalar) {
   for (const Problem& p : specialCases())
     cases.push_back(p);
   cases.push_back(widestCase());
+  cases.push_back(widestCase(6));
   for (int64_t k : {239, 240, 241, 480, 4097}) {  // the vector loops' chunk edges
     Problem p;
     p.m = 5;
