@@ -2,8 +2,10 @@
 // linear with bf16 weights (bf16 x) and fp32 weights (fp32 x), all fp32 y, at M = 1 and 16 on
 // K x N = 4096 x 4096, 4096 x 14336 and 14336 x 4096: mean time, and GB/s of the weight bytes
 // read (each weight byte once), beside the device-to-device copy bandwidth measured in the same
-// run (bytes read + written). Weights rotate through copies worth more than L2, so they stream
-// from memory as in decode. Usage: bench_gpu_quant_linear_bench [iterations]
+// run (bytes read + written); then the sum over the linear layers of one Llama-3-8B decode token
+// per format (an end-to-end model needs a tokenizer and a 4.5 GB file). Weights rotate through
+// copies worth more than L2, so they stream from memory as in decode. Usage:
+// bench_gpu_quant_linear_bench [iterations]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -105,7 +107,7 @@ float timeQuant(QuantType type, int m, int k, int n, const float* x, float* y, i
   return ms;
 }
 
-void run(int m, int k, int n, int iterations, float copy_gbs) {
+std::vector<Row> run(int m, int k, int n, int iterations, float copy_gbs) {
   const size_t elems = static_cast<size_t>(n) * k;
   ree::bench::DeviceLinearProblem dense(m, n, k, copiesFor(elems * 2), copiesFor(elems * 4));
   ree::repops::LinearArgs bf16 = dense.args();
@@ -139,6 +141,37 @@ void run(int m, int k, int n, int iterations, float copy_gbs) {
     rows.push_back({t.name, timeQuant(t.type, m, k, n, dense.x_f32, dense.y, iterations), bytes});
   }
   print(m, k, n, rows, copy_gbs);
+  return rows;
+}
+
+// The linear layers of one Llama-3-8B decode token at batch 1, as the GPU models run them (fused
+// q|k|v and gate|up): the sum of the projections' GEMV times per weight format.
+void decodeStepEstimate(int iterations, float copy_gbs) {
+  const struct {
+    int k, n, count;
+  } layers[] = {
+      {4096, 6144, 32}, {4096, 4096, 32}, {4096, 28672, 32}, {14336, 4096, 32}, {4096, 128256, 1}};
+  std::vector<Row> total;
+  for (const auto& l : layers) {
+    const std::vector<Row> rows = run(1, l.k, l.n, iterations, copy_gbs);
+    if (total.empty()) {
+      total = rows;
+      for (Row& r : total)
+        r.ms = 0, r.bytes = 0;
+    }
+    for (size_t i = 0; i < rows.size(); ++i) {
+      total[i].ms += rows[i].ms * l.count;
+      total[i].bytes += rows[i].bytes * l.count;
+    }
+  }
+  std::printf(
+      "Llama-3-8B shape, linear layers of one decode token (M=1, fused q|k|v and gate|up, "
+      "lm_head):");
+  for (const Row& r : total) {
+    std::printf(" | %s %.2f ms (%.0f tok/s bound, %.2fx bf16)", r.name, r.ms, 1e3 / r.ms,
+                total[1].ms / r.ms);
+  }
+  std::printf("\n");
 }
 
 }  // namespace
@@ -156,5 +189,6 @@ int main(int argc, char** argv) {
     for (auto& shape : ree::bench::kLlamaProjections)
       run(m, shape[0], shape[1], iterations, copy_gbs);
   }
+  decodeStepEstimate(iterations, copy_gbs);
   return 0;
 }
