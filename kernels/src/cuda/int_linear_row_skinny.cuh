@@ -115,9 +115,10 @@ __device__ __forceinline__ void multiplyChunk(const SkinnyArgs& s, int chunk, in
   for (int group = 0; group < kGroups; ++group) {
     const int8_t* x = s.x_planes + static_cast<int64_t>(group * 8 + g) * 4 * s.k_padded +
                       static_cast<int64_t>(chunk) * kChunk + 8 * q;
+    const bool live = group * 8 + g < s.out.m;  // padding rows are zeros: not loaded
 #pragma unroll
     for (int i = 0; i < int_linear::kXSlices; ++i) {
-      const uint2 b = *reinterpret_cast<const uint2*>(x + i * s.k_padded);
+      const uint2 b = live ? *reinterpret_cast<const uint2*>(x + i * s.k_padded) : make_uint2(0, 0);
 #pragma unroll
       for (int j = 0; j < int_linear::kWSlices; ++j) {
         if (i + j <= int_linear::kKeptPairSum) mmaU8S8(acc[i + j][group], a[j], b);
