@@ -2,15 +2,15 @@
 // integer path.
 //
 // Each row of x and w has one exponent over the whole K (int_linear_row.h). The integers are
-// written as three int16 planes, x = (xh, xl, xd) = (d0 * 2^7 + d1, d2 * 2^7 + d3, d2) and
-// w = (wh, wl, we) = (e0, e1 * 2^7 + e2, e1), so that the exact integer of an output is
-//   P = 2^14 sum xh wh + sum (xh wl + xl wh + xd we),
+// written as three int16 planes, x = (xh, xl, d2) = (d0 * 2^7 + d1, d2 * 2^7 + d3, d2) and
+// w = (e0, wl, e1) = (e0, e1 * 2^7 + e2, e1), so that the exact integer of an output is
+//   P = 2^14 sum xh e0 + sum (xh wl + xl e0 + d2 e1),
 // which expands to exactly the nine kept digit pairs (d0e0 2^21; d0e1, d1e0 2^14; d0e2, d1e1,
 // d2e0 2^7; d1e2, d2e1, d3e0 2^0). Every product is int16 x int16 (pmaddwd / vpdpwssd when
 // vectorised) and every sum is exact, so the vector and scalar loops give the same P, which is
-// rounded once (int_linear_row::dotOf). Work is split over (16 outputs) x (64 rows) tasks; x is
-// quantised once per call, w once per task panel (its row exponents come from the prepared
-// weights when given).
+// rounded once (int_linear_row::dotOf). Work is split over (24 outputs) x (64 rows) tasks; x is
+// quantised once per call, w once per task panel, or for M <= 4 (decode) inside the product loop
+// (int_linear_row_simd.h). Prepared weights hold the row exponents of w.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>

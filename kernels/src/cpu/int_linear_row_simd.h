@@ -1,7 +1,8 @@
 // The element-level pieces of the CPU repops-3 linear (int_linear_row.cpp): row exponents,
-// quantisation into int16 digit planes, and the exact integer P of one x row with up to four w
-// rows, each in a portable scalar form and vector forms (AVX2; AVX-512 VNNI on 256-bit vectors)
-// that give the same integers. Implemented in int_linear_row_kernels.cpp.
+// quantisation into int16 digit planes, the exact integers P of a tile of x rows and w rows, and
+// of a few x rows with a w row quantised on the fly, each in a portable scalar form and vector
+// forms (AVX2; AVX-512 VNNI on 256-bit vectors) that give the same integers. Implemented in
+// int_linear_row_kernels.cpp.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +17,10 @@ enum class SimdLevel { kScalar, kAvx2, kAvx512Vnni };
 // The fastest level this CPU supports (checked once).
 SimdLevel bestSimdLevel();
 
-// Three int16 planes per operand, x (d0 2^7 + d1, d2 2^7 + d3, d2) and w (e0, e1, e2), stored
-// interleaved by groups of 16 elements (one 256-bit vector): a row is [padded_k / 16][3][16], so
-// that a vector loop needs one pointer per row. Rows are zero-padded to a multiple of 16.
+// Three int16 planes per operand, x (d0 2^7 + d1, d2 2^7 + d3, d2) and w (e0, e1 2^7 + e2, e1),
+// stored interleaved by groups of 16 elements (one 256-bit vector): a row is [padded_k /
+// 16][3][16], so that a vector loop needs one pointer per row. Rows are zero-padded to a multiple
+// of 16.
 constexpr int kPlanes = 3;
 constexpr int kGroup = 16;
 
