@@ -2,8 +2,9 @@
 //   decode: GB/s of KV-cache reads (bf16 K+V, 32 q heads / 8 KV heads, head_dim 128, context 4096)
 //           for batch 1, 4, 8, 16, against cudaMemcpy device-to-device bandwidth (read + write);
 //   prefill: 2048 new tokens of one sequence, TFLOP/s (4 * head_dim flops per (query head, key)
-//   pair
-//            of the causal triangle: q.k and p.v, one fma = 2 flops).
+//            pair of the causal triangle: q.k and p.v, one fma = 2 flops), for both prefill
+//            kernels side by side (the tiled default and the chunk kernel it replaced; their
+//            outputs are compared bitwise, exit status 1 if they differ).
 // Decode is timed two ways: one call at a time between two events (the latency of a call,
 // including the entry point's host work: work lists, table upload, launches), and 20 calls back
 // to back between two events (the stream's throughput when the host runs ahead of the GPU, as in
@@ -22,12 +23,15 @@
 #include <string>
 #include <vector>
 
+#include "../../kernels/src/cuda/attention_variant.h"
 #include "ree/kernels/attention.h"
 #if REE_BENCH_HAVE_ATEN
 #include "cuda/aten_sdpa.h"
 #endif
 
 namespace {
+
+using ree::repops::cuda::PrefillKernel;
 
 #define BENCH_CHECK(call)                                                       \
   do {                                                                          \
@@ -256,13 +260,29 @@ int main() {
 
   const int prefill = 2048;
   std::vector<int32_t> offsets = {0, prefill}, cached = {0};
-  const float ms = medianMs(
-      [&] { runAttention(setup, 1, 0, prefill, q, out, k, v, max_blocks, offsets, cached); }, 10);
   const double pairs = double(prefill) * (prefill + 1) / 2.0;  // causal (query, key) pairs
   const double flops = 4.0 * setup.head_dim * setup.n_heads * pairs;
-  std::printf("prefill %d tokens (%d/%d heads, head_dim %d): %.3f ms  %.2f TFLOP/s (fp32 FFMA)\n",
-              prefill, setup.n_heads, setup.n_kv_heads, setup.head_dim, ms,
-              flops / (ms * 1e-3) / 1e12);
+  // Both prefill kernels (same bits, checked here on the benchmark's data): the tiled one (the
+  // default) and the chunk kernel's flash mode it replaced.
+  const size_t out_bytes = size_t(prefill) * setup.n_heads * setup.head_dim * 2;
+  std::vector<std::vector<unsigned char>> outputs;
+  float ms = 0.0f;
+  for (PrefillKernel kernel : {PrefillKernel::kChunk, PrefillKernel::kTiled}) {
+    ree::repops::cuda::setPrefillKernelForBenchmark(kernel);
+    BENCH_CHECK(cudaMemset(out, 0xff, out_bytes));
+    ms = medianMs(
+        [&] { runAttention(setup, 1, 0, prefill, q, out, k, v, max_blocks, offsets, cached); }, 10);
+    outputs.emplace_back(out_bytes);
+    BENCH_CHECK(cudaMemcpy(outputs.back().data(), out, out_bytes, cudaMemcpyDeviceToHost));
+    std::printf(
+        "prefill %d tokens (%d/%d heads, head_dim %d), %s kernel: %.3f ms  %.2f TFLOP/s (fp32 "
+        "FFMA)\n",
+        prefill, setup.n_heads, setup.n_kv_heads, setup.head_dim,
+        kernel == PrefillKernel::kTiled ? "tiled" : "chunk (before)", ms,
+        flops / (ms * 1e-3) / 1e12);
+  }
+  const bool same_bits = outputs[0] == outputs[1];
+  std::printf("    tiled == chunk kernel output, bitwise: %s\n", same_bits ? "yes" : "NO");
 #if REE_BENCH_HAVE_ATEN
   {
     bench::AtenSdpaShape shape;
@@ -288,5 +308,5 @@ int main() {
   BENCH_CHECK(cudaFree(v));
   BENCH_CHECK(cudaFree(q));
   BENCH_CHECK(cudaFree(out));
-  return 0;
+  return same_bits ? 0 : 1;
 }

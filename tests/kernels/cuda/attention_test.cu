@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <random>
 
+#include "../../../kernels/src/cuda/attention_variant.h"
 #include "cuda_test_util.h"
 
 namespace ree {
@@ -184,6 +185,98 @@ TEST(AttentionCuda, PrefillEqualsDecodeOnGpu) {
           << "piece " << piece << " head_dim " << head_dim;
     }
   }
+}
+
+// Runs `prob` with the given prefill kernel (restores the default afterwards).
+std::vector<unsigned char> runGpuWith(repops::cuda::PrefillKernel kernel,
+                                      const AttentionProblem& prob, Buffers& host) {
+  repops::cuda::setPrefillKernelForBenchmark(kernel);
+  std::vector<unsigned char> out = runGpu(prob, host);
+  repops::cuda::setPrefillKernelForBenchmark(repops::cuda::PrefillKernel::kTiled);
+  return out;
+}
+
+// The tiled prefill kernel (and the chunk kernel's flash mode it replaced) == CPU, bitwise, at its
+// edges: tiles of 128, 64 and 32 rows (8, 4, 2 rows per thread: chosen by shared memory and the
+// longest sequence) with the last tile partial, rows whose positions cross chunk boundaries inside
+// a tile, cached_lens > 0 (chunked prefill, the first new token inside a chunk), head_dim 40..256
+// (one or two 128-wide parts), G = 1, 4, 8, bf16 / f16 / f32 caches, block sizes 16 and 32,
+// shuffled block tables, and a decode-like sequence in the same call (split path).
+TEST(AttentionCuda, PrefillTilesMatchCpu) {
+  REE_SKIP_WITHOUT_GPU();
+  struct Case {
+    int head_dim, group, n_kv_heads;
+    DType kv_dtype;
+    int block_size;
+    std::vector<Sequence> seqs;  // {seed, cached, n_new}
+  };
+  const std::vector<Case> cases = {
+      // 128-row tiles (bf16, head_dim 128): 3 partial tiles per KV head, chunk edges inside.
+      {128, 4, 2, DType::kBF16, 16, {{1, 0, 150}, {2, 37, 1}}},
+      {128, 4, 1, DType::kBF16, 32, {{3, 61, 45}, {4, 200, 70}}},
+      // f32 cache at head_dim 128: 64-row tiles; f16 at 96 and 80, 128-row tiles.
+      {128, 4, 2, DType::kF32, 16, {{5, 5, 77}}},
+      {96, 8, 1, DType::kF16, 16, {{6, 130, 33}, {7, 0, 5}}},
+      {80, 1, 3, DType::kF16, 32, {{8, 63, 200}}},
+      // Fewer rows: 64-row tiles (G = 1, 40..64 tokens), G = 8 with 5 tokens (40 rows).
+      {64, 1, 2, DType::kBF16, 16, {{9, 10, 60}, {10, 64, 41}}},
+      {40, 8, 1, DType::kF32, 32, {{11, 127, 5}, {12, 0, 1}}},
+      {64, 8, 2, DType::kF16, 16, {{13, 1, 90}}},
+      // head_dim 256: two 128-wide parts; bf16 64-row tiles, f32 32-row tiles.
+      {256, 4, 1, DType::kBF16, 16, {{14, 0, 100}, {15, 250, 9}}},
+      {256, 4, 2, DType::kF32, 32, {{16, 70, 40}}},
+      {256, 1, 1, DType::kF16, 16, {{17, 3, 66}}},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    AttentionProblem prob;
+    prob.head_dim = c.head_dim;
+    prob.n_kv_heads = c.n_kv_heads;
+    prob.n_heads = c.n_kv_heads * c.group;
+    prob.kv_dtype = c.kv_dtype;
+    prob.q_dtype = i % 2 ? DType::kF32 : DType::kBF16;
+    prob.out_dtype = i % 3 ? DType::kBF16 : DType::kF32;
+    prob.block_size = c.block_size;
+    prob.shuffle_blocks = true;
+    prob.seqs = c.seqs;
+    Buffers host = prob.buildHost();
+    const std::vector<unsigned char> cpu = runCpuBytes(prob, host);
+    for (auto kernel : {repops::cuda::PrefillKernel::kTiled, repops::cuda::PrefillKernel::kChunk}) {
+      EXPECT_EQ(test::firstBitDifference(runGpuWith(kernel, prob, host), cpu), -1)
+          << "case " << i << " head_dim " << c.head_dim << " G " << c.group << " kv "
+          << dtypeName(c.kv_dtype)
+          << (kernel == repops::cuda::PrefillKernel::kTiled ? " tiled" : " chunk");
+    }
+  }
+}
+
+// The benchmark's prefill shape (Llama-3-8B: 32/8 heads, head_dim 128, bf16, 1024 tokens, so 32
+// full 128-row tiles per KV head over up to 16 chunks): tiled == chunk kernel on the GPU, and a
+// slice of the rows == CPU (the whole problem is slow on the CPU).
+TEST(AttentionCuda, LlamaPrefillTiledEqualsChunkKernel) {
+  REE_SKIP_WITHOUT_GPU();
+  AttentionProblem prob;
+  prob.n_heads = 32;
+  prob.n_kv_heads = 8;
+  prob.head_dim = 128;
+  prob.kv_dtype = DType::kBF16;
+  prob.q_dtype = DType::kBF16;
+  prob.out_dtype = DType::kBF16;
+  prob.block_size = 16;
+  prob.shuffle_blocks = true;
+  prob.seqs = {{21, 0, 1024}};
+  Buffers host = prob.buildHost();
+  const auto tiled = runGpuWith(repops::cuda::PrefillKernel::kTiled, prob, host);
+  const auto chunk = runGpuWith(repops::cuda::PrefillKernel::kChunk, prob, host);
+  EXPECT_EQ(test::firstBitDifference(tiled, chunk), -1);
+  // The last 40 tokens alone (cached 984): the same rows, by the CPU.
+  AttentionProblem tail = prob;
+  tail.seqs = {{21, 984, 40}};
+  Buffers tail_host = tail.buildHost();
+  const std::vector<unsigned char> cpu = runCpuBytes(tail, tail_host);
+  const size_t row_bytes = size_t(prob.n_heads) * prob.head_dim * 2;
+  const std::vector<unsigned char> tiled_tail(tiled.end() - 40 * row_bytes, tiled.end());
+  EXPECT_EQ(test::firstBitDifference(tiled_tail, cpu), -1);
 }
 
 TEST(AttentionCuda, AppendKvMatchesCpu) {
