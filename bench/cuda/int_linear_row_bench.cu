@@ -149,9 +149,11 @@ int main(int argc, char** argv) {
       "fp32 y; TFLOP/s = 2MNK / time\n",
       context.prop.name, context.prop.multiProcessorCount, context.prop.l2CacheSize >> 20,
       copy_gbs);
+  // M = 128 and 256: the GEMM path just above the skinny kernel's 64 rows (where they cross).
   const int shapes[][3] = {{8192, 4096, 14336}, {8192, 14336, 4096}, {2048, 4096, 4096},
-                           {64, 4096, 14336},   {16, 4096, 4096},    {1, 4096, 4096},
-                           {1, 4096, 14336},    {1, 14336, 4096}};
+                           {256, 4096, 14336},  {128, 4096, 14336},  {64, 4096, 14336},
+                           {16, 4096, 4096},    {1, 4096, 4096},     {1, 4096, 14336},
+                           {1, 14336, 4096}};
   for (auto& s : shapes)
     run(s[0], s[1], s[2], context.iterations, copy_gbs, context.cublas, context.prop.l2CacheSize);
   return 0;
