@@ -144,9 +144,10 @@ class ReproducibleOps final : public OperationSet {
   }
 
   // What the integer specs precompute from a parameter once, keyed by its pointer (runLinear uses
-  // it for this pointer and shape): on the CPU the weight's digit planes (repops-2, repops-3),
-  // skipped with the same bits when they would not fit the budget; on a GPU, repops-3's
-  // IntLinearRowDeviceWeights (its row exponents). Tied weights are prepared once.
+  // it for this pointer and shape): repops-2 on the CPU, the weight's digit planes, skipped with
+  // the same bits when they would not fit the budget; repops-3, the weight's row exponents
+  // (IntLinearRowWeights on the CPU, IntLinearRowDeviceWeights on a GPU). Tied weights are
+  // prepared once.
   Status prepareLinearWeight(const Tensor& weight) override {
     if (spec_ == RepOpsSpec::kRepOps1 || weight.dim(0) < 1) return Status::kSuccess;
     LinearArgs args;
