@@ -13,6 +13,8 @@ from typing import List, Optional, Sequence, Union
 from . import _C
 
 Messages = Sequence[dict]
+# Set from another thread while Engine.generate runs, it stops that generation (see generate).
+StopFlag = _C.StopFlag
 
 
 @dataclass
@@ -21,20 +23,21 @@ class Completion:
     prompt_ids: List[int]
     ids: List[int]                 # generated token ids
     text: str                      # decoded ids (special tokens skipped)
-    finish_reason: str             # "eos" or "length"
+    finish_reason: str             # "eos", "length", or "stop" (Engine.generate's stop flag)
     output_hash: str               # SHA-256 (hex) of ids as little-endian int32
     step_logits_sha256: List[str]  # SHA-256 of each step's fp32 logits
 
 
 @dataclass
 class Generation:
-    """What Engine.generate returns: one Completion per prompt and the run's receipt."""
+    """What Engine.generate returns: one Completion per prompt and the run's receipt (None when
+    a stop flag ended a request before its first token: a receipt needs a token per request)."""
     completions: List[Completion]
-    receipt_text: str              # the receipt file's text (as ree-launch --receipt-path writes)
-    receipt: dict = field(init=False)
+    receipt_text: Optional[str]    # the receipt file's text (as ree-launch --receipt-path writes)
+    receipt: Optional[dict] = field(init=False)
 
     def __post_init__(self):
-        self.receipt = json.loads(self.receipt_text)
+        self.receipt = json.loads(self.receipt_text) if self.receipt_text else None
 
     @property
     def ids(self) -> List[List[int]]:
@@ -49,6 +52,9 @@ class Generation:
         return [c.output_hash for c in self.completions]
 
     def save_receipt(self, path: Union[str, os.PathLike]) -> None:
+        if not self.receipt_text:
+            raise ValueError("this generation has no receipt (a request stopped before its "
+                             "first token)")
         with open(path, "w", encoding="utf-8") as f:
             f.write(self.receipt_text)
 
@@ -99,22 +105,26 @@ class Engine:
     def generate(self, prompts: Union[str, Sequence[str], Sequence[Sequence[int]], None] = None,
                  *, messages: Union[Messages, Sequence[Messages], None] = None,
                  max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0,
-                 top_k: int = 0, seed: int = 0, add_special_tokens: bool = True) -> Generation:
+                 top_k: int = 0, seed: int = 0, add_special_tokens: bool = True,
+                 stop: Optional["StopFlag"] = None) -> Generation:
         """Generates for every prompt (a text, a list of texts, or lists of token ids) or every
         conversation (`messages`: one list of {"role", "content"} dicts, or a list of them).
         Request i draws with the key (seed, i, step): the same tokens as ree-launch's i-th prompt.
+        stop: a ree.StopFlag; its set() from another thread (or before the call) ends every request
+        after the token it is producing, with finish_reason "stop" and the tokens so far (a prefix
+        of what it would have generated).
         """
         requests = self._requests(prompts, messages, add_special_tokens)
         if not 0 <= seed < 2**64:
             raise ValueError(f"seed must be in [0, 2^64), got {seed}")
         tuples = [(text, ids, int(max_new_tokens), float(temperature), int(top_k), float(top_p),
                    int(seed), special) for text, ids, special in requests]
-        results, receipt_text = self._engine.generate(tuples)
+        results, receipt_text = self._engine.generate(tuples, stop)
         completions = [
             Completion(prompt_ids=list(r["prompt_ids"]), ids=list(r["output_ids"]), text=r["text"],
                        finish_reason=r["finish_reason"], output_hash=r["output_ids_sha256"],
                        step_logits_sha256=list(r["step_logits_sha256"])) for r in results]
-        return Generation(completions=completions, receipt_text=receipt_text)
+        return Generation(completions=completions, receipt_text=receipt_text or None)
 
     def verify(self, receipt: Union[dict, str, os.PathLike, Generation]) -> VerifyReport:
         """Re-executes a receipt (a dict, its JSON text, a file path or a Generation) on this

@@ -8,6 +8,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -87,6 +88,12 @@ nb::dict toDict(const GenerationResult& result) {
   return out;
 }
 
+// ree.StopFlag: set from another Python thread while generate() runs (the GIL is released there),
+// it stops that generation's requests at the engine's next step (GenerationRequest::stop).
+struct StopFlag {
+  std::shared_ptr<std::atomic<bool>> flag = std::make_shared<std::atomic<bool>>(false);
+};
+
 class EngineHandle {
  public:
   EngineHandle(const std::string& model, const std::string& operation_set,
@@ -102,18 +109,26 @@ class EngineHandle {
     check(status);
   }
 
-  // The results as dicts and the run's receipt (docs/receipt.md) as its file text.
-  std::pair<std::vector<nb::dict>, std::string> generate(const std::vector<RequestTuple>& tuples) {
+  // The results as dicts and the run's receipt (docs/receipt.md) as its file text; no receipt
+  // ("") when `stop` ended a request before its first token (a receipt holds >= 1 per request).
+  std::pair<std::vector<nb::dict>, std::string> generate(const std::vector<RequestTuple>& tuples,
+                                                         const StopFlag* stop) {
     std::vector<GenerationRequest> requests;
-    for (const RequestTuple& tuple : tuples)
+    for (const RequestTuple& tuple : tuples) {
       requests.push_back(toRequest(tuple));
+      if (stop != nullptr) requests.back().stop = stop->flag;
+    }
     std::vector<GenerationResult> results;
     std::string receipt_text;
     Status status;
     {
       nb::gil_scoped_release release;
       status = engine_->generate(requests, &results);
-      if (status == Status::kSuccess) status = receiptText(requests, results, &receipt_text);
+      bool every_one_has_tokens = true;
+      for (const GenerationResult& result : results)
+        every_one_has_tokens = every_one_has_tokens && !result.output_ids.empty();
+      if (status == Status::kSuccess && every_one_has_tokens)
+        status = receiptText(requests, results, &receipt_text);
     }
     check(status);
     std::vector<nb::dict> dicts;
@@ -209,12 +224,17 @@ class EngineHandle {
 
 void bindEngine(nb::module_& module) {
   using namespace nb::literals;
+  nb::class_<StopFlag>(module, "StopFlag")
+      .def(nb::init<>())
+      .def("set", [](StopFlag& stop) { stop.flag->store(true, std::memory_order_release); })
+      .def("is_set",
+           [](const StopFlag& stop) { return stop.flag->load(std::memory_order_acquire); });
   nb::class_<EngineHandle>(module, "Engine")
       .def(nb::init<const std::string&, const std::string&, const std::string&, const std::string&,
                     int, int, int, const std::string&>(),
            "model"_a, "operation_set"_a, "repops_spec"_a, "device"_a, "n_partitions"_a,
            "max_batch"_a, "max_context"_a, "weight_dtype"_a)
-      .def("generate", &EngineHandle::generate, "requests"_a)
+      .def("generate", &EngineHandle::generate, "requests"_a, "stop"_a.none() = nb::none())
       .def("render_chat", &EngineHandle::renderChat, "messages"_a)
       .def("verify", &EngineHandle::verify, "receipt_text"_a)
       .def_prop_ro("max_context", &EngineHandle::maxContext)

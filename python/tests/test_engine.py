@@ -84,6 +84,34 @@ def test_ree_launch_receipt_verifies_in_python(engine, launcher, tmp_path):
     assert engine.verify(receipt).verdict == "verified"
 
 
+def test_stop_flag_ends_the_generation_with_a_prefix_that_verifies(engine):
+    """ree.StopFlag set from another thread while generate() runs: every request ends with
+    finish_reason "stop" and a prefix of its full run; the receipt verifies. Set before the call:
+    no tokens and no receipt."""
+    import threading
+    import time
+    prompts = ["Leaving early", "Once upon a time"]  # neither ends before 230 tokens
+    full = engine.generate(prompts, max_new_tokens=230)
+    assert [c.finish_reason for c in full.completions] == ["length", "length"]
+    stop = ree.StopFlag()
+    threading.Thread(target=lambda: (time.sleep(0.02), stop.set())).start()
+    out = engine.generate(prompts, max_new_tokens=230, stop=stop)
+    assert stop.is_set()
+    for got, ref in zip(out.completions, full.completions):
+        assert got.finish_reason == "stop" and len(got.ids) < 230
+        assert got.ids == ref.ids[:len(got.ids)]
+        assert got.step_logits_sha256 == ref.step_logits_sha256[:len(got.ids)]
+    if all(out.ids):  # (a stop before a request's first token leaves no receipt)
+        assert engine.verify(out)
+    early = ree.StopFlag()
+    early.set()
+    none = engine.generate("Hello", max_new_tokens=5, stop=early)
+    assert none.completions[0].finish_reason == "stop" and none.ids == [[]]
+    assert none.receipt is None and none.receipt_text is None
+    with pytest.raises(ValueError, match="no receipt"):
+        none.save_receipt("/nonexistent/x.json")
+
+
 def test_engine_errors():
     with pytest.raises(ValueError, match="operation"):
         ree.Engine(MODEL, operation_set="fastest")
