@@ -110,7 +110,9 @@ Status compileBytes(const std::string& bytes, const std::string& base_dir,
                                          options.repops_spec, &fold_ops));
   REE_RETURN_IF_ERROR(createRunOps(options, &run_ops));
   compiler::PassStats stats;
-  REE_RETURN_IF_ERROR(compiler::runGraphPasses(&imported.graph, fold_ops.get(), &stats));
+  // Fusions lower exported patterns to the RepOps the native models call: reproducible set only.
+  REE_RETURN_IF_ERROR(compiler::runGraphPasses(&imported.graph, fold_ops.get(),
+                                               options.requires_reproducibility, &stats));
   std::string dir = options.artifacts_dir;
   const bool temporary = dir.empty();
   if (temporary) REE_RETURN_IF_ERROR(makeTemporaryDir(&dir));

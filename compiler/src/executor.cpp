@@ -108,7 +108,8 @@ const std::set<std::string> kDeviceOps = {"Add",
                                           "Transpose",
                                           "Gather",
                                           "Slice",
-                                          "Expand"};
+                                          "Expand",
+                                          "ReeCausalAttention"};
 const std::set<std::string> kViewOps = {"Reshape",  "Flatten", "Squeeze", "Unsqueeze",
                                         "Identity", "Shape",   "Size"};
 
@@ -136,7 +137,10 @@ Status Executor::uploadConstants() {
 }
 
 Status Executor::runNodeAt(size_t n, std::vector<GraphTensor>& values) {
-  const Node& node = graph_.nodes[n];
+  return runOne(graph_.nodes[n], values);
+}
+
+Status Executor::runOne(const Node& node, std::vector<GraphTensor>& values) {
   const OpDef* def = findOp(node.op_type, node.domain);
   REE_CHECK_ARG(def != nullptr, "%s: not supported", node.label().c_str());
   const Placement placement = placementOf(node, values);
@@ -159,6 +163,13 @@ Status Executor::runNodeAt(size_t n, std::vector<GraphTensor>& values) {
   }
   context.outputs.resize(node.outputs.size());
   REE_RETURN_IF_ERROR(runNode(*def, context));
+  if (context.use_fallback) {
+    // A fused node whose inputs are not its case: its original nodes compute the outputs (their
+    // intermediates live until the end of the run).
+    for (const Node& original : node.fallback)
+      REE_RETURN_IF_ERROR(runOne(original, values));
+    return Status::kSuccess;
+  }
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     if (node.outputs[i] >= 0) values[node.outputs[i]] = std::move(context.outputs[i]);
   }

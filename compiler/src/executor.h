@@ -23,6 +23,8 @@ class Executor {
   // Float constants copied to the operation set's GPU once (nothing on the CPU).
   Status uploadConstants();
   Status runNodeAt(size_t n, std::vector<GraphTensor>& values);
+  // Runs `node` (or, when a fused node asks for it, its fallback nodes) on `values`.
+  Status runOne(const Node& node, std::vector<GraphTensor>& values);
 
   Graph graph_;
   std::unique_ptr<OperationSet> ops_;

@@ -49,6 +49,9 @@ struct Node {
   std::vector<int> inputs;  // value ids; -1 for an omitted optional input
   std::vector<int> outputs;
   std::map<std::string, Attribute> attributes;
+  // A fused node's original nodes (graph_fusion.h), run instead when the fused operator finds at
+  // run time that its inputs are not the case it computes (OpContext::use_fallback).
+  std::vector<Node> fallback;
 
   // "node 'name' (Op)" for messages.
   std::string label() const;

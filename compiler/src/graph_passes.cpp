@@ -1,5 +1,6 @@
 #include "graph_passes.h"
 
+#include "graph_fusion.h"
 #include "ops.h"
 #include "ree/core/text.h"
 #include "shape_inference.h"
@@ -120,7 +121,7 @@ void dropUnusedConstants(Graph* graph) {
 
 }  // namespace
 
-Status runGraphPasses(Graph* graph, OperationSet* cpu_ops, PassStats* stats) {
+Status runGraphPasses(Graph* graph, OperationSet* cpu_ops, bool fuse, PassStats* stats) {
   std::vector<Node> kept;
   for (Node& node : graph->nodes) {
     const OpDef* def = findOp(node.op_type, node.domain);
@@ -161,6 +162,12 @@ Status runGraphPasses(Graph* graph, OperationSet* cpu_ops, PassStats* stats) {
     kept.push_back(std::move(node));
   }
   graph->nodes = std::move(kept);
+  if (fuse) {
+    FusionStats fused;
+    REE_RETURN_IF_ERROR(fusePatterns(graph, &fused));
+    stats->fused_rms_norms = fused.rms_norms;
+    stats->fused_attentions = fused.attentions;
+  }
   stats->remaining_nodes = static_cast<int>(graph->nodes.size());
   REE_RETURN_IF_ERROR(transposeConstantWeights(graph));
   dropUnusedConstants(graph);

@@ -15,10 +15,13 @@ namespace ree::compiler {
 struct PassStats {
   int folded_nodes = 0;
   int remaining_nodes = 0;
+  int fused_rms_norms = 0;
+  int fused_attentions = 0;
 };
 
-// Folds constants (removing folded nodes from graph->nodes) and infers value types in place.
+// Folds constants (removing folded nodes from graph->nodes) and infers value types in place;
+// with `fuse`, then fuses the patterns of graph_fusion.h.
 // `cpu_ops` is the reproducible CPU operation set used to evaluate folded nodes.
-Status runGraphPasses(Graph* graph, OperationSet* cpu_ops, PassStats* stats);
+Status runGraphPasses(Graph* graph, OperationSet* cpu_ops, bool fuse, PassStats* stats);
 
 }  // namespace ree::compiler

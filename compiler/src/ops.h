@@ -21,6 +21,8 @@ struct OpContext {
   std::vector<GraphTensor> outputs;        // one per node output
   // Where this node's float work runs (the executor moved its float inputs there).
   Device device = Device::cpu();
+  // Set by a fused operator that leaves its work to the node's `fallback` nodes (graph_fusion.h).
+  bool use_fallback = false;
 
   // Input i, or nullptr when omitted or beyond the node's inputs.
   const GraphTensor* input(size_t i) const { return i < inputs.size() ? inputs[i] : nullptr; }
@@ -34,6 +36,10 @@ using RunFn = Status (*)(OpContext& context);
 
 // Set by the compiler on a MatMul whose constant right operand it stored transposed ([N, K]).
 inline constexpr const char* kWeightTransposedAttribute = "ree.weight_transposed";
+
+// The fused operators' domain and the fused attention (graph_fusion.h, ops_attention.cpp).
+inline constexpr const char* kReeDomain = "ree";
+inline constexpr const char* kCausalAttentionOp = "ReeCausalAttention";
 
 struct OpDef {
   const char* op_type;
@@ -57,5 +63,6 @@ void registerLinearOps(std::vector<OpDef>* table);
 void registerRowOps(std::vector<OpDef>* table);
 void registerLayoutOps(std::vector<OpDef>* table);
 void registerSplitOps(std::vector<OpDef>* table);
+void registerAttentionOps(std::vector<OpDef>* table);
 
 }  // namespace ree::compiler

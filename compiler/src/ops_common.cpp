@@ -36,6 +36,7 @@ const std::vector<OpDef>& table() {
     registerRowOps(&all);
     registerLayoutOps(&all);
     registerSplitOps(&all);
+    registerAttentionOps(&all);
     std::sort(all.begin(), all.end(),
               [](const OpDef& a, const OpDef& b) { return std::string(a.op_type) < b.op_type; });
     return all;
@@ -47,7 +48,10 @@ const std::vector<OpDef>& table() {
 
 const OpDef* findOp(const std::string& op_type, const std::string& domain) {
   // ONNX Runtime's contrib SimplifiedLayerNormalization may carry the com.microsoft domain.
-  if (!domain.empty() &&
+  // The fused attention lives in REE's own domain (graph_fusion.h), and only there.
+  const bool fused = op_type == kCausalAttentionOp;
+  if (fused != (domain == kReeDomain)) return nullptr;
+  if (!fused && !domain.empty() &&
       !(domain == "com.microsoft" && op_type == "SimplifiedLayerNormalization")) {
     return nullptr;
   }
