@@ -6,6 +6,7 @@
 // case compares kept blocks on the GPU with the CPU's dequantised load.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -95,6 +96,14 @@ ModelRun generate(const std::string& path, Device device, bool keep_blocks) {
     requests.push_back(request);
   }
   EXPECT_EQ(engine->generate(requests, &run.results), Status::kSuccess) << lastErrorMessage();
+  double decode_seconds = 0.0;
+  size_t tokens = 0;
+  for (const GenerationResult& r : run.results) {
+    decode_seconds = std::max(decode_seconds, r.decode_seconds);
+    tokens += r.output_ids.size();
+  }
+  std::printf("%s, %s: %zu tokens, decode %.3f s\n", device.str().c_str(),
+              keep_blocks ? "blocks kept" : "dequantised at load", tokens, decode_seconds);
   return run;
 }
 

@@ -1,9 +1,10 @@
-// CPU linear over GGUF-quantised weights (quant_linear.h): slices of weight rows are dequantised
-// into an fp32 scratch (quant_blocks.h, the values of gguf-dequant.md) and handed to cpu::linear,
-// so every output is repops-1's chain over exactly those values (the bits of dequantise-at-load),
-// split over the threads by cpu::linear's own rules. The scratch is bounded, so a quantised model
-// never holds more than one slice of fp32 weights.
+// CPU linear over GGUF-quantised weights (quant_linear.h): the output features are split into
+// tasks of whole 16-row panels; a task dequantises its weight rows into a cache-sized fp32 buffer
+// (quant_blocks.h, the values of gguf-dequant.md) and runs cpu::linear on them, so every output
+// is repops-1's chain over exactly those values (the bits of dequantise-at-load), whatever the
+// split or the thread count. A model never holds more than a task's fp32 rows per thread.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -13,8 +14,8 @@
 namespace ree::repops {
 namespace {
 
-constexpr int64_t kSliceBytes = 8 << 20;   // fp32 scratch per slice of rows
-constexpr int64_t kSliceRowMultiple = 16;  // cpu::linear's panel of output features
+constexpr int64_t kTaskBytes = 256 << 10;  // fp32 rows dequantised per task (L2-sized)
+constexpr int64_t kPanelRows = 16;         // cpu::linear's panel of output features
 
 bool rangesOverlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
   if (a == nullptr || b == nullptr || a_bytes <= 0 || b_bytes <= 0) return false;
@@ -108,27 +109,33 @@ Status quantLinear(const QuantLinearArgs& args) {
   const LinearArgs& a = args.linear;
   if (a.m == 0) return Status::kSuccess;
   const int64_t row_bytes = args.wRowBytes();
-  int64_t slice_rows = kSliceBytes / (4 * a.k) / kSliceRowMultiple * kSliceRowMultiple;
-  slice_rows = std::min(a.n, std::max(kSliceRowMultiple, slice_rows));
-  std::vector<float> weights(static_cast<size_t>(slice_rows * a.k));
+  // Tasks of whole 16-row panels whose fp32 rows fit in a core's cache (at most 8 panels).
+  const int64_t panel_bytes = kPanelRows * 4 * a.k;
+  const int64_t task_rows =
+      kPanelRows * std::max<int64_t>(1, std::min<int64_t>(8, kTaskBytes / panel_bytes));
   const auto* blocks = static_cast<const unsigned char*>(a.w);
-  for (int64_t n0 = 0; n0 < a.n; n0 += slice_rows) {
-    const int64_t rows = std::min(slice_rows, a.n - n0);
-    parallelFor(rows, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
+  std::atomic<int> failed{0};
+  parallelFor((a.n + task_rows - 1) / task_rows, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> weights(static_cast<size_t>(task_rows * a.k));
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t n0 = task * task_rows;
+      const int64_t rows = std::min(task_rows, a.n - n0);
+      for (int64_t r = 0; r < rows; ++r) {
         dequantizeBlocks(args.w_type, blocks + (n0 + r) * row_bytes, a.k, weights.data() + r * a.k);
       }
-    });
-    LinearArgs slice = a;
-    slice.w = weights.data();
-    slice.w_dtype = DType::kF32;
-    slice.w_row_stride = 0;
-    slice.n = rows;
-    slice.bias = a.bias ? static_cast<const float*>(a.bias) + n0 : nullptr;
-    slice.y = static_cast<char*>(a.y) + n0 * dtypeSize(a.y_dtype);
-    slice.y_row_stride = a.yStride();
-    REE_RETURN_IF_ERROR(linear(slice));
-  }
+      LinearArgs slice = a;
+      slice.w = weights.data();
+      slice.w_dtype = DType::kF32;
+      slice.w_row_stride = 0;
+      slice.n = rows;
+      slice.bias = a.bias ? static_cast<const float*>(a.bias) + n0 : nullptr;
+      slice.y = static_cast<char*>(a.y) + n0 * dtypeSize(a.y_dtype);
+      slice.y_row_stride = a.yStride();
+      // Inside a parallelFor task cpu::linear runs on this thread (parallel.h), over these rows.
+      if (linear(slice) != Status::kSuccess) failed.store(1);
+    }
+  });
+  if (failed.load() != 0) return REE_FAIL(Status::kInternal, "quant linear: a slice failed");
   return Status::kSuccess;
 }
 

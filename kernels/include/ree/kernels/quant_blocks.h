@@ -89,13 +89,12 @@ REE_HD void scaleMinK(const unsigned char* s, int j, int* scale, int* min) {
   }
 }
 
-// The 4-bit code of element j (0..31) of a Q4_0/Q4_1/Q5_x block's 16 code bytes.
-REE_HD int nibble32(const unsigned char* qs, int j) {
-  return j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4);
-}
+// Each function below writes y[0..31] from the block at b. y never overlaps the block
+// (__restrict__: the loops then vectorise on the host), and the two halves of a 32-element block
+// come from the low and the high nibbles of the same 16 bytes.
 
 // Q8_0: d (fp16), 32 int8 codes. y = q * d.
-REE_HD void subQ8_0(const unsigned char* b, float* y) {
+REE_HD void subQ8_0(const unsigned char* __restrict__ b, float* __restrict__ y) {
   const float d = halfAt(b);
   for (int j = 0; j < 32; ++j)
     y[j] = smallIntToFloat(static_cast<int8_t>(b[2 + j])) * d;
@@ -103,48 +102,64 @@ REE_HD void subQ8_0(const unsigned char* b, float* y) {
 
 // Q4_0: d (fp16), 16 bytes of codes (low nibbles: elements 0..15, high nibbles: 16..31).
 // y = (q - 8) * d.
-REE_HD void subQ4_0(const unsigned char* b, float* y) {
+REE_HD void subQ4_0(const unsigned char* __restrict__ b, float* __restrict__ y) {
   const float d = halfAt(b);
-  for (int j = 0; j < 32; ++j)
-    y[j] = smallIntToFloat(nibble32(b + 2, j) - 8) * d;
-}
-
-// Q4_1: d, m (fp16), 16 bytes of codes as Q4_0. y = (d * q) + m, two roundings.
-REE_HD void subQ4_1(const unsigned char* b, float* y) {
-  const float d = halfAt(b), m = halfAt(b + 2);
-  for (int j = 0; j < 32; ++j) {
-    const float scaled = d * smallIntToFloat(nibble32(b + 4, j));
-    y[j] = scaled + m;
+  const unsigned char* qs = b + 2;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = smallIntToFloat((qs[j] & 0x0F) - 8) * d;
+    y[j + 16] = smallIntToFloat((qs[j] >> 4) - 8) * d;
   }
 }
 
-// The 5-bit code of element j of a Q5_0/Q5_1 block: the low 4 bits as Q4_0, bit 4 = bit j of the
-// little-endian uint32 qh.
-REE_HD int code5(const unsigned char* qh, const unsigned char* qs, int j) {
-  const uint32_t high_bits = qh[0] | (qh[1] << 8) | (qh[2] << 16) | (uint32_t{qh[3]} << 24);
-  return nibble32(qs, j) | static_cast<int>(((high_bits >> j) & 1u) << 4);
+// Q4_1: d, m (fp16), 16 bytes of codes as Q4_0. y = (d * q) + m, two roundings.
+REE_HD void subQ4_1(const unsigned char* __restrict__ b, float* __restrict__ y) {
+  const float d = halfAt(b), m = halfAt(b + 2);
+  const unsigned char* qs = b + 4;
+  for (int j = 0; j < 16; ++j) {
+    const float low = d * smallIntToFloat(qs[j] & 0x0F);
+    const float high = d * smallIntToFloat(qs[j] >> 4);
+    y[j] = low + m;
+    y[j + 16] = high + m;
+  }
+}
+
+// The little-endian uint32 qh of a Q5_0/Q5_1 block: bit j is bit 4 of element j's code.
+REE_HD uint32_t highBits5(const unsigned char* qh) {
+  return qh[0] | (qh[1] << 8) | (qh[2] << 16) | (uint32_t{qh[3]} << 24);
 }
 
 // Q5_0: d (fp16), qh (4 bytes), 16 bytes of low nibbles. y = (q - 16) * d.
-REE_HD void subQ5_0(const unsigned char* b, float* y) {
+REE_HD void subQ5_0(const unsigned char* __restrict__ b, float* __restrict__ y) {
   const float d = halfAt(b);
-  for (int j = 0; j < 32; ++j)
-    y[j] = smallIntToFloat(code5(b + 2, b + 6, j) - 16) * d;
+  const uint32_t qh = highBits5(b + 2);
+  const unsigned char* qs = b + 6;
+  for (int j = 0; j < 16; ++j) {
+    const int low = (qs[j] & 0x0F) | static_cast<int>(((qh >> j) & 1u) << 4);
+    const int high = (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+    y[j] = smallIntToFloat(low - 16) * d;
+    y[j + 16] = smallIntToFloat(high - 16) * d;
+  }
 }
 
 // Q5_1: d, m (fp16), qh, 16 bytes of low nibbles. y = (d * q) + m, two roundings.
-REE_HD void subQ5_1(const unsigned char* b, float* y) {
+REE_HD void subQ5_1(const unsigned char* __restrict__ b, float* __restrict__ y) {
   const float d = halfAt(b), m = halfAt(b + 2);
-  for (int j = 0; j < 32; ++j) {
-    const float scaled = d * smallIntToFloat(code5(b + 4, b + 8, j));
-    y[j] = scaled + m;
+  const uint32_t qh = highBits5(b + 4);
+  const unsigned char* qs = b + 8;
+  for (int j = 0; j < 16; ++j) {
+    const int low = (qs[j] & 0x0F) | static_cast<int>(((qh >> j) & 1u) << 4);
+    const int high = (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+    const float low_scaled = d * smallIntToFloat(low);
+    const float high_scaled = d * smallIntToFloat(high);
+    y[j] = low_scaled + m;
+    y[j + 16] = high_scaled + m;
   }
 }
 
 // Q4_K sub-block s: d, dmin (fp16), 12 bytes of scales/mins, 128 bytes of codes; bytes
 // 32c..32c+31 hold sub-block 2c in their low nibbles and 2c+1 in their high ones.
 // y = (d * sc_s) * q - (dmin * m_s).
-REE_HD void subQ4_K(const unsigned char* b, int s, float* y) {
+REE_HD void subQ4_K(const unsigned char* __restrict__ b, int s, float* __restrict__ y) {
   const float d = halfAt(b), dmin = halfAt(b + 2);
   int sc = 0, mn = 0;
   scaleMinK(b + 4, s, &sc, &mn);
@@ -160,7 +175,7 @@ REE_HD void subQ4_K(const unsigned char* b, int s, float* y) {
 
 // Q5_K sub-block s: as Q4_K, with 32 bytes qh after the scales whose bit s of byte l is bit 4 of
 // element l of sub-block s.
-REE_HD void subQ5_K(const unsigned char* b, int s, float* y) {
+REE_HD void subQ5_K(const unsigned char* __restrict__ b, int s, float* __restrict__ y) {
   const float d = halfAt(b), dmin = halfAt(b + 2);
   int sc = 0, mn = 0;
   scaleMinK(b + 4, s, &sc, &mn);
@@ -178,21 +193,21 @@ REE_HD void subQ5_K(const unsigned char* b, int s, float* y) {
 
 // Q6_K elements [32 s, 32 s + 32): 128 bytes ql, 64 bytes qh, 16 int8 scales, d (fp16). Element
 // e (h = e / 128, r = e % 128): low 4 bits from ql[64h + r % 64] (nibble r / 64), high 2 bits
-// from qh[32h + r % 32] (bits 2 (r / 32)); y = (d * scales[e / 16]) * (code - 32).
-REE_HD void subQ6_K(const unsigned char* b, int s, float* y) {
-  const unsigned char* ql = b;
-  const unsigned char* qh = b + 128;
+// from qh[32h + r % 32] (bits 2 (r / 32)); y = (d * scales[e / 16]) * (code - 32). The 32
+// elements of sub-block s share h and r / 32: r = 32 (s % 4) + i, r % 32 = i.
+REE_HD void subQ6_K(const unsigned char* __restrict__ b, int s, float* __restrict__ y) {
+  const int h = s / 4, r0 = (s % 4) * 32;
+  const unsigned char* ql = b + 64 * h + r0 % 64;
+  const unsigned char* qh = b + 128 + 32 * h;
   const unsigned char* scales = b + 192;
   const float d = halfAt(b + 208);
-  const int h = s / 4, r0 = (s % 4) * 32;  // every element of the group has the same h, r / 32
   const int low_shift = 4 * (r0 / 64), high_shift = 2 * (r0 / 32);
   for (int half = 0; half < 2; ++half) {
     const float scale = d * smallIntToFloat(static_cast<int8_t>(scales[2 * s + half]));
-    for (int i = 0; i < 16; ++i) {
-      const int r = r0 + 16 * half + i;
-      const int low = (ql[64 * h + r % 64] >> low_shift) & 0x0F;
-      const int high = (qh[32 * h + r % 32] >> high_shift) & 0x03;
-      y[16 * half + i] = scale * smallIntToFloat((low | (high << 4)) - 32);
+    for (int i = 16 * half; i < 16 * half + 16; ++i) {
+      const int low = (ql[i] >> low_shift) & 0x0F;
+      const int high = (qh[i] >> high_shift) & 0x03;
+      y[i] = scale * smallIntToFloat((low | (high << 4)) - 32);
     }
   }
 }
@@ -247,13 +262,34 @@ inline void dequantizeSub32(QuantType type, const unsigned char* block, int sub,
 }
 
 // The `elements` values (a multiple of the block) held by `data` into out: whole blocks in order.
+template <QuantType kType>
+inline void dequantizeBlocks(const unsigned char* data, int64_t elements, float* out) {
+  constexpr int kElems = quantBlockElems(kType), kBytes = quantBlockBytes(kType);
+  for (int64_t block = 0; block < elements / kElems; ++block) {
+    for (int sub = 0; sub < kElems / 32; ++sub)
+      dequantizeSub32<kType>(data + block * kBytes, sub, out + block * kElems + 32 * sub);
+  }
+}
+
 inline void dequantizeBlocks(QuantType type, const unsigned char* data, int64_t elements,
                              float* out) {
-  const int block_elems = quantBlockElems(type), block_bytes = quantBlockBytes(type);
-  for (int64_t e = 0; e < elements; e += 32) {
-    const int64_t block = e / block_elems;
-    dequantizeSub32(type, data + block * block_bytes, static_cast<int>((e % block_elems) / 32),
-                    out + e);
+  switch (type) {
+    case QuantType::kQ8_0:
+      return dequantizeBlocks<QuantType::kQ8_0>(data, elements, out);
+    case QuantType::kQ4_0:
+      return dequantizeBlocks<QuantType::kQ4_0>(data, elements, out);
+    case QuantType::kQ4_1:
+      return dequantizeBlocks<QuantType::kQ4_1>(data, elements, out);
+    case QuantType::kQ5_0:
+      return dequantizeBlocks<QuantType::kQ5_0>(data, elements, out);
+    case QuantType::kQ5_1:
+      return dequantizeBlocks<QuantType::kQ5_1>(data, elements, out);
+    case QuantType::kQ4_K:
+      return dequantizeBlocks<QuantType::kQ4_K>(data, elements, out);
+    case QuantType::kQ5_K:
+      return dequantizeBlocks<QuantType::kQ5_K>(data, elements, out);
+    case QuantType::kQ6_K:
+      return dequantizeBlocks<QuantType::kQ6_K>(data, elements, out);
   }
 }
 
