@@ -213,8 +213,8 @@ __device__ __forceinline__ void tiledScores(const KernelParams& p, const TiledTi
 
 // From the scores in registers: each row's chunk maximum (the half warp of the row combines its
 // 16 partial maxima by shuffles), the weights crExp(s - m) into the weights tile (positions past a
-// row's valid count get a discarded value), and (lane tx == 0) the running maximum and the merge
-// factors of the rows that reach this chunk.
+// row's valid count get a discarded value), and the running maximum and the merge factors of the
+// rows that reach this chunk.
 template <typename T, int kR>
 __device__ __forceinline__ void tiledSoftmax(const TiledTiles<T>& t, int rows_cap, int chunk,
                                              const float (&score)[kR][kTiledPositions]) {
@@ -255,20 +255,30 @@ __device__ __forceinline__ void tiledSoftmax(const TiledTiles<T>& t, int rows_ca
       column[i] = weight[i * kTiledPositions + c];
     storeFloats<kR>(t.weights + (tx + c * kTiledSide) * w_stride + ty * kR, column);
   }
-  if (tx == 0) {
+  // Lane tx < kR updates row ty * kR + tx's running maximum and merge factors (every lane of the
+  // half warp holds every row's maximum after the shuffles), so the exps run side by side.
+  float my_max = 0.0f;
+  int my_valid = 0;
 #pragma unroll
-    for (int i = 0; i < kR; ++i) {
-      const int r = ty * kR + i;
-      if (valid[i] <= 0) continue;
-      if (chunk == 0) {
-        t.running_max[r] = row_max[i];
-      } else {
-        const float old_max = t.running_max[r];
-        const float new_max = attn::maxStep(old_max, row_max[i]);
-        t.running_max[r] = new_max;
-        t.running_factor[r] = attn::rescaleFactor(old_max, new_max);
-        t.chunk_factor[r] = attn::rescaleFactor(row_max[i], new_max);
-      }
+  for (int i = 0; i < kR; ++i) {
+    if (tx == i) {
+      my_max = row_max[i];
+      my_valid = valid[i];
+    }
+  }
+  if (tx < kR && my_valid > 0) {
+    const int r = ty * kR + tx;
+    if (chunk == 0) {
+      t.running_max[r] = my_max;
+    } else {
+      const float old_max = t.running_max[r];
+      const float new_max = attn::maxStep(old_max, my_max);
+      const float maxima[2] = {old_max, my_max};
+      float factors[2];
+      attn::chunkWeights(maxima, new_max, factors);  // = rescaleFactor(old / chunk max, new)
+      t.running_max[r] = new_max;
+      t.running_factor[r] = factors[0];
+      t.chunk_factor[r] = factors[1];
     }
   }
 }
@@ -397,8 +407,9 @@ __device__ __forceinline__ void tiledStoreOutput(const KernelParams& p, const Wo
 }
 
 // One block per work item (sequence, KV head, tile of 16 * kR rows): the chunks in order, K/V
-// staged as in the chunk kernel (K of chunk c + 1 copied while chunk c's P.V runs, V of chunk c
-// while its scores run), the running state merged chunk after chunk.
+// staged as in the chunk kernel (K of chunk c + 1 copied while chunk c's sums and P.V run, V of
+// chunk c while its scores run), the running state merged chunk after chunk. Three barriers per
+// chunk.
 template <typename T, int kR, int kHeadDim>
 __global__ void __launch_bounds__(kTiledThreads, 1)
     attentionTiledPrefillKernel(KernelParams p, const WorkItem* __restrict__ items) {
@@ -426,15 +437,12 @@ __global__ void __launch_bounds__(kTiledThreads, 1)
       tiledScores<T, kR, kHeadDim>(p, t, head_dim, score);
       tiledSoftmax<T, kR>(t, p.rows_cap, chunk, score);
     }
+    cpAsyncWait<0>();  // V of this chunk has landed (the only copies in flight)
     __syncthreads();
-    if (p.vec16 && s.has_next) {  // the K buffer is free: fetch the next chunk's K
+    if (p.vec16 && s.has_next) {  // the K buffer is free: fetch the next chunk's K during P.V
       copyChunkAsync<T, kHeadDim>(p, static_cast<const T*>(p.k), t.kv.k_chunk, s.next_slots,
                                   item.kv_head, s.n_next);
-      cpAsyncWait<1>();  // V of this chunk has landed (the next chunk's K may be in flight)
-    } else {
-      cpAsyncWait<0>();
     }
-    __syncthreads();
     tiledSum(t, p.rows_cap, chunk);
     tiledValues<T, kR>(p, t, chunk, head_dim);
   }
