@@ -66,7 +66,7 @@ struct ModelRun {
   int64_t kept_bytes = 0;  // registered block bytes while the engine lived
 };
 
-ModelRun generate(const std::string& path, Device device, bool keep_blocks) {
+ModelRun generate(const std::string& path, Device device, bool keep_blocks, int partitions = 1) {
   ModelRun run;
   setKeepQuantizedWeights(keep_blocks);
   const int64_t before = registeredQuantizedBytes();
@@ -75,6 +75,7 @@ ModelRun generate(const std::string& path, Device device, bool keep_blocks) {
   options.device = device;
   options.max_batch = 4;
   options.max_context = 96;
+  options.n_partitions = partitions;
   std::unique_ptr<Engine> engine;
   EXPECT_EQ(Engine::create(options, &engine), Status::kSuccess) << lastErrorMessage();
   setKeepQuantizedWeights(true);
@@ -133,6 +134,11 @@ TEST(GgufQuantized, KeptBlocksGiveTheDequantizedModelsTokensAndLogits) {
   std::printf("weights in blocks: %.1f MB (dequantised: %.1f MB)\n", kept.kept_bytes / 1e6,
               elements * 4 / 1e6);
   expectSameGenerations(dequantized, kept, "cpu kept blocks vs dequantised");
+  // A pipeline of three stages (embedding and tied head in different stages) keeps the blocks
+  // too (the head stage its own copy of the embedding's) and gives the same bits.
+  const ModelRun pipeline = generate(path, Device::cpu(), /*keep_blocks=*/true, 3);
+  EXPECT_GT(pipeline.kept_bytes, file_blocks);
+  expectSameGenerations(dequantized, pipeline, "cpu kept blocks in 3 stages vs dequantised");
   EXPECT_EQ(registeredQuantizedBytes(), 0);  // released with the engines
 }
 

@@ -65,6 +65,7 @@ struct GemvShared {
   static constexpr int kWBytes = kWarps * 2 * QuantLayout<kType>::kWindowBytes;
   static constexpr int kMergeBytes = kWarps * kRows * kWindowChunks * 4;
   static constexpr int kBytes = kXBytes + kWBytes + kMergeBytes;
+  static_assert(kBytes <= 227 * 1024, "fits an H100's shared memory per block");
 };
 
 // Copies `bytes` of the weight row at `src` (a window) to the warp's shared buffer: 16-byte
@@ -135,12 +136,16 @@ __global__ void __launch_bounds__(kWarps * 32) quantGemvKernel(QuantDeviceArgs a
   unsigned char* wbuf = shared + S::kXBytes + warp * 2 * L::kWindowBytes;
   float* merge =
       reinterpret_cast<float*>(shared + S::kXBytes + S::kWBytes) + warp * kRows * kWindowChunks;
-  const int m0 = blockIdx.y * kRows;
+  // Blocks of one weight slice and different row blocks of x are consecutive, so that the later
+  // ones read the slice from L2.
+  const int row_blocks = (a.m + kRows - 1) / kRows;
+  const int n_block = blockIdx.x / row_blocks;
+  const int m0 = (blockIdx.x % row_blocks) * kRows;
   const int rows = min(kRows, a.m - m0);
   const int64_t row_bytes = static_cast<int64_t>(a.k / L::kBlockElems) * L::kBlockBytes;
   const int windows = (a.k + kWindowK - 1) / kWindowK;
   const int items = windows * kRowsPerWarp;  // item t: window t / kRowsPerWarp, slot t % ...
-  auto rowOf = [&](int slot) { return blockIdx.x * kRowsPerBlock + slot * kWarps + warp; };
+  auto rowOf = [&](int slot) { return n_block * kRowsPerBlock + slot * kWarps + warp; };
   auto issue = [&](int t) {
     const int window = t / kRowsPerWarp, row = rowOf(t % kRowsPerWarp);
     if (row < a.n) {
@@ -223,7 +228,10 @@ template <QuantType kType, typename TX, int kRows>
 Status launchGemv(const QuantDeviceArgs& a, cudaStream_t stream) {
   auto kernel = quantGemvKernel<kType, TX, kRows>;
   REE_RETURN_IF_ERROR(allowFullSharedMemory(kernel));
-  dim3 grid(divUp(a.n, kRowsPerBlock), divUp(a.m, kRows));
+  const long long blocks = static_cast<long long>(divUp(a.n, kRowsPerBlock)) * divUp(a.m, kRows);
+  REE_CHECK_ARG(blocks <= INT32_MAX, "quant linear: %lld GEMV blocks (n=%d, m=%d) exceed the grid",
+                blocks, a.n, a.m);
+  dim3 grid(static_cast<unsigned>(blocks));
   launchChained(kernel, grid, kWarps * 32, GemvShared<kType, kRows>::kBytes, stream, a);
   REE_CUDA_CHECK_LAUNCH();
   return Status::kSuccess;
@@ -233,12 +241,12 @@ template <QuantType kType, typename TX>
 Status dispatchRows(const QuantDeviceArgs& a, cudaStream_t stream) {
   if (a.m <= 1) return launchGemv<kType, TX, 1>(a, stream);
   if (a.m <= 2) return launchGemv<kType, TX, 2>(a, stream);
-  return launchGemv<kType, TX, 4>(a, stream);  // row blocks of 4 (grid.y)
+  if (a.m <= 4) return launchGemv<kType, TX, 4>(a, stream);
+  return launchGemv<kType, TX, 8>(a, stream);  // row blocks of 8: 212 KB of shared memory at most
 }
 
-// ---- M > 64: dequantise slices of rows to fp32, then cuda::linear
-// --------------------------------- Thread i writes the 32 elements of group i (row i / (K / 32),
-// elements 32 (i % (K / 32)) ...).
+// ---- M > 64: dequantise slices of rows to fp32, then cuda::linear ----
+// Thread i writes the 32 elements of group i (row i / (K / 32), elements 32 (i % (K / 32)) ...).
 template <QuantType kType>
 __global__ void dequantRowsKernel(const unsigned char* w, int64_t w_row_bytes, int k,
                                   int64_t groups, float* out) {
