@@ -46,9 +46,10 @@ void GenerationScheduler::add(uint64_t id, GenerationRequest request, Generation
 Status GenerationScheduler::run(RequestFeed* feed) {
   bool feed_open = feed != nullptr;
   for (;;) {
-    // A request that ended is reported once its logits hashes are in: take them now rather than
-    // keep_pending_ steps later (and before waiting on an idle feed).
-    if (ended_unreported_ > 0) REE_RETURN_IF_ERROR(resolveDigests(0));
+    // A fed request that ended is reported once its logits hashes are in: take them now rather
+    // than keep_pending_ steps later (and before waiting on an idle feed). generate()'s results
+    // are read when it returns.
+    if (ended_unreported_ > 0 && on_finished_) REE_RETURN_IF_ERROR(resolveDigests(0));
     if (feed_open) {
       // Readers on other threads see the pool as it is while the engine waits on the feed.
       m_.kv_blocks_used.store(blocks_.usedBlocks(), std::memory_order_relaxed);
