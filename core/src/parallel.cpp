@@ -122,7 +122,9 @@ void setCpuThreads(int threads) {
 
 int cpuThreads() {
   int threads = g_threads.load();
-  return threads > 0 ? threads : defaultThreads();
+  // Read once: hardware_concurrency() reads /sys on Linux (5-20 us), too slow for every call.
+  static const int default_threads = defaultThreads();
+  return threads > 0 ? threads : default_threads;
 }
 
 void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
