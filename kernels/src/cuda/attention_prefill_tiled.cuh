@@ -317,32 +317,31 @@ __device__ __forceinline__ void tiledValueChains(const TiledTiles<T>& t, int row
     for (int e = 0; e < kTiledGroupD; ++e)
       acc[i][e] = 0.0f;
   }
-  if (valid_min == valid_max) {
+  // Positions every row of the unit attends to, then (diagonal chunk) the rest, where a row's
+  // chains stop at its own position.
 #pragma unroll 2
-    for (int pos = 0; pos < valid_max; ++pos) {
-      float v[kTiledGroupD], w[kR];
-      loadGroup8<T>(v_col + pos * kv_stride, v);
-      loadFloats<kR>(w_col + pos * w_stride, w);
+  for (int pos = 0; pos < valid_min; ++pos) {
+    float v[kTiledGroupD], w[kR];
+    loadGroup8<T>(v_col + pos * kv_stride, v);
+    loadFloats<kR>(w_col + pos * w_stride, w);
 #pragma unroll
-      for (int i = 0; i < kR; ++i) {
+    for (int i = 0; i < kR; ++i) {
+#pragma unroll
+      for (int e = 0; e < kTiledGroupD; ++e)
+        acc[i][e] = fmaF32(w[i], v[e], acc[i][e]);
+    }
+  }
+#pragma unroll 1
+  for (int pos = valid_min; pos < valid_max; ++pos) {
+    float v[kTiledGroupD], w[kR];
+    loadGroup8<T>(v_col + pos * kv_stride, v);
+    loadFloats<kR>(w_col + pos * w_stride, w);
+#pragma unroll
+    for (int i = 0; i < kR; ++i) {
+      if (pos < valid[i]) {
 #pragma unroll
         for (int e = 0; e < kTiledGroupD; ++e)
           acc[i][e] = fmaF32(w[i], v[e], acc[i][e]);
-      }
-    }
-  } else {
-    // Diagonal chunk: a row's chains stop at its own position.
-#pragma unroll 1
-    for (int pos = 0; pos < valid_max; ++pos) {
-      float v[kTiledGroupD], w[kR];
-      loadGroup8<T>(v_col + pos * kv_stride, v);
-      loadFloats<kR>(w_col + pos * w_stride, w);
-#pragma unroll
-      for (int i = 0; i < kR; ++i) {
-        const bool take = pos < valid[i];
-#pragma unroll
-        for (int e = 0; e < kTiledGroupD; ++e)
-          acc[i][e] = take ? fmaF32(w[i], v[e], acc[i][e]) : acc[i][e];
       }
     }
   }
