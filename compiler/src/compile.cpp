@@ -44,6 +44,38 @@ class CompiledGraph final : public CompiledModel {
   Status run(const std::vector<GraphTensor>& inputs, std::vector<GraphTensor>* outputs) override {
     return executor_->run(inputs, outputs);
   }
+  Status planStages(int n, int max_cut_values,
+                    std::vector<partitioner::GraphStage>* stages) const override {
+    const Graph& graph = executor_->graph();
+    std::vector<partitioner::GraphNode> nodes;
+    for (const compiler::Node& node : graph.nodes) {
+      partitioner::GraphNode entry;
+      entry.cost = 4096;
+      for (int id : node.inputs) {
+        if (id >= 0 && graph.isConstant(id))
+          entry.cost += static_cast<int64_t>(graph.constants.at(id).nbytes());
+      }
+      entry.inputs = node.inputs;
+      entry.outputs = node.outputs;
+      nodes.push_back(std::move(entry));
+    }
+    std::vector<int> available = graph.inputs;
+    for (const auto& constant : graph.constants)
+      available.push_back(constant.first);
+    return partitioner::partitionGraph(nodes, available, graph.outputs, {n, max_cut_values},
+                                       stages);
+  }
+  Status runStage(const std::vector<GraphTensor>& inputs, const partitioner::GraphStage& stage,
+                  const std::vector<GraphTensor>& incoming,
+                  std::vector<GraphTensor>* outgoing) override {
+    const bool last = static_cast<size_t>(stage.end) == executor_->graph().nodes.size();
+    REE_CHECK_ARG(stage.begin >= 0 && stage.begin <= stage.end,
+                  "run stage: nodes [%lld, %lld) are not a stage",
+                  static_cast<long long>(stage.begin), static_cast<long long>(stage.end));
+    return executor_->runRange(inputs, static_cast<size_t>(stage.begin),
+                               static_cast<size_t>(stage.end), stage.incoming, incoming,
+                               last ? nullptr : &stage.outgoing, outgoing);
+  }
 
  private:
   std::vector<GraphValueInfo> describe(const std::vector<int>& ids) const {
@@ -90,6 +122,15 @@ Status createRunOps(const CompileOptions& options, std::unique_ptr<OperationSet>
 }
 
 }  // namespace
+
+Status CompiledModel::planStages(int, int, std::vector<partitioner::GraphStage>*) const {
+  return REE_FAIL(Status::kUnsupported, "this compiled model cannot be split into stages");
+}
+
+Status CompiledModel::runStage(const std::vector<GraphTensor>&, const partitioner::GraphStage&,
+                               const std::vector<GraphTensor>&, std::vector<GraphTensor>*) {
+  return REE_FAIL(Status::kUnsupported, "this compiled model cannot run a stage");
+}
 
 Status copyToCpu(const GraphTensor& in, GraphTensor* out) {
   return compiler::moveTo(in, Device::cpu(), out);

@@ -177,6 +177,17 @@ Status Executor::runOne(const Node& node, std::vector<GraphTensor>& values) {
 }
 
 Status Executor::run(const std::vector<GraphTensor>& inputs, std::vector<GraphTensor>* outputs) {
+  return runRange(inputs, 0, graph_.nodes.size(), {}, {}, nullptr, outputs);
+}
+
+Status Executor::runRange(const std::vector<GraphTensor>& inputs, size_t begin, size_t end,
+                          const std::vector<int>& incoming_ids,
+                          const std::vector<GraphTensor>& incoming,
+                          const std::vector<int>* outgoing, std::vector<GraphTensor>* result) {
+  REE_CHECK_ARG(
+      begin <= end && end <= graph_.nodes.size() && incoming.size() == incoming_ids.size(),
+      "run: nodes [%zu, %zu) of %zu with %zu incoming value(s) for %zu", begin, end,
+      graph_.nodes.size(), incoming.size(), incoming_ids.size());
   REE_RETURN_IF_ERROR(checkInputs(inputs));
   ScopedTensorByteLimit limit(max_tensor_bytes_);
   REE_RETURN_IF_ERROR(setCurrentDevice(ops_->device()));
@@ -188,7 +199,13 @@ Status Executor::run(const std::vector<GraphTensor>& inputs, std::vector<GraphTe
   }
   for (size_t i = 0; i < inputs.size(); ++i)
     values[graph_.inputs[i]] = inputs[i];
-  for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+  for (size_t i = 0; i < incoming.size(); ++i) {
+    const int id = incoming_ids[i];
+    REE_CHECK_ARG(id >= 0 && static_cast<size_t>(id) < values.size(),
+                  "run: incoming value %zu has no id in the graph (%d)", i, id);
+    values[id] = incoming[i];
+  }
+  for (size_t n = begin; n < end; ++n) {
     REE_RETURN_IF_ERROR(runNodeAt(n, values));
     for (int id : graph_.nodes[n].inputs) {
       if (id >= 0 && last_use_[id] == static_cast<int>(n) && !graph_.isConstant(id)) {
@@ -196,9 +213,12 @@ Status Executor::run(const std::vector<GraphTensor>& inputs, std::vector<GraphTe
       }
     }
   }
-  outputs->clear();
-  for (int id : graph_.outputs)
-    outputs->push_back(values[id]);
+  result->clear();
+  for (int id : outgoing != nullptr ? *outgoing : graph_.outputs) {
+    REE_CHECK_ARG(id >= 0 && static_cast<size_t>(id) < values.size(),
+                  "run: outgoing value id %d is not in the graph", id);
+    result->push_back(values[id]);
+  }
   return ops_->synchronize();
 }
 

@@ -17,6 +17,11 @@ class Executor {
   const Graph& graph() const { return graph_; }
   OperationSet* ops() const { return ops_.get(); }
   Status run(const std::vector<GraphTensor>& inputs, std::vector<GraphTensor>* outputs);
+  // Runs nodes [begin, end) on the inputs, the constants and `incoming` (values by id); returns
+  // the values `outgoing` names, or the graph outputs when `outgoing` is null.
+  Status runRange(const std::vector<GraphTensor>& inputs, size_t begin, size_t end,
+                  const std::vector<int>& incoming_ids, const std::vector<GraphTensor>& incoming,
+                  const std::vector<int>* outgoing, std::vector<GraphTensor>* result);
 
  private:
   Status checkInputs(const std::vector<GraphTensor>& inputs) const;

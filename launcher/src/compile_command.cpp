@@ -3,10 +3,12 @@
 #include <cstdio>
 
 #if defined(REE_LAUNCH_WITH_COMPILER)
+#include <cstring>
 #include <cxxopts.hpp>
 #include <filesystem>
 
 #include "flag_values.h"
+#include "process_role.h"
 #include "ree/compiler/compile.h"
 #include "ree/compiler/npy.h"
 #include "ree/core/parallel.h"
@@ -41,6 +43,14 @@ cxxopts::Options compileOptions() {
     ("device", "cpu, cuda or cuda:N: where the float operators run",
      cxxopts::value<std::string>()->default_value("cpu"))
     ("threads", "CPU threads; 0 = all, at most 4096", cxxopts::value<std::string>()->default_value("0"))
+    ("n-partitions", "Split the graph into N pipeline stages (1..64) where few values cross "
+                     "(docs/compiler.md, Pipelines); under mpirun -n N rank r runs stage r, "
+                     "otherwise the stages run in turn in this process. Same output bits for every N",
+     cxxopts::value<std::string>()->default_value("1"))
+    ("max-cut-values", "With --n-partitions: at most this many values may cross a stage "
+                       "boundary (1..64)", cxxopts::value<std::string>()->default_value("4"))
+    ("comm-timeout", "With mpirun: seconds to wait for a peer stage (1..86400)",
+     cxxopts::value<std::string>()->default_value("60"))
     ("h,help", "Print this help");
   // clang-format on
   options.parse_positional({"model"});
@@ -89,16 +99,19 @@ std::string dimsText(const GraphValueInfo& info) {
   return text + "]";
 }
 
-Status runOnInputs(CompiledModel* model, const cxxopts::ParseResult& parsed) {
-  std::vector<GraphTensor> inputs, outputs;
+Status readInputs(const cxxopts::ParseResult& parsed, std::vector<GraphTensor>* inputs) {
   const std::vector<std::string> paths = parsed.count("run")
                                              ? parsed["run"].as<std::vector<std::string>>()
                                              : std::vector<std::string>();
   for (const std::string& path : paths) {
-    inputs.emplace_back();
-    REE_RETURN_IF_ERROR(readNpyFile(path, &inputs.back()));
+    inputs->emplace_back();
+    REE_RETURN_IF_ERROR(readNpyFile(path, &inputs->back()));
   }
-  REE_RETURN_IF_ERROR(model->run(inputs, &outputs));
+  return Status::kSuccess;
+}
+
+Status writeOutputs(CompiledModel* model, const cxxopts::ParseResult& parsed,
+                    const std::vector<GraphTensor>& outputs) {
   const std::string dir = parsed.count("output-dir") ? parsed["output-dir"].as<std::string>() : "";
   if (!dir.empty()) {
     std::error_code error;
@@ -116,31 +129,201 @@ Status runOnInputs(CompiledModel* model, const cxxopts::ParseResult& parsed) {
   return Status::kSuccess;
 }
 
+Status runOnInputs(CompiledModel* model, const cxxopts::ParseResult& parsed) {
+  std::vector<GraphTensor> inputs, outputs;
+  REE_RETURN_IF_ERROR(readInputs(parsed, &inputs));
+  REE_RETURN_IF_ERROR(model->run(inputs, &outputs));
+  return writeOutputs(model, parsed, outputs);
+}
+
+void printSignature(const CompiledModel& model) {
+  std::printf("compiled: operation set %s, artifacts %s\n", operationSetName(model.operationSet()),
+              printableText(model.artifactsDir(), 200).c_str());
+  for (const GraphValueInfo& info : model.inputs()) {
+    std::printf("input '%s': %s%s\n", printableText(info.name, 80).c_str(),
+                elementTypeName(info.type), dimsText(info).c_str());
+  }
+  for (const GraphValueInfo& info : model.outputs()) {
+    std::printf("output '%s': %s%s\n", printableText(info.name, 80).c_str(),
+                elementTypeName(info.type), dimsText(info).c_str());
+  }
+}
+
 Status compileAndRun(const cxxopts::ParseResult& parsed) {
   REE_CHECK_ARG(parsed.count("model"), "compile: the ONNX model path is required");
   CompileOptions options;
   REE_RETURN_IF_ERROR(readOptions(parsed, &options));
   std::unique_ptr<CompiledModel> model;
   REE_RETURN_IF_ERROR(compile(parsed["model"].as<std::string>(), options, &model));
-  std::printf("compiled: operation set %s, artifacts %s\n", operationSetName(model->operationSet()),
-              printableText(model->artifactsDir(), 200).c_str());
-  for (const GraphValueInfo& info : model->inputs()) {
-    std::printf("input '%s': %s%s\n", printableText(info.name, 80).c_str(),
-                elementTypeName(info.type), dimsText(info).c_str());
-  }
-  for (const GraphValueInfo& info : model->outputs()) {
-    std::printf("output '%s': %s%s\n", printableText(info.name, 80).c_str(),
-                elementTypeName(info.type), dimsText(info).c_str());
-  }
+  printSignature(*model);
   const bool run = parsed.count("run") || parsed.count("output-dir");
   return run ? runOnInputs(model.get(), parsed) : Status::kSuccess;
+}
+
+// Pipelines (--n-partitions): every rank compiles the whole model and reads the --run inputs
+// (graph inputs and constants are on every stage); rank r runs the nodes of stage r on what rank
+// r - 1 sends, and sends on what crosses its end. The values travel as host messages.
+constexpr int kStageTag = 7;
+
+void appendWord(std::vector<uint8_t>* bytes, int64_t word) {
+  const auto* p = reinterpret_cast<const uint8_t*>(&word);
+  bytes->insert(bytes->end(), p, p + sizeof(word));
+}
+
+Status sendStageValues(StageTransport* transport, int peer, const partitioner::GraphStage& stage,
+                       const std::vector<GraphTensor>& values) {
+  std::vector<uint8_t> header;
+  appendWord(&header, stage.end);
+  appendWord(&header, static_cast<int64_t>(values.size()));
+  REE_RETURN_IF_ERROR(transport->sendMessage(peer, kStageTag, std::move(header)));
+  for (const GraphTensor& value : values) {
+    GraphTensor host;
+    REE_RETURN_IF_ERROR(copyToCpu(value, &host));
+    std::vector<uint8_t> bytes;
+    appendWord(&bytes, static_cast<int64_t>(host.type));
+    appendWord(&bytes, static_cast<int64_t>(host.shape.size()));
+    for (int64_t d : host.shape)
+      appendWord(&bytes, d);
+    const auto* data = static_cast<const uint8_t*>(host.data());
+    bytes.insert(bytes.end(), data, data + host.nbytes());
+    REE_RETURN_IF_ERROR(transport->sendMessage(peer, kStageTag, std::move(bytes)));
+  }
+  return Status::kSuccess;
+}
+
+Status unpackValue(const std::vector<uint8_t>& bytes, int peer, GraphTensor* out) {
+  auto word = [&](size_t i) {
+    int64_t w = 0;
+    std::memcpy(&w, bytes.data() + i * sizeof(w), sizeof(w));
+    return w;
+  };
+  REE_CHECK_ARG(bytes.size() >= 16, "a value from rank %d is truncated", peer);
+  const int64_t type = word(0), rank = word(1);
+  REE_CHECK_ARG(type >= 0 && type <= 2 && rank >= 0 && rank <= 64 &&
+                    bytes.size() >= static_cast<size_t>(16 + 8 * rank),
+                "a value from rank %d has a bad header", peer);
+  std::vector<int64_t> shape;
+  for (int64_t i = 0; i < rank; ++i)
+    shape.push_back(word(static_cast<size_t>(2 + i)));
+  REE_RETURN_IF_ERROR(GraphTensor::empty(static_cast<ElementType>(type), shape, out));
+  const size_t offset = static_cast<size_t>(16 + 8 * rank);
+  REE_CHECK_ARG(bytes.size() - offset == out->nbytes(),
+                "a value from rank %d holds %zu bytes for %s", peer, bytes.size() - offset,
+                out->describe().c_str());
+  if (out->nbytes() > 0) std::memcpy(out->data(), bytes.data() + offset, out->nbytes());
+  return Status::kSuccess;
+}
+
+Status receiveStageValues(StageTransport* transport, int peer, const partitioner::GraphStage& stage,
+                          std::vector<GraphTensor>* values) {
+  std::vector<uint8_t> header;
+  REE_RETURN_IF_ERROR(transport->recvMessage(peer, kStageTag, &header));
+  int64_t cut = -1, count = -1;
+  if (header.size() == 16) {
+    std::memcpy(&cut, header.data(), 8);
+    std::memcpy(&count, header.data() + 8, 8);
+  }
+  REE_CHECK_ARG(cut == stage.begin && count == static_cast<int64_t>(stage.incoming.size()),
+                "rank %d sent %lld value(s) cut before node %lld, this stage expects %zu before "
+                "node %lld (give every rank the same model and flags)",
+                peer, static_cast<long long>(count), static_cast<long long>(cut),
+                stage.incoming.size(), static_cast<long long>(stage.begin));
+  values->resize(stage.incoming.size());
+  for (GraphTensor& value : *values) {
+    std::vector<uint8_t> bytes;
+    REE_RETURN_IF_ERROR(transport->recvMessage(peer, kStageTag, &bytes));
+    REE_RETURN_IF_ERROR(unpackValue(bytes, peer, &value));
+  }
+  return Status::kSuccess;
+}
+
+Status runStages(const cxxopts::ParseResult& parsed, int n, Device device, ProcessRole* role) {
+  REE_CHECK_ARG(parsed.count("model"), "compile: the ONNX model path is required");
+  CompileOptions options;
+  REE_RETURN_IF_ERROR(readOptions(parsed, &options));
+  options.device = device;  // under mpirun, this rank's
+  if (role->world_size > 1 && !options.artifacts_dir.empty()) {
+    options.artifacts_dir += "/rank" + std::to_string(role->rank);
+  }
+  int max_cut_values = 4;
+  REE_RETURN_IF_ERROR(parseIntFlag("--max-cut-values", parsed["max-cut-values"].as<std::string>(),
+                                   1, 64, &max_cut_values));
+  std::unique_ptr<CompiledModel> model;
+  REE_RETURN_IF_ERROR(compile(parsed["model"].as<std::string>(), options, &model));
+  std::vector<partitioner::GraphStage> stages;
+  REE_RETURN_IF_ERROR(model->planStages(n, max_cut_values, &stages));
+  if (role->rank == 0) {
+    printSignature(*model);
+    std::printf("plan: %d stage(s), %s\n%s", n,
+                role->world_size > 1 ? "one MPI rank per stage" : "in this process",
+                partitioner::describeGraphStages(stages).c_str());
+  }
+  std::vector<GraphTensor> inputs, carried, next;
+  REE_RETURN_IF_ERROR(readInputs(parsed, &inputs));
+  if (role->world_size == 1) {
+    for (const partitioner::GraphStage& stage : stages) {
+      REE_RETURN_IF_ERROR(model->runStage(inputs, stage, carried, &next));
+      carried = std::move(next);
+    }
+    return writeOutputs(model.get(), parsed, carried);
+  }
+  const int r = role->rank;
+  StageTransport* transport = role->transport.get();
+  if (r > 0) REE_RETURN_IF_ERROR(receiveStageValues(transport, r - 1, stages[r], &carried));
+  REE_RETURN_IF_ERROR(model->runStage(inputs, stages[r], carried, &next));
+  if (r + 1 < n) return sendStageValues(transport, r + 1, stages[r], next);
+  return writeOutputs(model.get(), parsed, next);
+}
+
+int pipelineCommand(const cxxopts::ParseResult& parsed, int n) {
+  LaunchOptions launch;
+  launch.engine.n_partitions = n;
+  launch.transport = "mpi";
+  int timeout = 60;
+  Status flags =
+      parseIntFlag("--comm-timeout", parsed["comm-timeout"].as<std::string>(), 1, 86400, &timeout);
+  if (flags == Status::kSuccess) {
+    flags = parseDevice(parsed["device"].as<std::string>(), &launch.engine.device);
+  }
+  launch.comm_timeout_s = timeout;
+  const std::string refused = flags == Status::kSuccess ? "" : lastErrorMessage();
+  ProcessRole role;
+  // Start-up failures (flags, world size) are the same on every rank: each reports it.
+  Status status = setUpProcess(
+      &launch, flags == Status::kSuccess ? RankIntent::kRun : RankIntent::kFailed, refused, &role);
+  if (status != Status::kSuccess) {
+    std::fprintf(stderr, "ree-launch: error: %s\n", lastErrorMessage());
+    finishProcess(&role);
+    return 2;
+  }
+  status = runStages(parsed, n, launch.engine.device, &role);
+  if (status != Status::kSuccess && role.world_size > 1) {
+    // Peers may wait for this rank: say which rank failed, then end the whole job.
+    std::fprintf(stderr, "ree-launch: error: rank %d: %s\n", role.rank, lastErrorMessage());
+    std::fflush(stderr);
+    abortJob(&role, 2);
+  } else if (status != Status::kSuccess) {
+    std::fprintf(stderr, "ree-launch: error: %s\n", lastErrorMessage());
+  }
+  finishProcess(&role);
+  return status == Status::kSuccess ? 0 : 2;
 }
 
 }  // namespace
 
 int compileCommand(int argc, const char* const* argv) {
   cxxopts::ParseResult parsed;
-  if (parseFlags(argc, argv, &parsed) != Status::kSuccess) {
+  Status flags = parseFlags(argc, argv, &parsed);
+  int n = 1;
+  if (flags == Status::kSuccess && !parsed.count("help")) {
+    flags = parseIntFlag("--n-partitions", parsed["n-partitions"].as<std::string>(), 1, 64, &n);
+  }
+  if (flags == Status::kSuccess && n > 1 && !parsed.count("help")) {
+    return pipelineCommand(parsed, n);
+  }
+  // One process: under mpirun, its peers learn at once that this rank takes no part in a run.
+  announceLeaving("it runs `ree-launch compile` without --n-partitions, in one process");
+  if (flags != Status::kSuccess) {
     std::fprintf(stderr, "ree-launch: error: %s\n", lastErrorMessage());
     return 2;
   }

@@ -196,8 +196,7 @@ int main(int argc, char** argv) {
     return ree::launcher::serveCommand(argc - 1, argv + 1);
   }
   if (argc > 1 && std::strcmp(argv[1], "compile") == 0) {
-    ree::launcher::announceLeaving("it runs `ree-launch compile`, which runs in one process");
-    return ree::launcher::compileCommand(argc - 1, argv + 1);
+    return ree::launcher::compileCommand(argc - 1, argv + 1);  // announces itself (mpirun)
   }
   if (argc > 1 && std::strcmp(argv[1], "tui") == 0) {
     ree::launcher::announceLeaving("it runs `ree-launch tui`, which runs in one process");

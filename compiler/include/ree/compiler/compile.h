@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ree/core/status.h"
+#include "ree/partitioner/graph_partition.h"
 #include "ree/runtime/operation_set.h"
 #include "ree/runtime/tensor.h"
 
@@ -100,6 +101,21 @@ class CompiledModel {
   // Outputs in the order of outputs(), each on the CPU or the graph's device (copyToCpu).
   // Not thread-safe: one run at a time per CompiledModel.
   virtual Status run(const std::vector<GraphTensor>& inputs, std::vector<GraphTensor>* outputs) = 0;
+
+  // Pipeline stages (docs/compiler.md, "Pipelines"): the nodes, in the order they run, cut into
+  // n contiguous stages by the graph partitioner (ree/partitioner/graph_partition.h) where at
+  // most `max_cut_values` values cross; a node's cost is a fixed 4096 plus the bytes of the
+  // constants it reads. Graph inputs and constants are on every stage.
+  virtual Status planStages(int n, int max_cut_values,
+                            std::vector<partitioner::GraphStage>* stages) const;
+  // Runs the nodes of `stage` (of planStages) on the graph inputs and `incoming`, the values of
+  // stage.incoming in that order. `outgoing` gets stage.outgoing's values, or for the last stage
+  // the graph outputs (as run() returns them). Running every stage in turn, each on the previous
+  // one's outgoing values, gives run()'s bits: the same operators on the same values.
+  virtual Status runStage(const std::vector<GraphTensor>& inputs,
+                          const partitioner::GraphStage& stage,
+                          const std::vector<GraphTensor>& incoming,
+                          std::vector<GraphTensor>* outgoing);
 };
 
 // `in` itself when it is on the CPU, else a copy there (for a run's outputs on a GPU).
