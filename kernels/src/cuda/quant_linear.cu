@@ -85,6 +85,27 @@ __device__ __forceinline__ void copyWindow(unsigned char* dst, const unsigned ch
 
 // The chunk partials of lane `chunk` (chunk c of a window of one weight row held at `wb`) for
 // kRows rows of x: each an fma chain from +0 over the chunk's `valid` k, in order.
+// fma chains of kRows rows of x over the n (32 or 64) dequantised weights w, in order.
+template <int kRows, int kCount>
+__device__ __forceinline__ void chainSegment(const float* x, const float (&w)[kCount],
+                                             float (&partial)[kRows]) {
+#pragma unroll
+  for (int j = 0; j < kCount; j += 4) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float4 v = *reinterpret_cast<const float4*>(x + r * kXRowFloats + j);
+      partial[r] = fmaF32(v.x, w[j], partial[r]);
+      partial[r] = fmaF32(v.y, w[j + 1], partial[r]);
+      partial[r] = fmaF32(v.z, w[j + 2], partial[r]);
+      partial[r] = fmaF32(v.w, w[j + 3], partial[r]);
+    }
+  }
+}
+
+// The chunk partials of lane `chunk` (chunk c of a window of one weight row held at `wb`) for
+// kRows rows of x: each an fma chain from +0 over the chunk's `valid` k, in order. The K types'
+// chunks are half a super-block (valid = 128 always), dequantised 64 elements at a time (two
+// sub-blocks share their code bytes).
 template <QuantType kType, int kRows>
 __device__ __forceinline__ void chunkPartials(const unsigned char* wb, const float* xs, int chunk,
                                               int valid, float (&partial)[kRows]) {
@@ -92,42 +113,55 @@ __device__ __forceinline__ void chunkPartials(const unsigned char* wb, const flo
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
     partial[r] = 0.0f;
-  for (int s = 0; s < valid / 32; ++s) {
-    const int e = chunk * kReduceChunk + 32 * s;  // first element in the window
-    float w[32];
-    dequantizeSub32<kType>(wb + (e / L::kBlockElems) * L::kBlockBytes, (e % L::kBlockElems) / 32,
-                           w);
-    const float* x = xs + chunk * kXChunkFloats + 32 * s;
-#pragma unroll
-    for (int j = 0; j < 32; j += 4) {
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        const float4 v = *reinterpret_cast<const float4*>(x + r * kXRowFloats + j);
-        partial[r] = fmaF32(v.x, w[j], partial[r]);
-        partial[r] = fmaF32(v.y, w[j + 1], partial[r]);
-        partial[r] = fmaF32(v.z, w[j + 2], partial[r]);
-        partial[r] = fmaF32(v.w, w[j + 3], partial[r]);
-      }
+  const float* x = xs + chunk * kXChunkFloats;
+  if constexpr (L::kBlockElems == 256) {
+    const unsigned char* block = wb + (chunk / 2) * L::kBlockBytes;
+#pragma unroll 1
+    for (int p = 0; p < 2; ++p) {
+      float w[64];
+      dequantizeSub64<kType>(block, (chunk % 2) * 2 + p, w);
+      chainSegment<kRows>(x + 64 * p, w, partial);
+    }
+  } else {
+    for (int s = 0; s < valid / 32; ++s) {
+      float w[32];
+      dequantizeSub32<kType>(wb + (chunk * 4 + s) * L::kBlockBytes, 0, w);
+      chainSegment<kRows>(x + 32 * s, w, partial);
     }
   }
 }
 
-// Window `window` of the kRows x rows from m0, as fp32, into xs (chunk-padded); zeros past K or M.
+// Window `window` of the kRows x rows from m0, as fp32, into xs (chunk-padded); zeros past K or
+// M. Each thread loads 8 elements at once before storing them: one load at a time left every
+// thread waiting for L2 once per element (the GEMV spent most of its time here).
 template <typename TX, int kRows>
 __device__ __forceinline__ void stageX(const QuantDeviceArgs& a, int m0, int rows, int window,
                                        float* xs) {
+  constexpr int kThreads = kWarps * 32;
+  constexpr int kPerThread = kRows * kWindowK / kThreads;
+  constexpr int kBatch = 8;
+  static_assert(kPerThread % kBatch == 0, "whole batches");
   const TX* x = static_cast<const TX*>(a.x);
-  for (int i = threadIdx.x; i < kRows * kWindowK; i += blockDim.x) {
-    const int r = i / kWindowK, kk = i % kWindowK;
-    const int k = window * kWindowK + kk;
-    float v = 0.0f;
-    if (r < rows && k < a.k) v = loadFloat(x[static_cast<int64_t>(m0 + r) * a.x_stride + k]);
-    xs[r * kXRowFloats + (kk / kReduceChunk) * kXChunkFloats + kk % kReduceChunk] = v;
+  for (int first = 0; first < kPerThread; first += kBatch) {
+    float v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = threadIdx.x + (first + j) * kThreads;
+      const int r = i / kWindowK, k = window * kWindowK + i % kWindowK;
+      v[j] =
+          r < rows && k < a.k ? loadFloat(x[static_cast<int64_t>(m0 + r) * a.x_stride + k]) : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = threadIdx.x + (first + j) * kThreads;
+      const int r = i / kWindowK, kk = i % kWindowK;
+      xs[r * kXRowFloats + (kk / kReduceChunk) * kXChunkFloats + kk % kReduceChunk] = v[j];
+    }
   }
 }
 
 template <QuantType kType, typename TX, int kRows>
-__global__ void __launch_bounds__(kWarps * 32) quantGemvKernel(QuantDeviceArgs a) {
+__global__ void __launch_bounds__(kWarps * 32, 2) quantGemvKernel(QuantDeviceArgs a) {
   using L = QuantLayout<kType>;
   using S = GemvShared<kType, kRows>;
   extern __shared__ __align__(16) unsigned char shared[];

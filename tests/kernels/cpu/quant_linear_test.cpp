@@ -4,6 +4,7 @@
 // argument checks.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -92,6 +93,32 @@ TEST(QuantLinearCpu, RowInvariance) {
     const std::vector<unsigned char> alone = runCpu(one);
     std::vector<unsigned char> row(batch.begin() + r * p.n * 4, batch.begin() + (r + 1) * p.n * 4);
     EXPECT_EQ(test::firstBitDifference(row, alone), -1) << "row " << r;
+  }
+}
+
+// The GPU kernel reads the K types 64 elements at a time (dequantizeSub64: two sub-blocks from
+// one read of their code bytes); the values must be dequantizeSub32's.
+TEST(QuantBlocks, PairsAreTheSubBlocksValues) {
+  std::mt19937_64 rng(41);
+  for (QuantType type : {QuantType::kQ4_K, QuantType::kQ5_K, QuantType::kQ6_K}) {
+    test::QuantProblem p;
+    p.type = type;
+    p.k = 256 * 4;
+    p.n = 3;
+    p.fill(rng());
+    for (int64_t block = 0; block < p.n * 4; ++block) {
+      const unsigned char* b = p.w.data() + block * quantBlockBytes(type);
+      for (int pair = 0; pair < 4; ++pair) {
+        float pair_values[64], sub_values[64];
+        if (type == QuantType::kQ4_K) dequantizeSub64<QuantType::kQ4_K>(b, pair, pair_values);
+        if (type == QuantType::kQ5_K) dequantizeSub64<QuantType::kQ5_K>(b, pair, pair_values);
+        if (type == QuantType::kQ6_K) dequantizeSub64<QuantType::kQ6_K>(b, pair, pair_values);
+        dequantizeSub32(type, b, 2 * pair, sub_values);
+        dequantizeSub32(type, b, 2 * pair + 1, sub_values + 32);
+        ASSERT_EQ(std::memcmp(pair_values, sub_values, sizeof(sub_values)), 0)
+            << quantTypeName(type) << " block " << block << " pair " << pair;
+      }
+    }
   }
 }
 

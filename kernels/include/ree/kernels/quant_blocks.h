@@ -191,6 +191,45 @@ REE_HD void subQ5_K(const unsigned char* __restrict__ b, int s, float* __restric
   }
 }
 
+// Q4_K sub-blocks 2c and 2c + 1 (elements [64 c, 64 c + 64)) into y[0..63]: the low and the
+// high nibbles of the same 32 code bytes, each element exactly as subQ4_K computes it (one read
+// of the bytes for both: the GPU kernel's shared-memory loads).
+REE_HD void pairQ4_K(const unsigned char* __restrict__ b, int c, float* __restrict__ y) {
+  const float d = halfAt(b), dmin = halfAt(b + 2);
+  int sc0 = 0, mn0 = 0, sc1 = 0, mn1 = 0;
+  scaleMinK(b + 4, 2 * c, &sc0, &mn0);
+  scaleMinK(b + 4, 2 * c + 1, &sc1, &mn1);
+  const float scale0 = d * smallIntToFloat(sc0), offset0 = dmin * smallIntToFloat(mn0);
+  const float scale1 = d * smallIntToFloat(sc1), offset1 = dmin * smallIntToFloat(mn1);
+  const unsigned char* q = b + 16 + 32 * c;
+  for (int l = 0; l < 32; ++l) {
+    const float low = scale0 * smallIntToFloat(q[l] & 0x0F);
+    const float high = scale1 * smallIntToFloat(q[l] >> 4);
+    y[l] = low - offset0;
+    y[32 + l] = high - offset1;
+  }
+}
+
+// Q5_K sub-blocks 2c and 2c + 1 into y[0..63], each element exactly as subQ5_K computes it.
+REE_HD void pairQ5_K(const unsigned char* __restrict__ b, int c, float* __restrict__ y) {
+  const float d = halfAt(b), dmin = halfAt(b + 2);
+  int sc0 = 0, mn0 = 0, sc1 = 0, mn1 = 0;
+  scaleMinK(b + 4, 2 * c, &sc0, &mn0);
+  scaleMinK(b + 4, 2 * c + 1, &sc1, &mn1);
+  const float scale0 = d * smallIntToFloat(sc0), offset0 = dmin * smallIntToFloat(mn0);
+  const float scale1 = d * smallIntToFloat(sc1), offset1 = dmin * smallIntToFloat(mn1);
+  const unsigned char* qh = b + 16;
+  const unsigned char* q = b + 48 + 32 * c;
+  for (int l = 0; l < 32; ++l) {
+    const int code0 = (q[l] & 0x0F) | (((qh[l] >> (2 * c)) & 1) << 4);
+    const int code1 = (q[l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4);
+    const float low = scale0 * smallIntToFloat(code0);
+    const float high = scale1 * smallIntToFloat(code1);
+    y[l] = low - offset0;
+    y[32 + l] = high - offset1;
+  }
+}
+
 // Q6_K elements [32 s, 32 s + 32): 128 bytes ql, 64 bytes qh, 16 int8 scales, d (fp16). Element
 // e (h = e / 128, r = e % 128): low 4 bits from ql[64h + r % 64] (nibble r / 64), high 2 bits
 // from qh[32h + r % 32] (bits 2 (r / 32)); y = (d * scales[e / 16]) * (code - 32). The 32
@@ -236,6 +275,21 @@ REE_HD void dequantizeSub32(const unsigned char* block, int sub, float* y) {
   } else {
     static_assert(kType == QuantType::kQ6_K, "a GGUF block type");
     subQ6_K(block, sub, y);
+  }
+}
+
+// Elements [64 pair, 64 pair + 64) of a K-type super-block (pair = 0..3) into y[0..63]: the
+// values of dequantizeSub32 for sub-blocks 2 pair and 2 pair + 1.
+template <QuantType kType>
+REE_HD void dequantizeSub64(const unsigned char* block, int pair, float* y) {
+  using namespace quant_detail;
+  if constexpr (kType == QuantType::kQ4_K) {
+    pairQ4_K(block, pair, y);
+  } else if constexpr (kType == QuantType::kQ5_K) {
+    pairQ5_K(block, pair, y);
+  } else {
+    dequantizeSub32<kType>(block, 2 * pair, y);
+    dequantizeSub32<kType>(block, 2 * pair + 1, y + 32);
   }
 }
 
