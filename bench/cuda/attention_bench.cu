@@ -2,9 +2,10 @@
 //   decode: GB/s of KV-cache reads (bf16 K+V, 32 q heads / 8 KV heads, head_dim 128, context 4096)
 //           for batch 1, 4, 8, 16, against cudaMemcpy device-to-device bandwidth (read + write);
 //   prefill: 2048 new tokens of one sequence, TFLOP/s (4 * head_dim flops per (query head, key)
-//            pair of the causal triangle: q.k and p.v, one fma = 2 flops), for both prefill
-//            kernels side by side (the tiled default and the chunk kernel it replaced; their
-//            outputs are compared bitwise, exit status 1 if they differ).
+//            pair of the causal triangle: q.k and p.v, one fma = 2 flops), for the prefill
+//            kernels side by side (the chunk kernel that the tiled one replaced, the tiled one with
+//            64-row tiles, the tiled default; their outputs are compared bitwise, exit status 1
+//            if they differ).
 // Decode is timed two ways: one call at a time between two events (the latency of a call,
 // including the entry point's host work: work lists, table upload, launches), and 20 calls back
 // to back between two events (the stream's throughput when the host runs ahead of the GPU, as in
@@ -267,7 +268,8 @@ int main() {
   const size_t out_bytes = size_t(prefill) * setup.n_heads * setup.head_dim * 2;
   std::vector<std::vector<unsigned char>> outputs;
   float ms = 0.0f;
-  for (PrefillKernel kernel : {PrefillKernel::kChunk, PrefillKernel::kTiled}) {
+  for (PrefillKernel kernel :
+       {PrefillKernel::kChunk, PrefillKernel::kTiledRows64, PrefillKernel::kTiled}) {
     ree::repops::cuda::setPrefillKernelForBenchmark(kernel);
     BENCH_CHECK(cudaMemset(out, 0xff, out_bytes));
     ms = medianMs(
@@ -278,11 +280,14 @@ int main() {
         "prefill %d tokens (%d/%d heads, head_dim %d), %s kernel: %.3f ms  %.2f TFLOP/s (fp32 "
         "FFMA)\n",
         prefill, setup.n_heads, setup.n_kv_heads, setup.head_dim,
-        kernel == PrefillKernel::kTiled ? "tiled" : "chunk (before)", ms,
-        flops / (ms * 1e-3) / 1e12);
+        kernel == PrefillKernel::kTiled         ? "tiled"
+        : kernel == PrefillKernel::kTiledRows64 ? "tiled, 64-row tiles"
+                                                : "chunk (before)",
+        ms, flops / (ms * 1e-3) / 1e12);
   }
-  const bool same_bits = outputs[0] == outputs[1];
-  std::printf("    tiled == chunk kernel output, bitwise: %s\n", same_bits ? "yes" : "NO");
+  const bool same_bits = outputs[0] == outputs[1] && outputs[0] == outputs[2];
+  std::printf("    tiled (both tile sizes) == chunk kernel output, bitwise: %s\n",
+              same_bits ? "yes" : "NO");
 #if REE_BENCH_HAVE_ATEN
   {
     bench::AtenSdpaShape shape;

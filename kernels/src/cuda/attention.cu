@@ -829,11 +829,11 @@ struct AttentionPlan {
 // fits (8, 4, 2), fewer while half a tile still holds the longest flash sequence's rows; 0 when
 // the tiled kernel does not apply (head_dim not a multiple of 8, switched off, nothing fits).
 int chooseTiledRows(const SmemFit& fits, int max_rows) {
-  if (fits.head_dim % kTiledGroupD != 0 ||
-      g_prefill_kernel.load(std::memory_order_relaxed) != static_cast<int>(PrefillKernel::kTiled)) {
+  const int kernel = g_prefill_kernel.load(std::memory_order_relaxed);
+  if (fits.head_dim % kTiledGroupD != 0 || kernel == static_cast<int>(PrefillKernel::kChunk)) {
     return 0;
   }
-  int rows_per_thread = 8;
+  int rows_per_thread = kernel == static_cast<int>(PrefillKernel::kTiledRows64) ? 4 : 8;
   while (rows_per_thread > 2 && !fits.tiled(rows_per_thread))
     rows_per_thread /= 2;
   if (!fits.tiled(rows_per_thread)) return 0;

@@ -8,8 +8,9 @@ namespace repops {
 namespace cuda {
 
 enum class PrefillKernel : int {
-  kTiled = 0,  // attention_prefill_tiled.cuh (head_dim % 8 == 0; others use the chunk kernel)
-  kChunk = 1,  // the chunk kernel's flash mode (the organisation before the tiled kernel)
+  kTiled = 0,        // attention_prefill_tiled.cuh (head_dim % 8 == 0; others use the chunk kernel)
+  kChunk = 1,        // the chunk kernel's flash mode (the organisation before the tiled kernel)
+  kTiledRows64 = 2,  // the tiled kernel with tiles of at most 64 rows (4 rows per thread)
 };
 
 // Process-wide; takes effect on the next attention call.

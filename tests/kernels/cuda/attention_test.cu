@@ -196,12 +196,13 @@ std::vector<unsigned char> runGpuWith(repops::cuda::PrefillKernel kernel,
   return out;
 }
 
-// The tiled prefill kernel (and the chunk kernel's flash mode it replaced) == CPU, bitwise, at its
-// edges: tiles of 128, 64 and 32 rows (8, 4, 2 rows per thread: chosen by shared memory and the
-// longest sequence) with the last tile partial, rows whose positions cross chunk boundaries inside
-// a tile, cached_lens > 0 (chunked prefill, the first new token inside a chunk), head_dim 40..256
-// (one or two 128-wide parts), G = 1, 4, 8, bf16 / f16 / f32 caches, block sizes 16 and 32,
-// shuffled block tables, and a decode-like sequence in the same call (split path).
+// The tiled prefill kernel (also with tiles of at most 64 rows, and the chunk kernel's flash mode
+// it replaced) == CPU, bitwise, at its edges: tiles of 128, 64 and 32 rows (8, 4, 2 rows per
+// thread: chosen by shared memory and the longest sequence) with the last tile partial, rows whose
+// positions cross chunk boundaries inside a tile, cached_lens > 0 (chunked prefill, the first new
+// token inside a chunk), head_dim 40..256 (one or two 128-wide parts), G = 1, 4, 8, bf16 / f16 /
+// f32 caches, block sizes 16 and 32, shuffled block tables, and a decode-like sequence in the same
+// call (split path).
 TEST(AttentionCuda, PrefillTilesMatchCpu) {
   REE_SKIP_WITHOUT_GPU();
   struct Case {
@@ -241,11 +242,12 @@ TEST(AttentionCuda, PrefillTilesMatchCpu) {
     prob.seqs = c.seqs;
     Buffers host = prob.buildHost();
     const std::vector<unsigned char> cpu = runCpuBytes(prob, host);
-    for (auto kernel : {repops::cuda::PrefillKernel::kTiled, repops::cuda::PrefillKernel::kChunk}) {
-      EXPECT_EQ(test::firstBitDifference(runGpuWith(kernel, prob, host), cpu), -1)
+    for (int kernel = 0; kernel < 3; ++kernel) {  // tiled, chunk, tiled with 64-row tiles
+      EXPECT_EQ(test::firstBitDifference(
+                    runGpuWith(repops::cuda::PrefillKernel(kernel), prob, host), cpu),
+                -1)
           << "case " << i << " head_dim " << c.head_dim << " G " << c.group << " kv "
-          << dtypeName(c.kv_dtype)
-          << (kernel == repops::cuda::PrefillKernel::kTiled ? " tiled" : " chunk");
+          << dtypeName(c.kv_dtype) << " prefill kernel " << kernel;
     }
   }
 }
@@ -268,7 +270,9 @@ TEST(AttentionCuda, LlamaPrefillTiledEqualsChunkKernel) {
   Buffers host = prob.buildHost();
   const auto tiled = runGpuWith(repops::cuda::PrefillKernel::kTiled, prob, host);
   const auto chunk = runGpuWith(repops::cuda::PrefillKernel::kChunk, prob, host);
+  const auto tiled64 = runGpuWith(repops::cuda::PrefillKernel::kTiledRows64, prob, host);
   EXPECT_EQ(test::firstBitDifference(tiled, chunk), -1);
+  EXPECT_EQ(test::firstBitDifference(tiled64, chunk), -1);
   // The last 40 tokens alone (cached 984): the same rows, by the CPU.
   AttentionProblem tail = prob;
   tail.seqs = {{21, 984, 40}};
