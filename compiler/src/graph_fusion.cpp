@@ -54,6 +54,11 @@ class Uses {
   std::vector<int> readers_;
 };
 
+// Input i of a matched node, or -1 when it has fewer inputs (hostile graphs).
+int inputAt(const Node* node, size_t i) {
+  return node != nullptr && i < node->inputs.size() ? node->inputs[i] : -1;
+}
+
 // The single float value of a constant (any shape with one element), or NaN.
 float scalarConstant(const Graph& graph, int id) {
   if (id < 0 || !graph.isConstant(id)) return NAN;
@@ -113,7 +118,7 @@ bool matchRmsNorm(const Graph& graph, const Uses& uses, const Node& mul, Node* f
     std::vector<const Node*> chain;
     const int normalized = uses.skipFloatCasts(mul.inputs[1 - w_side], &chain);
     const Node* scale_mul = uses.privateProducer(normalized, "Mul");
-    if (scale_mul == nullptr) continue;
+    if (scale_mul == nullptr || scale_mul->inputs.size() != 2) continue;
     for (int x_side = 0; x_side < 2; ++x_side) {
       const int x = scale_mul->inputs[x_side];
       const Node* div = uses.privateProducer(scale_mul->inputs[1 - x_side], "Div");
@@ -121,12 +126,12 @@ bool matchRmsNorm(const Graph& graph, const Uses& uses, const Node& mul, Node* f
           scalarConstant(graph, div->inputs[0]) != 1.0f)
         continue;
       const Node* sqrt = uses.privateProducer(div->inputs[1], "Sqrt");
-      const Node* add = sqrt ? uses.privateProducer(sqrt->inputs[0], "Add") : nullptr;
+      const Node* add = uses.privateProducer(inputAt(sqrt, 0), "Add");
       if (add == nullptr || add->inputs.size() != 2) continue;
       int eps_id = graph.isConstant(add->inputs[1]) ? add->inputs[1] : add->inputs[0];
       const float eps = scalarConstant(graph, eps_id);
       const Node* mean = uses.privateProducer(otherInput(*add, eps_id), "ReduceMean");
-      const Node* pow = mean ? uses.privateProducer(mean->inputs[0], "Pow") : nullptr;
+      const Node* pow = uses.privateProducer(inputAt(mean, 0), "Pow");
       if (!(eps >= 0.0f) || !std::isfinite(eps) || pow == nullptr || pow->inputs.size() != 2 ||
           pow->inputs[0] != x || scalarConstant(graph, pow->inputs[1]) != 2.0f ||
           !reducesLastAxis(graph, *mean, rankOf(graph, x))) {
@@ -160,7 +165,7 @@ bool matchAttention(const Graph& graph, const Uses& uses, const Node& pv, Node* 
   if (softmax == nullptr || graph.opset < 13 || softmax->intAttribute("axis", -1) != -1) {
     return false;
   }
-  const Node* add = uses.privateProducer(softmax->inputs[0], "Add");
+  const Node* add = uses.privateProducer(inputAt(softmax, 0), "Add");
   if (add == nullptr || add->inputs.size() != 2) return false;
   for (int mask_side = 0; mask_side < 2; ++mask_side) {
     const Node* scaled = uses.privateProducer(add->inputs[1 - mask_side], "Mul");
@@ -172,7 +177,9 @@ bool matchAttention(const Graph& graph, const Uses& uses, const Node& pv, Node* 
     if (qk == nullptr || qk->inputs.size() != 2) continue;
     const Node* kt = uses.privateProducer(qk->inputs[1], "Transpose");
     const Attribute* perm = kt ? kt->attribute("perm") : nullptr;
-    if (perm == nullptr || perm->ints != std::vector<int64_t>{0, 1, 3, 2}) continue;
+    if (perm == nullptr || perm->ints != std::vector<int64_t>{0, 1, 3, 2} || inputAt(kt, 0) < 0) {
+      continue;
+    }
     for (const Node* node : {add, scaled, qk, kt, softmax})
       chain.push_back(node);
     fused->name = pv.name + "#attention";
