@@ -39,6 +39,7 @@ Status foldNode(Graph* graph, const Node& node, const OpDef& def, OperationSet* 
     context.inputs.push_back(id >= 0 ? &graph->constants.at(id) : nullptr);
   context.outputs.resize(node.outputs.size());
   REE_RETURN_IF_ERROR(runNode(def, context));
+  REE_CHECK_ARG(!context.use_fallback, "%s: cannot be folded", node.label().c_str());
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     if (node.outputs[i] < 0) continue;
     graph->values[node.outputs[i]].info = typeOf(context.outputs[i]);

@@ -175,6 +175,14 @@ def cases(work):
                        [value("x", [4, 2])], [value("a", [1, 2])], [sizes])
     yield "split sizes overflow", split.SerializeToString(), "'cut' (Split): split sizes", \
         ["--run", "INPUT_4x2"]
+    attention_inputs = [numpy_helper.from_array(np.ones(shape, np.float32), n) for n, shape in
+                        [("q", (1, 1, 2, 4)), ("k", (1, 1, 2, 4)), ("v", (1, 1, 2, 4)),
+                         ("mask", (1, 1, 2, 2)), ("scale", ())]]
+    fused = make_model([helper.make_node("ReeCausalAttention", ["q", "k", "v", "mask", "scale"],
+                                         ["y"], name="fused", domain="ree")],
+                       [], [value("y", None)], attention_inputs)
+    yield "REE's fused attention, not causal", fused.SerializeToString(), \
+        "'fused' (ReeCausalAttention): the inputs are not a causal attention", []
     yield "wrong input rank", relu_model().SerializeToString(), "input 'x': rank 1, expected 2", \
         ["--run", "INPUT_6"]
     yield "input not npy", relu_model().SerializeToString(), "not an .npy file", \
