@@ -40,6 +40,8 @@ class Report:
         self.json_path = json_path
 
     def add(self, r, elapsed=None):
+        r.setdefault("gpu", self.header.get("gpu"))  # each row names its GPU and commit, so rows
+        r.setdefault("commit", self.header.get("commit"))  # of several files stay attributable
         self.rows.append(r)
         stamp = f"  [{elapsed:.0f} s]" if elapsed is not None else ""
         print(f"  {what(r):18s} {r['label']:30s} {value_text(r)}{stamp}", flush=True)

@@ -107,6 +107,8 @@ def main():
         check(abs(by[("ree default", "prefill", 8, 64)]["tokens_per_s"] - 51200.0) < 1e-6,
               "prefill: 8 x 64 tokens in 0.01 s")
         check(by[("ree deterministic", "decode", 8, 64)]["status"] == "OOM", "OOM is a row")
+        check(all(r["gpu"] == "stand-in" and r["commit"] == "test" for r in rows),
+              "every row names the GPU and the commit")
         check(by[("ree reproducible", "prefill", 1, 256)].get("long_prefill"), "long prefill row")
         check("OOM" in printed and "ree deterministic" in printed, "side-by-side table")
         header, plotted, commits = plot_throughput.load([json_path])
