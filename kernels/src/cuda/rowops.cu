@@ -117,10 +117,56 @@ __device__ void storeVec(T* p, const float* values) {
   *reinterpret_cast<Pack<T, V>*>(p) = pack;
 }
 
+// Stages term(x) of one sub-tile (kTileChunks chunks x kSubTile elements from tile_base) in a
+// warp's `stage` with 16-byte loads: load `it` of a lane reads chunk it * V + lane / (kSubTile / V)
+// of the tile at position (lane % (kSubTile / V)) * V. kBatchLoads: when the whole sub-tile lies
+// inside the row (all but a row's ragged end), all of a lane's loads are issued before its first
+// store, so that a warp keeps kTileChunks / V loads in flight (the compiler overlaps three or four
+// across the per-load range checks; it needs the registers of __launch_bounds__(kThreads, 4) to
+// keep eight). The values and where they are stored are the same either way.
+template <bool kBatchLoads, typename InT, typename Term>
+__device__ __forceinline__ void stageSubTileVec(float* stage, const InT* xr, int64_t tile_base,
+                                                int n, int lane, Term term) {
+  constexpr int V = vecWidth<InT>();
+  constexpr int kLoads = kTileChunks / V;
+  constexpr int kLanesPerSegment = kSubTile / V;
+  const int first_chunk = lane / kLanesPerSegment;
+  const int pos = (lane % kLanesPerSegment) * V;
+  const int64_t first = tile_base + static_cast<int64_t>(first_chunk) * kReduceChunk + pos;
+  constexpr int64_t kLoadStep = static_cast<int64_t>(V) * kReduceChunk;  // V chunks per load
+  float* out = stage + first_chunk * kStageStride + pos;
+  if (kBatchLoads &&
+      tile_base + static_cast<int64_t>(kTileChunks - 1) * kReduceChunk + kSubTile <= n) {
+    float v[kLoads][V];
+#pragma unroll
+    for (int it = 0; it < kLoads; ++it)
+      loadVec(xr + first + it * kLoadStep, v[it]);
+#pragma unroll
+    for (int it = 0; it < kLoads; ++it) {
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        out[it * V * kStageStride + j] = term(v[it][j]);
+    }
+    return;
+  }
+#pragma unroll
+  for (int it = 0; it < kLoads; ++it) {
+    const int64_t e = first + it * kLoadStep;
+    if (e < n) {  // n % V == 0: a vector is wholly inside or outside the row
+      float v[V];
+      loadVec(xr + e, v);
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        out[it * V * kStageStride + j] = term(v[j]);
+    }
+  }
+}
+
 // The canonical reduction (reduce.h) of term(x[k]) over one row: kDot chains fma(t, t, p), else
 // p + t. Returns the merged total to every thread of the group. All threads of the block must
-// call it (it synchronises the block); inactive groups contribute nothing.
-template <typename InT, bool kVec, bool kDot, typename Term>
+// call it (it synchronises the block); inactive groups contribute nothing. kBatchLoads: see
+// stageSubTileVec.
+template <typename InT, bool kVec, bool kDot, bool kBatchLoads = false, typename Term>
 __device__ float canonicalRowReduce(const GroupCtx& c, Shared& sh, const InT* xr, int n,
                                     Term term) {
   const int nchunks = (n + kReduceChunk - 1) / kReduceChunk;
@@ -137,21 +183,7 @@ __device__ float canonicalRowReduce(const GroupCtx& c, Shared& sh, const InT* xr
       for (int k0 = 0; k0 < kReduceChunk; k0 += kSubTile) {
         const int64_t tile_base = static_cast<int64_t>(tile) * kTileChunks * kReduceChunk + k0;
         if constexpr (kVec) {
-          constexpr int V = vecWidth<InT>();
-          constexpr int lanes_per_segment = kSubTile / V;
-#pragma unroll
-          for (int it = 0; it < kTileChunks / V; ++it) {
-            const int chunk_in_tile = it * V + c.lane / lanes_per_segment;
-            const int pos = (c.lane % lanes_per_segment) * V;
-            const int64_t e = tile_base + static_cast<int64_t>(chunk_in_tile) * kReduceChunk + pos;
-            if (e < n) {  // n % V == 0: a vector is wholly inside or outside the row
-              float v[V];
-              loadVec(xr + e, v);
-#pragma unroll
-              for (int j = 0; j < V; ++j)
-                stage[chunk_in_tile * kStageStride + pos + j] = term(v[j]);
-            }
-          }
+          stageSubTileVec<kBatchLoads>(stage, xr, tile_base, n, c.lane, term);
         } else {
           for (int chunk_in_tile = 0; chunk_in_tile < kTileChunks; ++chunk_in_tile) {
             const int64_t e =
@@ -197,6 +229,32 @@ __device__ float canonicalRowReduce(const GroupCtx& c, Shared& sh, const InT* xr
   return result;
 }
 
+// Calls visit(v, e) for the thread's vectors of the row in order (e = thread * V, then every
+// threads * V elements; v: the V values from e, widened). Four loads are issued before the four
+// visits, so that a thread keeps four 16-byte loads in flight rather than one; n % V == 0.
+template <typename InT, typename Visit>
+__device__ __forceinline__ void forEachRowVector(const GroupCtx& c, const InT* xr, int n,
+                                                 Visit visit) {
+  constexpr int V = vecWidth<InT>();
+  constexpr int kBatch = 4;
+  const int64_t step = static_cast<int64_t>(c.threads) * V;
+  int64_t e = static_cast<int64_t>(c.thread) * V;
+  for (; e + (kBatch - 1) * step < n; e += kBatch * step) {
+    float v[kBatch][V];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b)
+      loadVec(xr + e + b * step, v[b]);
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b)
+      visit(v[b], e + b * step);
+  }
+  for (; e < n; e += step) {
+    float v[V];
+    loadVec(xr + e, v);
+    visit(v, e);
+  }
+}
+
 // Order-free max (or min) of the row, returned to every thread of the group.
 template <typename InT, bool kVec, bool kMax>
 __device__ float selectRowReduce(const GroupCtx& c, Shared& sh, const InT* xr, int n) {
@@ -207,16 +265,13 @@ __device__ float selectRowReduce(const GroupCtx& c, Shared& sh, const InT* xr, i
   float best = 0.0f;
   if (c.active) {
     if constexpr (kVec) {
-      constexpr int V = vecWidth<InT>();
-      for (int64_t e = static_cast<int64_t>(c.thread) * V; e < n; e += c.threads * V) {
-        float v[V];
-        loadVec(xr + e, v);
+      forEachRowVector(c, xr, n, [&](const float* v, int64_t) {
 #pragma unroll
-        for (int j = 0; j < V; ++j) {
+        for (int j = 0; j < vecWidth<InT>(); ++j) {
           best = have ? combine(best, v[j]) : v[j];
           have = true;
         }
-      }
+      });
     } else {
       for (int64_t e = c.thread; e < n; e += c.threads) {
         float v = loadFloat(xr[e]);
@@ -257,14 +312,11 @@ __device__ int32_t argmaxRow(const GroupCtx& c, Shared& sh, const InT* xr, int n
   };
   if (c.active) {
     if constexpr (kVec) {
-      constexpr int V = vecWidth<InT>();
-      for (int64_t e = static_cast<int64_t>(c.thread) * V; e < n; e += c.threads * V) {
-        float v[V];
-        loadVec(xr + e, v);
+      forEachRowVector(c, xr, n, [&](const float* v, int64_t e) {
 #pragma unroll
-        for (int j = 0; j < V; ++j)
+        for (int j = 0; j < vecWidth<InT>(); ++j)
           consider(v[j], static_cast<int32_t>(e + j));
-      }
+      });
     } else {
       for (int64_t e = c.thread; e < n; e += c.threads) {
         consider(loadFloat(xr[e]), static_cast<int32_t>(e));
@@ -399,8 +451,11 @@ struct ReduceArgs {
   int kind;
 };
 
+// At least 4 blocks per SM (<= 64 registers): room for the batched loads of stageSubTileVec and
+// forEachRowVector. The static shared memory allows 6 blocks; 4 hold a 4096-row reduction on an
+// H100 in one wave.
 template <typename InT, bool kVec>
-__global__ void __launch_bounds__(kThreads) reduceKernel(ReduceArgs a) {
+__global__ void __launch_bounds__(kThreads, 4) reduceKernel(ReduceArgs a) {
   __shared__ Shared sh;
   const GroupCtx c = makeCtx(a.warps_per_row, a.rows);
   const InT* xr = static_cast<const InT*>(a.x) + (c.active ? c.row * a.x_stride : 0);
@@ -409,11 +464,11 @@ __global__ void __launch_bounds__(kThreads) reduceKernel(ReduceArgs a) {
   float value = 0.0f;
   switch (a.kind) {  // uniform over the grid
     case kRedSum:
-      value = canonicalRowReduce<InT, kVec, false>(c, sh, xr, n, identity);
+      value = canonicalRowReduce<InT, kVec, false, true>(c, sh, xr, n, identity);
       break;
     case kRedMean:
-      value =
-          rowmath::divideByCount(canonicalRowReduce<InT, kVec, false>(c, sh, xr, n, identity), n);
+      value = rowmath::divideByCount(
+          canonicalRowReduce<InT, kVec, false, true>(c, sh, xr, n, identity), n);
       break;
     case kRedMax:
       value = selectRowReduce<InT, kVec, true>(c, sh, xr, n);
@@ -422,11 +477,11 @@ __global__ void __launch_bounds__(kThreads) reduceKernel(ReduceArgs a) {
       value = selectRowReduce<InT, kVec, false>(c, sh, xr, n);
       break;
     case kRedVar: {
-      const float mean =
-          rowmath::divideByCount(canonicalRowReduce<InT, kVec, false>(c, sh, xr, n, identity), n);
-      value = rowmath::divideByCount(
-          canonicalRowReduce<InT, kVec, true>(c, sh, xr, n, [mean](float v) { return v - mean; }),
-          n);
+      const float mean = rowmath::divideByCount(
+          canonicalRowReduce<InT, kVec, false, true>(c, sh, xr, n, identity), n);
+      value = rowmath::divideByCount(canonicalRowReduce<InT, kVec, true, true>(
+                                         c, sh, xr, n, [mean](float v) { return v - mean; }),
+                                     n);
       break;
     }
     case kRedArgmax: {
