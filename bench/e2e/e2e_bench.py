@@ -11,7 +11,8 @@ Models are Llama-shaped with RANDOM bf16 weights generated on the GPU (nothing d
 Per batch size b: b prompts of --prompt-len tokens decode --tokens tokens together; decode
 tok/s = b x (tokens - 1) / the longest first-to-last-token time, prefill tok/s = b x prompt-len /
 the longest start-to-first-token time (one run gives both). Unless --skip-prefill, one prompt of
-each --prefill-lens length is also prefilled alone. REE memory: the ree-launch process's peak
+each --prefill-lens length is also prefilled alone, warm (REE: after another prompt of that length
+in the same process; transformers: after a warm-up call). REE memory: the ree-launch process's peak
 (nvidia-smi, polled); transformers: the caching allocator's peak reserved bytes (weights
 included, CUDA context not). --json FILE keeps every row (written after each one);
 bench/e2e/plot_throughput.py draws tokens/s vs batch from it.
