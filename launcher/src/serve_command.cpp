@@ -45,7 +45,7 @@ cxxopts::Options serveOptions() {
     ("device", "cpu, cuda or cuda:N (default: cuda:0 when a GPU is visible, else cpu)", value())
     ("cpu-only", "Run on the CPU (same as --device cpu)")
     ("threads", "CPU threads for CPU kernels; 0 = all, at most 4096", value("0"))
-    ("max-batch", "Requests the engine runs together, 1..1048576", value("8"))
+    ("max-batch", "Sequences the engine runs together (a request brings n; the others wait and join at a step boundary), 1..1048576", value("8"))
     ("max-context", "Tokens per sequence (prompt + max_tokens); 0 = min(model's maximum, 4096)", value("0"));
   options.add_options("Server")
     ("host", "Address to listen on (another than loopback exposes the server)", value("127.0.0.1"))
