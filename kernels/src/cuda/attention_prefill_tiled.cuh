@@ -147,6 +147,43 @@ __device__ __forceinline__ void storeFloats(float* p, const float (&in)[kN]) {
   }
 }
 
+// The raw bits of 8 consecutive K elements (one 16-byte vector, two for f32), so that the next
+// step's K is loaded before the current step's FMAs and its latency overlaps them.
+template <typename T>
+struct KGroupBits {
+  uint4 part[sizeof(T) == 4 ? 2 : 1];
+};
+template <typename T>
+__device__ __forceinline__ void loadKGroupBits(const T* p, KGroupBits<T>& bits) {
+#pragma unroll
+  for (int j = 0; j < int(sizeof(bits.part) / sizeof(uint4)); ++j)
+    bits.part[j] = reinterpret_cast<const uint4*>(p)[j];
+}
+// The 8 elements as fp32 (exact; the conversions of loadVector16).
+__device__ __forceinline__ void unpackKGroup(const KGroupBits<bf16_t>& bits, float (&out)[8]) {
+  const uint32_t words[4] = {bits.part[0].x, bits.part[0].y, bits.part[0].z, bits.part[0].w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {  // little endian: element 2i is the low half
+    out[2 * i] = bitsFloat(words[i] << 16);
+    out[2 * i + 1] = bitsFloat(words[i] & 0xffff0000u);
+  }
+}
+__device__ __forceinline__ void unpackKGroup(const KGroupBits<f16_t>& bits, float (&out)[8]) {
+  const uint32_t words[4] = {bits.part[0].x, bits.part[0].y, bits.part[0].z, bits.part[0].w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = toFloat(f16_t{static_cast<uint16_t>(words[i] & 0xffffu)});
+    out[2 * i + 1] = toFloat(f16_t{static_cast<uint16_t>(words[i] >> 16)});
+  }
+}
+__device__ __forceinline__ void unpackKGroup(const KGroupBits<float>& bits, float (&out)[8]) {
+  const uint32_t words[8] = {bits.part[0].x, bits.part[0].y, bits.part[0].z, bits.part[0].w,
+                             bits.part[1].x, bits.part[1].y, bits.part[1].z, bits.part[1].w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    out[i] = bitsFloat(words[i]);
+}
+
 // dot[i][c] = fma chain over d in [d_begin, d_end) (multiples of 8) of q[d][row i] * k[pos c][d],
 // from +0: kR x 4 independent chains, each in d order.
 template <typename T, int kR>
@@ -159,12 +196,22 @@ __device__ __forceinline__ void tiledDotPart(const float* q_col, int rows_cap,
     for (int c = 0; c < kTiledPositions; ++c)
       dot[i][c] = 0.0f;
   }
+  if (d_begin >= d_end) return;
+  KGroupBits<T> next[kTiledPositions];
+#pragma unroll
+  for (int c = 0; c < kTiledPositions; ++c)
+    loadKGroupBits<T>(k_rows[c] + d_begin, next[c]);
 #pragma unroll 1
   for (int d = d_begin; d < d_end; d += kTiledGroupD) {
     float k_values[kTiledPositions][kTiledGroupD];
 #pragma unroll
     for (int c = 0; c < kTiledPositions; ++c)
-      loadGroup8<T>(k_rows[c] + d, k_values[c]);
+      unpackKGroup(next[c], k_values[c]);
+    if (d + kTiledGroupD < d_end) {
+#pragma unroll
+      for (int c = 0; c < kTiledPositions; ++c)
+        loadKGroupBits<T>(k_rows[c] + d + kTiledGroupD, next[c]);
+    }
 #pragma unroll
     for (int e = 0; e < kTiledGroupD; ++e) {
       float q[kR];
