@@ -147,8 +147,8 @@ __device__ __forceinline__ void storeFloats(float* p, const float (&in)[kN]) {
   }
 }
 
-// The raw bits of 8 consecutive K elements (one 16-byte vector, two for f32), so that the next
-// step's K is loaded before the current step's FMAs and its latency overlaps them.
+// The raw bits of 8 consecutive K or V elements (one 16-byte vector, two for f32), so that the
+// next step's K or V is loaded before the current step's FMAs and its latency overlaps them.
 template <typename T>
 struct KGroupBits {
   uint4 part[sizeof(T) == 4 ? 2 : 1];
@@ -366,11 +366,22 @@ __device__ __forceinline__ void tiledValueChains(const TiledTiles<T>& t, int row
   }
   // Positions every row of the unit attends to, then (diagonal chunk) the rest, where a row's
   // chains stop at its own position.
+  // (valid_min >= 1.) The next position's V and weights are loaded before the current one's FMAs.
+  KGroupBits<T> v_next;
+  float w_next[kR];
+  loadKGroupBits<T>(v_col, v_next);
+  loadFloats<kR>(w_col, w_next);
 #pragma unroll 2
   for (int pos = 0; pos < valid_min; ++pos) {
     float v[kTiledGroupD], w[kR];
-    loadGroup8<T>(v_col + pos * kv_stride, v);
-    loadFloats<kR>(w_col + pos * w_stride, w);
+    unpackKGroup(v_next, v);
+#pragma unroll
+    for (int i = 0; i < kR; ++i)
+      w[i] = w_next[i];
+    if (pos + 1 < valid_min) {
+      loadKGroupBits<T>(v_col + (pos + 1) * kv_stride, v_next);
+      loadFloats<kR>(w_col + (pos + 1) * w_stride, w_next);
+    }
 #pragma unroll
     for (int i = 0; i < kR; ++i) {
 #pragma unroll
