@@ -448,6 +448,37 @@ __device__ __forceinline__ void tiledValues(const KernelParams& p, const TiledTi
   }
 }
 
+// Q tile [d][row] (zero rows past the item's rows). Thread u fills row u % rows_cap, d's
+// 8 (u / rows_cap) .. + 7: the 32 lanes of a warp store 32 consecutive rows of one d (distinct
+// banks; a lane per d would put a whole warp's stores in one bank), and the loads of the 8 d's
+// are issued before the stores.
+__device__ __forceinline__ void tiledLoadQuery(const KernelParams& p, const WorkItem& item,
+                                               int head_dim, float* q_tile) {
+  const int rows_cap = p.rows_cap;
+  const int units = rows_cap * (head_dim / kTiledGroupD);
+  for (int u = threadIdx.x; u < units; u += blockDim.x) {
+    const int r = u % rows_cap;
+    const int d0 = (u / rows_cap) * kTiledGroupD;
+    float values[kTiledGroupD];
+    if (r < item.row_count) {
+      const int row = item.row_begin + r;
+      const long long token = item.token_begin + row / p.group;
+      const int head = item.kv_head * p.group + row % p.group;
+      const long long base = (token * p.n_heads + head) * head_dim + d0;
+#pragma unroll
+      for (int j = 0; j < kTiledGroupD; ++j)
+        values[j] = loadStorageElement(p.q, p.q_dtype, base + j);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kTiledGroupD; ++j)
+        values[j] = 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kTiledGroupD; ++j)
+      q_tile[(d0 + j) * rows_cap + r] = values[j];
+  }
+}
+
 // out = running accumulator / running sum, in the output dtype.
 template <typename T>
 __device__ __forceinline__ void tiledStoreOutput(const KernelParams& p, const WorkItem& item,
@@ -480,7 +511,7 @@ __global__ void __launch_bounds__(kTiledThreads, 1)
   const WorkItem item = items[blockIdx.x];
   const int32_t* table_row =
       p.block_table + static_cast<long long>(item.seq) * p.max_blocks_per_seq;
-  loadQueryTile(p, item, head_dim, t.q_tile);
+  tiledLoadQuery(p, item, head_dim, t.q_tile);
   const int max_position = setRowPositions(p, item, t.row_position);
   const int chunk_last = max_position / kChunk;
   for (int chunk = 0; chunk <= chunk_last; ++chunk) {
