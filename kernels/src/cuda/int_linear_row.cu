@@ -8,8 +8,7 @@
 //    plain int8 GEMMs on cuBLASLt plus an epilogue kernel (int_linear_row_gemm.cuh).
 // 3. m <= kSkinnyMaxRows (decode): a skinny mma.sync kernel reads w once in its stored dtype and
 //    quantises it on the fly with the row exponents (int_linear_row_skinny.cuh), which come from a
-//    pre-pass over w or from IntLinearRowDeviceWeights. For m <= 8 it quantises x itself too
-//    (int_linear_row_fused_x.cuh): one kernel per call with prepared weights.
+//    pre-pass over w or from IntLinearRowDeviceWeights.
 // The class sums are exact integers in every path, so the bits are the CPU reference's whatever
 // the path, tiling, summation order or GPU.
 #include <cuda_runtime.h>
@@ -27,7 +26,6 @@
 #include "int_linear_row_quantize.cuh"
 #include "int_linear_row_output.cuh"
 #include "int_linear_row_skinny.cuh"
-#include "int_linear_row_fused_x.cuh"
 #include "int_linear_row_gemm.cuh"
 // clang-format on
 
@@ -175,37 +173,19 @@ Status enqueueSkinnyFallback(const LinearArgs& args, const RowLayout& l, const R
   return Status::kSuccess;
 }
 
-// At most kFusedMaxRows rows of x: one kernel that quantises x itself (int_linear_row_fused_x.cuh).
-Status enqueueFusedX(const LinearArgs& args, const RowLayout& l, const int32_t* w_exponents,
-                     cudaStream_t stream) {
-  SkinnyArgs s{};
-  s.out = outputArgsOf(args, nullptr, w_exponents);  // x's exponents: found in the kernel
-  s.w = args.w;
-  s.w_stride = args.wStride();
-  s.k = args.k;
-  s.k_padded = l.kp;
-  s.chunks = static_cast<int>(l.kp / kChunk);
-  s.w_constant = args.w_is_constant;
-  return launchFusedX(s, FusedXArgs{args.x, args.xStride()}, args.w_dtype, args.x_dtype, stream);
-}
-
 // Enqueues the whole call on `scratch` (layout l); prepared_exponents: w's, or null.
 Status enqueueRow(const LinearArgs& args, const RowLayout& l, const int32_t* prepared_exponents,
                   int8_t* scratch, cudaStream_t stream) {
   const RowScratch sc = rowScratchOf(l, scratch, prepared_exponents != nullptr);
   QuantizeRowsArgs xq{args.xStride(), args.m,      l.m_padded,     args.k,   l.kp,
                       nullptr,        sc.x_planes, sc.x_exponents, sc.x_sums};
-  const bool fused = l.skinny && args.m <= kFusedMaxRows;
-  if (!fused) {
-    REE_RETURN_IF_ERROR(launchQuantizeRows<int_linear::kXSlices>(args.x, args.x_dtype, xq, stream));
-  }
+  REE_RETURN_IF_ERROR(launchQuantizeRows<int_linear::kXSlices>(args.x, args.x_dtype, xq, stream));
   const int32_t* w_exponents = prepared_exponents ? prepared_exponents : sc.w_exponents;
   if (l.skinny) {
     if (!prepared_exponents) {
       REE_RETURN_IF_ERROR(launchRowExponents(args.w, args.w_dtype, args.wStride(), args.n, args.k,
                                              sc.w_exponents, stream));
     }
-    if (fused) return enqueueFusedX(args, l, w_exponents, stream);
     return enqueueSkinnyRows(args, l, sc, w_exponents, 0, args.m, stream);
   }
   // GEMM path: w's planes (and its exponents unless prepared) in one pass.
