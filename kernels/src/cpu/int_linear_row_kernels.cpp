@@ -7,6 +7,7 @@
 #include "cpu/int_linear_row_simd.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define REE_INT_LINEAR_ROW_X86 1
 #endif
@@ -424,13 +425,21 @@ void fusedRows(SimdLevel level, const RowPlanes* x, int mr, const T* src, int64_
 
 }  // namespace
 
+#if defined(REE_INT_LINEAR_ROW_X86)
+// F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know "f16c".
+static bool hasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
+
 SimdLevel bestSimdLevel() {
 #if defined(REE_INT_LINEAR_ROW_X86)
   static const SimdLevel level = [] {
     if (__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")) {
       return SimdLevel::kAvx512Vnni;
     }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return SimdLevel::kAvx2;
+    if (__builtin_cpu_supports("avx2") && hasF16c()) return SimdLevel::kAvx2;
     return SimdLevel::kScalar;
   }();
   return level;
