@@ -10,6 +10,7 @@
 #include <list>
 #include <unordered_map>
 
+#include "quantized_linear.h"
 #include "ree/core/device.h"
 #include "ree/kernels/attention.h"
 #include "ree/kernels/int_linear.h"
@@ -18,7 +19,6 @@
 #include "ree/kernels/pointwise.h"
 #include "ree/kernels/rope.h"
 #include "ree/kernels/rowops.h"
-#include "quantized_linear.h"
 
 #if defined(REE_WITH_CUDA)
 #include <cuda_runtime.h>
