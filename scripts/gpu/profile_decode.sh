@@ -8,19 +8,25 @@
 #      CUPTI): kernel time per step summed per kernel name, and the GPU's idle time per step;
 #   3. ncu: the Speed Of Light, occupancy and warp-state sections of the GEMV at 4096 x 4096 and
 #      4096 x 14336 (from bench_gpu_linear_bench).
+# --operation-set NAME profiles another set (default, deterministic; repops-3 through
+# --repops-spec); the ATen sets' forward steps are found by their embedding's index_select kernel.
 # ncu runs with --clock-control none (the device README asks to leave the clocks alone).
 #
 #   scripts/gpu/profile_decode.sh [--out DIR] [--build DIR] [--skip-gemv]
+#                                 [--operation-set NAME] [--repops-spec VERSION]
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="${OUT:-$repo/out/profile}"
 build="${REE_BUILD_DIR:-$repo/build-gpu}"
 skip_gemv=0
+set_flags=()
 while (($#)); do
   case "$1" in
     --out) out="$2"; shift 2 ;;
     --build) build="$2"; shift 2 ;;
     --skip-gemv) skip_gemv=1; shift ;;
+    --operation-set) set_flags+=(--operation-set "$2"); shift 2 ;;
+    --repops-spec) set_flags+=(--repops-spec "$2"); shift 2 ;;
     *) echo "profile_decode.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -42,9 +48,10 @@ json.dump(dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_si
                hidden_act="silu"), open(os.path.join(directory, "config.json"), "w"))
 EOF
 ids="$("$python" -c 'print(",".join(str(1000 + j * 7919 % 120000) for j in range(32)))')"
-common=(--model "synthetic:$out/llama3-8b" --prompt-ids "$ids" --max-context 256 --device cuda:0)
+common=(--model "synthetic:$out/llama3-8b" --prompt-ids "$ids" --max-context 256 --device cuda:0
+        ${set_flags[@]+"${set_flags[@]}"})
 
-echo "== wall time, batch 1, 64 new tokens" | tee "$out/profile.txt"
+echo "== wall time, batch 1, 64 new tokens ${set_flags[*]-}" | tee "$out/profile.txt"
 REE_PROFILE_STEPS=1 "$launch" "${common[@]}" --max-new-tokens 64 >"$out/wall.log" 2>&1
 grep -E "tokens/s|step profile|error" "$out/wall.log" | tail -3 | tee -a "$out/profile.txt"
 
@@ -67,7 +74,8 @@ for r in csv.DictReader(open(sys.argv[1])):
     acts.append((int(r["start_ns"]), int(r["end_ns"]), r["kind"], name))
 acts.sort()
 # A forward step starts with the embedding gather (tokens come from the host).
-starts = [a[0] for a in acts if a[2] == "kernel" and "embedding" in a[3].lower()]
+# (ATen sets: the embedding is an index_select kernel).
+starts = [a[0] for a in acts if a[2] == "kernel" and re.search(r"embedding|indexselect", a[3].lower())]
 print(f"trace: {len(acts)} activities, {len(starts)} forward steps")
 if len(starts) < 5:
     sys.exit(0)
