@@ -1,10 +1,10 @@
-// GEMV over GGUF-quantised weights (quant_linear.h: Q4_0, Q4_K, Q8_0, fp32 x) beside repops-1
-// linear with bf16 weights (bf16 x) and fp32 weights (fp32 x), all fp32 y, at M = 1 and 16 on
-// K x N = 4096 x 4096, 4096 x 14336 and 14336 x 4096: mean time, and GB/s of the weight bytes
-// read (each weight byte once), beside the device-to-device copy bandwidth measured in the same
-// run (bytes read + written); then the sum over the linear layers of one Llama-3-8B decode token
-// per format (an end-to-end model needs a tokenizer and a 4.5 GB file). Weights rotate through
-// copies worth more than L2, so they stream from memory as in decode. Usage:
+// GEMV over GGUF-quantised weights (quant_linear.h: Q4_0, Q4_1, Q4_K, Q6_K, Q8_0, fp32 x) beside
+// repops-1 linear with bf16 weights (bf16 x) and fp32 weights (fp32 x), all fp32 y, at M = 1, 16
+// and 64 on K x N = 4096 x 4096, 4096 x 14336 and 14336 x 4096: mean time, and GB/s of the
+// weight bytes read (each weight byte once), beside the device-to-device copy bandwidth measured in
+// the same run (bytes read + written); then the sum over the linear layers of one Llama-3-8B decode
+// token per format (an end-to-end model needs a tokenizer and a 4.5 GB file). Weights rotate
+// through copies worth more than L2, so they stream from memory as in decode. Usage:
 // bench_gpu_quant_linear_bench [iterations]
 #include <cuda_runtime.h>
 
@@ -134,7 +134,11 @@ std::vector<Row> run(int m, int k, int n, int iterations, float copy_gbs) {
   const struct {
     QuantType type;
     const char* name;
-  } types[] = {{QuantType::kQ4_0, "Q4_0"}, {QuantType::kQ4_K, "Q4_K"}, {QuantType::kQ8_0, "Q8_0"}};
+  } types[] = {{QuantType::kQ4_0, "Q4_0"},
+               {QuantType::kQ4_1, "Q4_1"},
+               {QuantType::kQ4_K, "Q4_K"},
+               {QuantType::kQ6_K, "Q6_K"},
+               {QuantType::kQ8_0, "Q8_0"}};
   for (const auto& t : types) {
     const double bytes = static_cast<double>(elems) / ree::repops::quantBlockElems(t.type) *
                          ree::repops::quantBlockBytes(t.type);
@@ -185,7 +189,7 @@ int main(int argc, char** argv) {
       "device %s, %d SMs; copy bandwidth %.0f GB/s (read + write); fp32 y; quantised and "
       "fp32 weights with fp32 x, bf16 weights with bf16 x; GB/s of weight bytes\n",
       prop.name, prop.multiProcessorCount, copy_gbs);
-  for (int m : {1, 16}) {
+  for (int m : {1, 16, 64}) {
     for (auto& shape : ree::bench::kLlamaProjections)
       run(m, shape[0], shape[1], iterations, copy_gbs);
   }

@@ -1,16 +1,22 @@
 // CUDA linear over GGUF-quantised weights (quant_linear.h), repops-1's bits.
 //
-// GEMV (M <= 64): a block owns 16 weight rows (two per warp) and walks K in windows of 4096
-// (32 chunks of 128). For each window the block stages the x rows of its row block in shared
-// memory as fp32 (each 128-wide chunk padded to 132 floats, so that the lanes' float4 reads fall
-// in distinct banks); each warp copies the window's bytes of one weight row (32 chunks of blocks,
-// contiguous in memory) into its own shared buffer with coalesced cp.async, double-buffered: the
-// next row's copy is in flight while the current one is computed. Lane c then owns chunk c of the
-// window: it dequantises its blocks 32 elements at a time into registers (quant_blocks.h, the one
-// source of gguf-dequant.md's values) and runs the chunk's fma chain from +0 in k order for every
-// row of x (linear.md, step 2). The 32 chunk partials go to shared memory and lane r adds them to
-// row r's running total in chunk order, window after window: linear.md's merge. So every output
-// is exactly repops-1's chain over the dequantised weights.
+// GEMV (M <= 64), weight rows and x rows 16-byte aligned (every 8B-shaped GGUF layer): one lane
+// per output feature, quant_linear_lanes.cuh. Each lane dequantises its row's blocks once for up
+// to 8 rows of x, which every lane reads at the same shared-memory address; the warps of a block
+// split K and their chunk partials are merged in chunk order.
+//
+// GEMV, other alignments (the window kernel below): a block owns 16 weight rows (two per warp)
+// and walks K in windows of 4096 (32 chunks of 128). For each window the block stages the x rows
+// of its row block in shared memory as fp32 (each 128-wide chunk padded to 132 floats, so that
+// the lanes' float4 reads fall in distinct banks); each warp copies the window's bytes of one
+// weight row (32 chunks of blocks, contiguous in memory) into its own shared buffer with
+// coalesced cp.async (or bytes when unaligned), double-buffered: the next row's copy is in flight
+// while the current one is computed. Lane c then owns chunk c of the window: it dequantises its
+// blocks 32 elements at a time into registers (quant_blocks.h, the one source of gguf-dequant.md's
+// values) and runs the chunk's fma chain from +0 in k order for every row of x (linear.md, step
+// 2). The 32 chunk partials go to shared memory and lane r adds them to row r's running total in
+// chunk order, window after window: linear.md's merge. So every output is exactly repops-1's
+// chain over the dequantised weights, whichever kernel runs.
 //
 // M > 64: slices of weight rows are dequantised to an fp32 scratch buffer (the same functions)
 // and cuda::linear runs on them (its GEMM for these shapes): the same values, the same bits.
@@ -22,6 +28,7 @@
 
 #include "chained_launch.cuh"
 #include "grid.cuh"
+#include "quant_linear_lanes.cuh"
 #include "ree/core/cuda_check.h"
 #include "ree/kernels/quant_linear.h"
 #include "ree/kernels/reduce.h"
@@ -274,9 +281,71 @@ Status launchGemv(const QuantDeviceArgs& a, cudaStream_t stream) {
 template <QuantType kType, typename TX>
 Status dispatchRows(const QuantDeviceArgs& a, cudaStream_t stream) {
   if (a.m <= 1) return launchGemv<kType, TX, 1>(a, stream);
-  if (a.m <= 2) return launchGemv<kType, TX, 2>(a, stream);
-  if (a.m <= 4) return launchGemv<kType, TX, 4>(a, stream);
   return launchGemv<kType, TX, 8>(a, stream);  // row blocks of 8: 212 KB of shared memory at most
+}
+
+// ---- GEMV, one lane per output feature (quant_linear_lanes.cuh): aligned rows ----
+template <QuantType kType, typename TX, int kRows>
+Status launchLaneGemv(const quant_lanes::Args& a, cudaStream_t stream) {
+  using S = quant_lanes::Shared<kType, TX, kRows>;
+  auto kernel = quant_lanes::laneGemvKernel<kType, TX, kRows>;
+  REE_RETURN_IF_ERROR(allowFullSharedMemory(kernel));
+  int optin = 0;
+  REE_RETURN_IF_ERROR(sharedMemoryOptin(&optin));
+  // Eight warps split K unless half of them already cover every stage or their rings do not fit.
+  const int stages = static_cast<int>(divUp(a.k, quant_lanes::kStageK));
+  int warps = quant_lanes::kMaxWarps;
+  while (warps > quant_lanes::kMinWarps && (warps / 2 >= stages || S::bytes(warps) > optin))
+    warps /= 2;
+  REE_CHECK_ARG(S::bytes(warps) <= optin,
+                "quant linear: the GEMV needs %d bytes of shared memory, the device allows %d",
+                S::bytes(warps), optin);
+  const long long blocks =
+      static_cast<long long>(divUp(a.n, quant_lanes::kFeatures)) * divUp(a.m, kRows);
+  REE_CHECK_ARG(blocks <= INT32_MAX, "quant linear: %lld GEMV blocks (n=%d, m=%d) exceed the grid",
+                blocks, a.n, a.m);
+  launchChained(kernel, dim3(static_cast<unsigned>(blocks)), dim3(warps * 32), S::bytes(warps),
+                stream, a);
+  REE_CUDA_CHECK_LAUNCH();
+  return Status::kSuccess;
+}
+
+template <QuantType kType, typename TX>
+Status dispatchLaneRows(const quant_lanes::Args& a, cudaStream_t stream) {
+  if (a.m <= 1) return launchLaneGemv<kType, TX, 1>(a, stream);
+  if (a.m <= 2) return launchLaneGemv<kType, TX, 2>(a, stream);
+  if (a.m <= 4) return launchLaneGemv<kType, TX, 4>(a, stream);
+  return launchLaneGemv<kType, TX, 8>(a, stream);  // row blocks of 8 (M up to 64: 8 of them)
+}
+
+// The lane GEMV reads whole 16-byte pieces of weight and x rows.
+bool laneGemvFits(const QuantLinearArgs& args) {
+  const LinearArgs& l = args.linear;
+  const int64_t x_row_bytes = l.xStride() * dtypeSize(l.x_dtype);
+  return reinterpret_cast<uintptr_t>(l.w) % 16 == 0 && args.wRowBytes() % 16 == 0 &&
+         args.rowBytes() % 16 == 0 && reinterpret_cast<uintptr_t>(l.x) % 16 == 0 &&
+         x_row_bytes % 16 == 0;
+}
+
+template <QuantType kType>
+Status dispatchLaneGemv(const QuantLinearArgs& args, cudaStream_t stream) {
+  const LinearArgs& l = args.linear;
+  quant_lanes::Args a;
+  a.x = l.x;
+  a.w = static_cast<const unsigned char*>(l.w);
+  a.bias = static_cast<const float*>(l.bias);
+  a.y = l.y;
+  a.x_stride = l.xStride();
+  a.w_row_bytes = args.wRowBytes();
+  a.y_stride = l.yStride();
+  a.m = static_cast<int>(l.m);
+  a.n = static_cast<int>(l.n);
+  a.k = static_cast<int>(l.k);
+  a.y_is_bf16 = l.y_dtype == DType::kBF16 ? 1 : 0;
+  a.accumulate = l.accumulate ? 1 : 0;
+  a.w_is_constant = l.w_is_constant ? 1 : 0;
+  if (l.x_dtype == DType::kBF16) return dispatchLaneRows<kType, bf16_t>(a, stream);
+  return dispatchLaneRows<kType, float>(a, stream);
 }
 
 // ---- M > 64: dequantise slices of rows to fp32, then cuda::linear ----
@@ -400,6 +469,7 @@ Status dispatchKernel(const QuantLinearArgs& args, LinearKernel kernel, cudaStre
   if (kernel == LinearKernel::kGemm || (kernel == LinearKernel::kAuto && l.m > kGemvMaxRows)) {
     return dequantThenLinear<kType>(args, stream);
   }
+  if (laneGemvFits(args)) return dispatchLaneGemv<kType>(args, stream);
   QuantDeviceArgs a;
   a.x = l.x;
   a.w = static_cast<const unsigned char*>(l.w);

@@ -2,7 +2,10 @@
 // every block type, odd K multiples of the block (one and two 4096-wide GEMV windows, partial
 // chunks), M = 1..70 across the GEMV/GEMM switch at 64, every kernel (auto, GEMV forced at any
 // M, dequantise-then-GEMM forced at any M), padded and misaligned weight rows (the byte-copy
-// path), bf16 x and y, bias, accumulate.
+// path), bf16 x and y, bias, accumulate. Rows of weights and x whose bytes are multiples of 16
+// take the lane-per-feature GEMV (quant_linear_lanes.cuh): its cases use such K (for Q4_1 and
+// Q5_1 also K that are not multiples of 256 or 128: a partial stage or chunk), odd N, strided x,
+// and check that a row of a batch has the bits of the row alone.
 #include <cuda_runtime.h>
 
 #include <random>
@@ -78,6 +81,80 @@ TEST(QuantLinearCuda, EveryTypeAndRowCountMatchesCpuBitwise) {
   }
 }
 
+// The smallest K (a multiple of the block) whose rows are a multiple of 16 bytes: the lane GEMV.
+int64_t alignedK(QuantType type) {
+  int64_t k = quantBlockElems(type);
+  while (k / quantBlockElems(type) * quantBlockBytes(type) % 16 != 0)
+    k += quantBlockElems(type);
+  return k;
+}
+
+// K for the lane GEMV: one stage or less, three, and seventeen units (an odd number of 256-wide
+// stages over the warps; a partial last stage where the unit is 64 or 128).
+std::vector<int64_t> alignedKs(QuantType type) {
+  const int64_t unit = alignedK(type);
+  return {unit, 3 * unit, 17 * unit};
+}
+
+TEST(QuantLinearCuda, LaneGemvEveryTypeAndRowCountMatchesCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(2828);
+  for (QuantType type : test::kAllQuantTypes) {
+    for (int64_t k : alignedKs(type)) {
+      for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 70}) {
+        test::QuantProblem p;
+        p.type = type;
+        p.k = k;
+        p.m = m;
+        p.n = 1 + 2 * static_cast<int64_t>(rng() % 40);  // odd: 1..79, one to three blocks of 32
+        p.x_pad = rng() % 2 ? 8 : 0;                     // strided x rows, still 16-byte aligned
+        p.y_pad = rng() % 2;
+        p.bias = rng() % 2;
+        p.accumulate = rng() % 4 == 0;
+        p.x_dtype = rng() % 2 ? DType::kBF16 : DType::kF32;
+        p.y_dtype = rng() % 3 == 0 ? DType::kBF16 : DType::kF32;
+        p.fill(rng());
+        expectAllKernelsMatch(p);
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
+// Row r of a batch of M rows of x has the bits of the same row computed alone (M = 1): the
+// lane GEMV's row blocks and the kernel choice by M change nothing.
+TEST(QuantLinearCuda, BatchRowsEqualTheRowAlone) {
+  REE_SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(2929);
+  for (QuantType type : test::kAllQuantTypes) {
+    for (int64_t m : {5, 37, 64}) {
+      test::QuantProblem p;
+      p.type = type;
+      p.k = 3 * alignedK(type);
+      p.m = m;
+      p.n = 45;
+      p.x_pad = 8;
+      p.bias = true;
+      p.x_dtype = rng() % 2 ? DType::kBF16 : DType::kF32;
+      p.fill(rng());
+      const std::vector<unsigned char> batch = runCuda(p, LinearKernel::kAuto);
+      const size_t x_row = static_cast<size_t>(p.xs() * dtypeSize(p.x_dtype));
+      const size_t y_row = static_cast<size_t>(p.ys() * dtypeSize(p.y_dtype));
+      for (int64_t r : {int64_t{0}, m / 2, m - 1}) {
+        test::QuantProblem alone = p;
+        alone.m = 1;
+        alone.x.assign(p.x.begin() + r * x_row, p.x.begin() + (r + 1) * x_row);
+        alone.y_init.assign(p.y_init.begin() + r * y_row, p.y_init.begin() + (r + 1) * y_row);
+        const std::vector<unsigned char> row(batch.begin() + r * y_row,
+                                             batch.begin() + (r + 1) * y_row);
+        EXPECT_EQ(test::firstBitDifference(row, runCuda(alone, LinearKernel::kAuto)), -1)
+            << p.describe() << " row " << r;
+      }
+      if (HasFailure()) return;
+    }
+  }
+}
+
 TEST(QuantLinearCuda, PaddedAndMisalignedRowsMatchCpuBitwise) {
   REE_SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(2727);
@@ -105,8 +182,9 @@ TEST(QuantLinearCuda, PaddedAndMisalignedRowsMatchCpuBitwise) {
 TEST(QuantLinearCuda, LargeShapesMatchCpuBitwise) {
   REE_SKIP_WITHOUT_GPU();
   // A decode-sized layer: many blocks of the grid, 3.5 windows of K, both row kernels.
-  for (QuantType type : {QuantType::kQ4_0, QuantType::kQ4_K, QuantType::kQ8_0}) {
-    for (int64_t m : {1, 4, 16}) {
+  for (QuantType type :
+       {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ4_K, QuantType::kQ6_K, QuantType::kQ8_0}) {
+    for (int64_t m : {1, 4, 16, 64}) {
       test::QuantProblem p;
       p.type = type;
       p.k = 14336;

@@ -58,7 +58,8 @@ Status quantLinear(const QuantLinearArgs& args);
 namespace cuda {
 
 // M <= 64: a GEMV that reads the blocks through shared memory and dequantises them in registers
-// (lane = one 128-wide chunk of a weight row, its fma chain in k order; chunks merged in order).
+// (16-byte aligned weight and x rows: lane = one output feature, warps splitting K; otherwise
+// lane = one 128-wide chunk of a weight row; fma chains in k order, chunks merged in order).
 // Larger M: slices of rows dequantised to an fp32 scratch buffer on the stream, then
 // cuda::linear. Enqueued on `stream`; no synchronisation.
 Status quantLinear(const QuantLinearArgs& args, cudaStream_t stream);
