@@ -2,6 +2,9 @@
 // math (expf, logf, ...; not reproducible, shown only for scale) on the same GPU in the same run.
 // Each kernel maps n = 2^26 floats (a realistic input distribution per function) to n outputs;
 // CUDA event timing, 3 warm-up launches, median of 11 timed launches. Prints Gelem/s.
+// Then the library's batch call (repops::cuda::unaryMath, what ree.ops.sigmoid/exp launch) on
+// fp32 4096 x 4096: kernel time, GB/s (read + write) and % of a cudaMemcpy D2D of the same bytes
+// timed in the same run.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include "ree/kernels/crmath.h"
+#include "ree/kernels/math_ops.h"
 
 namespace {
 
@@ -134,6 +138,59 @@ struct PowCu {
   __device__ float operator()(float x) const { return powf(x, 0.75f); }
 };
 
+// Median milliseconds of `body` over 21 launches (3 warm-up), CUDA events around each.
+template <typename Body>
+double medianMs(Body body) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i)
+    body();
+  CHECK(cudaDeviceSynchronize());
+  std::vector<float> ms;
+  for (int i = 0; i < 21; ++i) {
+    CHECK(cudaEventRecord(a));
+    body();
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventSynchronize(b));
+    float t;
+    CHECK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms[ms.size() / 2];
+}
+
+// repops::cuda::unaryMath on 4096 x 4096 fp32 inputs against a copy of the same bytes.
+void batchTable(const float* in, float* out) {
+  const int64_t n = int64_t{4096} * 4096;
+  const double bytes = 2.0 * n * 4;  // read + write
+  const double copy_ms =
+      medianMs([&] { CHECK(cudaMemcpyAsync(out, in, n * 4, cudaMemcpyDeviceToDevice)); });
+  const double copy_gbs = bytes / (copy_ms * 1e-3) / 1e9;
+  std::printf("\nrepops::cuda::unaryMath, fp32 4096 x 4096 (N(0,3) inputs)\n");
+  std::printf("%-10s %10s %10s %8s\n", "op", "us", "GB/s", "of copy");
+  std::printf("%-10s %10.1f %10.1f %7.0f%%\n", "D2D copy", copy_ms * 1e3, copy_gbs, 100.0);
+  const struct {
+    const char* name;
+    ree::UnaryMathOp op;
+  } ops[] = {{"sigmoid", ree::UnaryMathOp::kSigmoid}, {"exp", ree::UnaryMathOp::kExp},
+             {"silu", ree::UnaryMathOp::kSilu},       {"tanh", ree::UnaryMathOp::kTanh},
+             {"rsqrt", ree::UnaryMathOp::kRsqrt},     {"gelu_erf", ree::UnaryMathOp::kGeluErf}};
+  for (const auto& op : ops) {
+    const double ms = medianMs([&] {
+      if (ree::repops::cuda::unaryMath(op.op, in, out, n, nullptr) != ree::Status::kSuccess) {
+        std::fprintf(stderr, "unaryMath %s failed\n", op.name);
+        std::exit(1);
+      }
+    });
+    const double gbs = bytes / (ms * 1e-3) / 1e9;
+    std::printf("%-10s %10.1f %10.1f %7.0f%%\n", op.name, ms * 1e3, gbs, 100.0 * gbs / copy_gbs);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -188,6 +245,7 @@ int main() {
   row("pow(x,.75)", "2^U(-20,20)", gelemPerSecond(d_positive, d_out, n, PowCr{}),
       gelemPerSecond(d_positive, d_out, n, PowCu{}));
   std::printf("(memory-bound copy of 2^26 floats reads+writes 512 MiB: ~1.5 ms at 3.35 TB/s)\n");
+  batchTable(d_normal, d_out);
   cudaFree(d_normal);
   cudaFree(d_positive);
   cudaFree(d_wide);

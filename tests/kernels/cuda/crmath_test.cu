@@ -60,6 +60,44 @@ TEST(CrMathCuda, BatchMatchesCpuBitwise) {
   }
 }
 
+// The batch kernel takes 16-byte accesses only when both arrays are 16-byte aligned: shift them by
+// 1..3 floats (one float per thread), and run in place (out == in), against the CPU bitwise.
+TEST(CrMathCuda, BatchUnalignedAndInPlaceMatchCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  const int64_t n = 4099;
+  std::vector<float> xs(n + 3);
+  std::mt19937_64 rng(5);
+  for (float& x : xs)
+    x = bitsFloat((static_cast<uint32_t>(rng()) & 0x807fffffu) |
+                  ((112u + static_cast<uint32_t>(rng() % 36)) << 23));
+  float *d_in = nullptr, *d_out = nullptr;
+  REE_CUDA_OK(cudaMalloc(&d_in, (n + 3) * sizeof(float)));
+  REE_CUDA_OK(cudaMalloc(&d_out, (n + 3) * sizeof(float)));
+  for (int op = 0; op < kUnaryMathOpCount; ++op) {
+    auto mop = static_cast<UnaryMathOp>(op);
+    for (int in_shift = 0; in_shift < 4; ++in_shift) {
+      const int out_shift = (in_shift * 3) % 4;  // 0, 3, 2, 1
+      std::vector<float> cpu(n), gpu(n);
+      ASSERT_EQ(repops::cpu::unaryMath(mop, xs.data() + in_shift, cpu.data(), n), Status::kSuccess);
+      REE_CUDA_OK(cudaMemcpy(d_in, xs.data(), xs.size() * sizeof(float), cudaMemcpyHostToDevice));
+      ASSERT_EQ(repops::cuda::unaryMath(mop, d_in + in_shift, d_out + out_shift, n, nullptr),
+                Status::kSuccess);
+      REE_CUDA_OK(
+          cudaMemcpy(gpu.data(), d_out + out_shift, n * sizeof(float), cudaMemcpyDeviceToHost));
+      EXPECT_EQ(test::firstBitDifference(cpu, gpu), -1)
+          << unaryMathOpName(mop) << " in+" << in_shift << " out+" << out_shift;
+      ASSERT_EQ(repops::cuda::unaryMath(mop, d_in + in_shift, d_in + in_shift, n, nullptr),
+                Status::kSuccess);
+      REE_CUDA_OK(
+          cudaMemcpy(gpu.data(), d_in + in_shift, n * sizeof(float), cudaMemcpyDeviceToHost));
+      EXPECT_EQ(test::firstBitDifference(cpu, gpu), -1)
+          << unaryMathOpName(mop) << " in place +" << in_shift;
+    }
+  }
+  REE_CUDA_OK(cudaFree(d_in));
+  REE_CUDA_OK(cudaFree(d_out));
+}
+
 __global__ void powKernel(const float* x, const float* y, float* out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = crPow(x[i], y[i]);
