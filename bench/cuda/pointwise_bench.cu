@@ -202,6 +202,31 @@ int main() {
     }
   }
 
+  // SiLU alone (ree.ops.silu): 4096 x 4096, f32 (its values widened from the bf16 fill) and bf16
+  // (a call this large looks the activation up in the 16-bit table). The % column here is of a
+  // cudaMemcpy D2D of the same bytes, timed just before.
+  {
+    fillBF16<<<1024, 256>>>(static_cast<bf16_t*>(src), copy_bytes / 2);
+    const int64_t n = int64_t(4096) * 4096;
+    auto* widened = static_cast<float*>(src) + n;  // past the bf16 values widenBF16 reads
+    widenBF16<<<1024, 256>>>(static_cast<const bf16_t*>(src), widened, n);
+    CHECK_CUDA(cudaGetLastError());
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      const size_t elem = dtype == DType::kF32 ? 4 : 2;
+      const void* x = dtype == DType::kF32 ? static_cast<const void*>(widened) : src;
+      const double bytes = 2.0 * n * elem;
+      const double same_copy_ms = millisecondsPerCall(
+          [&] { cudaMemcpyAsync(dst, x, n * elem, cudaMemcpyDeviceToDevice); }, 20);
+      const double same_copy_gbs = bytes / (same_copy_ms * 1e-3) / 1e9;
+      const bool f32 = dtype == DType::kF32;
+      report(f32 ? "cudaMemcpy D2D 64 MiB" : "cudaMemcpy D2D 32 MiB", bytes, same_copy_ms,
+             same_copy_gbs);
+      const double ms = millisecondsPerCall(
+          [&] { repops::cuda::activation(Activation::kSilu, dtype, x, dst, n, nullptr); });
+      report(f32 ? "silu f32 4096x4096" : "silu bf16 4096x4096 (table)", bytes, ms, same_copy_gbs);
+    }
+  }
+
   // Residual add, in place as the runtime does it (acc += x): 8192 tokens x 4096, bf16.
   {
     const int64_t n = int64_t(8192) * 4096;
