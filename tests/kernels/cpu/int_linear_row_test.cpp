@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernels/int_linear_problem.h"
 #include "kernels/linear_problem.h"
 #include "ree/core/parallel.h"
 #include "ree/kernels/int_linear.h"
@@ -29,21 +30,7 @@ namespace {
 
 using Buffer = test::HostBuffer;
 
-struct Problem : test::LinearShape {
-  Buffer x, w, bias, y_init;
-
-  // hostile: special values in some rows; non_finite: NaN/inf in a few rows of x and w.
-  void fill(uint64_t seed, bool hostile, bool non_finite) {
-    std::mt19937_64 rng(seed);
-    test::fillHostileInputs(rng, *this, hostile, non_finite, x, w);
-    bias = Buffer(bias_dtype, static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i)
-      bias.set(static_cast<size_t>(i), test::hostileValue(rng, 0.5f, false));
-    y_init = Buffer(y_dtype, static_cast<size_t>(m * ys()));
-    for (size_t i = 0; i < static_cast<size_t>(m * ys()); ++i)
-      y_init.set(i, accumulate ? test::hostileValue(rng, 1.0f, false) : 0.0f);
-  }
-
+struct Problem : test::IntLinearProblem<Buffer> {
   LinearArgs args(void* y) const { return LinearShape::args(x.data(), w.data(), bias.data(), y); }
 
   Buffer run(const cpu::IntLinearRowWeights* prepared = nullptr) const {
@@ -303,12 +290,7 @@ TEST(IntLinearRowCpu, RowsAreInvariantToBatchAndThreads) {
   setCpuThreads(0);
   for (int64_t row :
        {int64_t{0}, int64_t{1}, int64_t{63}, int64_t{64}, int64_t{150}, int64_t{299}}) {
-    Problem one = p;
-    one.m = 1;
-    one.x = Buffer(p.x_dtype, static_cast<size_t>(p.k));
-    std::memcpy(one.x.bytes.data(), p.x.bytes.data() + row * p.k * 2, static_cast<size_t>(p.k) * 2);
-    one.y_init = Buffer(p.y_dtype, static_cast<size_t>(p.n));
-    const Buffer y = one.run();
+    const Buffer y = test::rowAlone(p, row).run();
     EXPECT_EQ(std::memcmp(y.bytes.data(), full.bytes.data() + row * p.n * 4, p.n * 4), 0)
         << "row " << row;
   }
@@ -341,26 +323,6 @@ TEST(IntLinearRowCpu, PreparedWeightsGiveTheSameBits) {
 
 // ---- (d) accuracy on Llama-like data against fp64.
 
-struct ErrorStats {
-  double median = 0, max = 0, max_normwise = 0;
-};
-
-// Relative errors |y - exact| / |exact| (median, max) and the largest |y - exact| / sum |x w|.
-ErrorStats errorsOf(const std::vector<float>& y, const std::vector<double>& exact,
-                    const std::vector<double>& magnitude) {
-  std::vector<double> rel;
-  ErrorStats s;
-  for (size_t i = 0; i < y.size(); ++i) {
-    const double err = std::fabs(static_cast<double>(y[i]) - exact[i]);
-    if (exact[i] != 0.0) rel.push_back(err / std::fabs(exact[i]));
-    s.max_normwise = std::max(s.max_normwise, err / magnitude[i]);
-  }
-  std::sort(rel.begin(), rel.end());
-  s.median = rel[rel.size() / 2];
-  s.max = rel.back();
-  return s;
-}
-
 struct AccuracyCase {
   int64_t k;
   DType w_dtype;
@@ -371,48 +333,16 @@ struct AccuracyCase {
 // specs' relative errors against a long-double reference. Prints one row of the spec's table.
 void checkAccuracy(const AccuracyCase& test_case) {
   const int64_t m = 8, n = 64, k = test_case.k;
-  std::mt19937_64 rng(static_cast<uint64_t>(k) + static_cast<uint64_t>(test_case.w_dtype));
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<bool> outlier(static_cast<size_t>(k));
-  for (auto&& o : outlier)
-    o = rng() % 100 == 0;
-  Buffer x(DType::kF32, static_cast<size_t>(m * k)),
-      w(test_case.w_dtype, static_cast<size_t>(n * k));
-  for (int64_t i = 0; i < m * k; ++i)
-    x.set(static_cast<size_t>(i),
-          normal(rng) * (outlier[static_cast<size_t>(i % k)] ? test_case.outlier : 1.0f));
-  for (int64_t i = 0; i < n * k; ++i)
-    w.set(static_cast<size_t>(i), normal(rng) * 0.02f);
-  LinearArgs a;
-  a.x = x.bytes.data();
-  a.w = w.bytes.data();
-  a.w_dtype = test_case.w_dtype;
-  a.m = m;
-  a.n = n;
-  a.k = k;
+  const test::LlamaLikeOperands ops(m, n, k, test_case.w_dtype, test_case.outlier);
   std::vector<float> y3(static_cast<size_t>(m * n)), y2(y3.size()), y1(y3.size());
-  a.y = y3.data();
-  ASSERT_EQ(cpu::intLinearRow(a), Status::kSuccess) << lastErrorMessage();
-  a.y = y2.data();
-  ASSERT_EQ(cpu::intLinear(a), Status::kSuccess) << lastErrorMessage();
-  a.y = y1.data();
-  ASSERT_EQ(cpu::linear(a), Status::kSuccess) << lastErrorMessage();
-  std::vector<double> exact(y3.size()), magnitude(y3.size());
-  for (int64_t r = 0; r < m; ++r) {
-    for (int64_t c = 0; c < n; ++c) {
-      long double sum = 0, mag = 0;
-      for (int64_t i = 0; i < k; ++i) {
-        const long double product = static_cast<long double>(x.at(static_cast<size_t>(r * k + i))) *
-                                    w.at(static_cast<size_t>(c * k + i));
-        sum += product;
-        mag += std::fabs(product);
-      }
-      exact[static_cast<size_t>(r * n + c)] = static_cast<double>(sum);
-      magnitude[static_cast<size_t>(r * n + c)] = static_cast<double>(mag);
-    }
-  }
-  const ErrorStats r3 = errorsOf(y3, exact, magnitude), r2 = errorsOf(y2, exact, magnitude),
-                   r1 = errorsOf(y1, exact, magnitude);
+  ASSERT_EQ(cpu::intLinearRow(ops.args(y3.data())), Status::kSuccess) << lastErrorMessage();
+  ASSERT_EQ(cpu::intLinear(ops.args(y2.data())), Status::kSuccess) << lastErrorMessage();
+  ASSERT_EQ(cpu::linear(ops.args(y1.data())), Status::kSuccess) << lastErrorMessage();
+  std::vector<double> exact, magnitude;
+  ops.reference(&exact, &magnitude);
+  using test::errorsOf;
+  const test::ErrorStats r3 = errorsOf(y3, exact, magnitude), r2 = errorsOf(y2, exact, magnitude),
+                         r1 = errorsOf(y1, exact, magnitude);
   std::printf(
       "| %lld | %s | x%g | %.1e / %.1e / %.1e | %.1e / %.1e / %.1e | %.1e / %.1e / %.1e |\n",
       static_cast<long long>(k), dtypeName(test_case.w_dtype), test_case.outlier, r3.median, r3.max,
@@ -459,39 +389,15 @@ TEST(IntLinearRowCpu, KBeyondTheLimitIsRefused) {
 }
 
 TEST(IntLinearRowCpu, BadArgumentsAreRejected) {
-  Problem p;
-  p.fill(1, false, false);
-  std::vector<float> y(4);
-  LinearArgs a = p.args(y.data());
-  a.k = 0;
-  EXPECT_EQ(cpu::intLinearRow(a), Status::kInvalidArgument);
-  a = p.args(y.data());
-  a.x_dtype = DType::kF16;
-  EXPECT_EQ(cpu::intLinearRow(a), Status::kInvalidArgument);
-  a = p.args(y.data());
-  a.m = 0;
-  a.x = nullptr;
-  EXPECT_EQ(cpu::intLinearRow(a), Status::kSuccess);
+  test::expectBadArgumentsRejected<Problem>(
+      [](const LinearArgs& a) { return cpu::intLinearRow(a); });
 }
 
 // Spec-stability pin beside the bitwise check of (a): FNV-1a of fixed outputs.
 TEST(IntLinearRowCpu, GoldenHashPin) {
-  Problem p;
-  p.m = 7;
-  p.n = 33;
-  p.k = 300;
-  p.x_dtype = DType::kBF16;
-  p.w_dtype = DType::kBF16;
-  p.has_bias = true;
-  p.bias_dtype = DType::kBF16;
-  p.fill(2024, true, false);
+  Problem p, q;
+  test::goldenPinProblems(&p, &q);
   const Buffer y = p.run();
-  Problem q = p;
-  q.x_dtype = DType::kF32;
-  q.w_dtype = DType::kF16;
-  q.y_dtype = DType::kBF16;
-  q.has_bias = false;
-  q.fill(2025, true, true);
   const Buffer yq = q.run();
   const uint64_t hash =
       test::fnv1a(yq.bytes.data(), yq.bytes.size(), test::fnv1a(y.bytes.data(), y.bytes.size()));

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/int_linear_problem.h"
 #include "kernels/linear_problem.h"
 #include "ree/core/parallel.h"
 #include "ree/kernels/int_linear.h"
@@ -22,22 +23,9 @@ namespace {
 
 using Buffer = test::HostBuffer;
 
-struct Problem : test::LinearShape {
-  Buffer x, w, bias, y_init;
-
-  // hostile: special values in some rows; non_finite: NaN/inf in a few rows of x and w.
-  void fill(uint64_t seed, bool hostile, bool non_finite) {
-    std::mt19937_64 rng(seed);
-    test::fillHostileInputs(rng, *this, hostile, non_finite, x, w);
-    if (has_bias) {
-      bias = Buffer(bias_dtype, static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i)
-        bias.set(static_cast<size_t>(i), test::hostileValue(rng, 0.5f, false));
-    }
-    y_init = Buffer(y_dtype, static_cast<size_t>(m * ys()));
-    for (size_t i = 0; i < static_cast<size_t>(m * ys()); ++i)
-      y_init.set(i, accumulate ? test::hostileValue(rng, 1.0f, false) : 0.0f);
-  }
+// The bias is drawn only when the call reads it (the seeds' data since this test was written).
+struct Problem : test::IntLinearProblem<Buffer> {
+  Problem() { draws.bias_always = false; }
 
   LinearArgs args(void* y) const { return LinearShape::args(x.data(), w.data(), bias.data(), y); }
 
@@ -171,11 +159,8 @@ TEST(IntLinearCpu, RandomShapesMatchBruteForceSpec) {
     for (int rep = 0; rep < 3; ++rep) {
       Problem p;
       p.setDtypes(x_dtype, w_dtype, y_dtype);
-      p.m = rep == 0 ? 1 + static_cast<int64_t>(rng() % 300) : 1 + static_cast<int64_t>(rng() % 9);
-      p.n = 1 + 2 * static_cast<int64_t>(rng() % (rep == 0 ? 6 : 20));
-      p.k = 1 + static_cast<int64_t>(rng() % 700);
-      test::randomizeIntLinearLayout(rng, p);
-      p.fill(rng(), /*hostile=*/rep != 2, /*non_finite=*/rep == 1);
+      test::drawOddShape(rng, p, rep == 0 ? 300 : 9, rep == 0 ? 6 : 20, 700,
+                         /*hostile=*/rep != 2, /*non_finite=*/rep == 1);
       Buffer y = p.run();
       checkSpecBits(p, y);
       if (HasFatalFailure()) return false;
@@ -287,38 +272,13 @@ TEST(IntLinearCpu, RowsAreInvariantToBatchThreadsAndSimd) {
   setCpuThreads(0);
   cpu::setIntLinearSimdEnabled(true);
   for (int64_t row : {int64_t{0}, int64_t{1}, int64_t{33}, int64_t{66}}) {
-    Problem one = p;
-    one.m = 1;
-    one.x = Buffer(p.x_dtype, static_cast<size_t>(p.k));
-    std::memcpy(one.x.bytes.data(), p.x.bytes.data() + row * p.k * 2, static_cast<size_t>(p.k) * 2);
-    one.y_init = Buffer(p.y_dtype, static_cast<size_t>(p.n));
-    Buffer y = one.run();
+    Buffer y = test::rowAlone(p, row).run();
     EXPECT_EQ(std::memcmp(y.bytes.data(), full.bytes.data() + row * p.n * 4, p.n * 4), 0)
         << "row " << row;
   }
 }
 
 // ---- (c) accuracy on Llama-like data against fp64.
-
-struct ErrorStats {
-  double median = 0, max = 0, max_normwise = 0;
-};
-
-// Relative errors |y - exact| / |exact| (median, max) and the largest |y - exact| / sum |x w|.
-ErrorStats errorsOf(const std::vector<float>& y, const std::vector<double>& exact,
-                    const std::vector<double>& magnitude) {
-  std::vector<double> rel;
-  ErrorStats s;
-  for (size_t i = 0; i < y.size(); ++i) {
-    double err = std::fabs(static_cast<double>(y[i]) - exact[i]);
-    if (exact[i] != 0.0) rel.push_back(err / std::fabs(exact[i]));
-    s.max_normwise = std::max(s.max_normwise, err / magnitude[i]);
-  }
-  std::sort(rel.begin(), rel.end());
-  s.median = rel[rel.size() / 2];
-  s.max = rel.back();
-  return s;
-}
 
 // x ~ N(0, 1) with 1% outlier channels x50 (the same channels in every row), w ~ N(0, 0.02).
 TEST(IntLinearCpu, AccuracyAgainstFp64OnLlamaLikeData) {
@@ -338,51 +298,26 @@ TEST(IntLinearCpu, AccuracyAgainstFp64OnLlamaLikeData) {
     {
       const int64_t k = test_case.k;
       const DType w_dtype = test_case.w_dtype;
-      std::mt19937_64 rng(static_cast<uint64_t>(k) + static_cast<uint64_t>(w_dtype));
-      std::normal_distribution<float> normal(0.0f, 1.0f);
-      std::vector<bool> outlier(static_cast<size_t>(k));
-      for (auto&& o : outlier)
-        o = rng() % 100 == 0;
-      Buffer x(DType::kF32, static_cast<size_t>(m * k)), w(w_dtype, static_cast<size_t>(n * k));
-      for (int64_t i = 0; i < m * k; ++i)
-        x.set(static_cast<size_t>(i),
-              normal(rng) * (outlier[static_cast<size_t>(i % k)] ? test_case.outlier : 1.0f));
-      for (int64_t i = 0; i < n * k; ++i)
-        w.set(static_cast<size_t>(i), normal(rng) * 0.02f);
-      LinearArgs a;
-      a.x = x.bytes.data();
-      a.x_dtype = DType::kF32;
-      a.w = w.bytes.data();
-      a.w_dtype = w_dtype;
-      a.m = m;
-      a.n = n;
-      a.k = k;
+      const test::LlamaLikeOperands ops(m, n, k, w_dtype, test_case.outlier);
       std::vector<float> y2(static_cast<size_t>(m * n)), y1(y2.size()), y_all(y2.size()),
           y_draft(y2.size());
-      a.y = y2.data();
-      ASSERT_EQ(cpu::intLinear(a), Status::kSuccess);
-      a.y = y1.data();
-      ASSERT_EQ(cpu::linear(a), Status::kSuccess);
-      std::vector<double> exact(y2.size()), magnitude(y2.size());
+      ASSERT_EQ(cpu::intLinear(ops.args(y2.data())), Status::kSuccess);
+      ASSERT_EQ(cpu::linear(ops.args(y1.data())), Status::kSuccess);
+      std::vector<double> exact, magnitude;
+      ops.reference(&exact, &magnitude);
       for (int64_t r = 0; r < m; ++r) {
-        std::vector<double> xr = rowOf(x, r, k, k);
+        std::vector<double> xr = rowOf(ops.x, r, k, k);
         for (int64_t c = 0; c < n; ++c) {
-          std::vector<double> wr = rowOf(w, c, k, k);
-          long double sum = 0, mag = 0;
-          for (int64_t i = 0; i < k; ++i) {
-            sum += static_cast<long double>(xr[i]) * wr[i];
-            mag += std::fabs(static_cast<long double>(xr[i]) * wr[i]);
-          }
+          std::vector<double> wr = rowOf(ops.w, c, k, k);
           size_t at = static_cast<size_t>(r * n + c);
-          exact[at] = static_cast<double>(sum);
-          magnitude[at] = static_cast<double>(mag);
           y_all[at] = specDot(xr, wr, Scheme{27, 4, 20, 3, -1});
           y_draft[at] = specDot(xr, wr, Scheme{20, 3, 13, 2, -1});
         }
       }
-      ErrorStats r2 = errorsOf(y2, exact, magnitude), r1 = errorsOf(y1, exact, magnitude);
-      ErrorStats r_all = errorsOf(y_all, exact, magnitude);
-      ErrorStats r_draft = errorsOf(y_draft, exact, magnitude);
+      using test::errorsOf;
+      test::ErrorStats r2 = errorsOf(y2, exact, magnitude), r1 = errorsOf(y1, exact, magnitude);
+      test::ErrorStats r_all = errorsOf(y_all, exact, magnitude);
+      test::ErrorStats r_draft = errorsOf(y_draft, exact, magnitude);
       std::printf("| %lld | %s | x%g | %.2e / %.2e | %.2e / %.2e | %.2e / %.2e | %.2e / %.2e |\n",
                   static_cast<long long>(k), dtypeName(w_dtype), test_case.outlier, r2.median,
                   r2.max, r1.median, r1.max, r_all.median, r_all.max, r_draft.median, r_draft.max);
@@ -399,23 +334,10 @@ TEST(IntLinearCpu, AccuracyAgainstFp64OnLlamaLikeData) {
 
 // (d) Spec-stability pin beside the bitwise check of (a): FNV-1a of fixed outputs.
 TEST(IntLinearCpu, GoldenHashPin) {
-  Problem p;
-  p.m = 7;
-  p.n = 33;
-  p.k = 300;
-  p.x_dtype = DType::kBF16;
-  p.w_dtype = DType::kBF16;
-  p.has_bias = true;
-  p.bias_dtype = DType::kBF16;
-  p.fill(2024, true, false);
+  Problem p, q;
+  test::goldenPinProblems(&p, &q);
   Buffer y = p.run();
   checkSpecBits(p, y);
-  Problem q = p;
-  q.x_dtype = DType::kF32;
-  q.w_dtype = DType::kF16;
-  q.y_dtype = DType::kBF16;
-  q.has_bias = false;
-  q.fill(2025, true, true);
   Buffer yq = q.run();
   checkSpecBits(q, yq);
   uint64_t hash =
@@ -431,11 +353,7 @@ TEST(IntLinearCpu, PreparedWeightsGiveTheSameBits) {
   test::forEachLinearDtypes([&](DType x_dtype, DType w_dtype, DType y_dtype) {
     Problem p;
     p.setDtypes(x_dtype, w_dtype, y_dtype);
-    p.m = 1 + static_cast<int64_t>(rng() % 150);
-    p.n = 1 + 2 * static_cast<int64_t>(rng() % 20);
-    p.k = 1 + static_cast<int64_t>(rng() % 700);
-    test::randomizeIntLinearLayout(rng, p);
-    p.fill(rng(), /*hostile=*/true, /*non_finite=*/cases % 3 == 1);
+    test::drawOddShape(rng, p, 150, 20, 700, /*hostile=*/true, /*non_finite=*/cases % 3 == 1);
     Buffer direct = p.run();
     Buffer y = p.y_init;
     std::unique_ptr<cpu::IntLinearWeights> prepared;
@@ -467,22 +385,13 @@ TEST(IntLinearCpu, PreparedWeightsGiveTheSameBits) {
 }
 
 TEST(IntLinearCpu, BadArgumentsAreRejected) {
-  Problem p;
+  test::expectBadArgumentsRejected<Problem>([](const LinearArgs& a) { return cpu::intLinear(a); });
+  Problem p;  // y over w
   p.fill(1, false, false);
   std::vector<float> y(4);
   LinearArgs a = p.args(y.data());
-  a.k = 0;
-  EXPECT_EQ(cpu::intLinear(a), Status::kInvalidArgument);
-  a = p.args(y.data());
-  a.x_dtype = DType::kF16;
-  EXPECT_EQ(cpu::intLinear(a), Status::kInvalidArgument);
-  a = p.args(y.data());
   a.y = const_cast<void*>(a.w);
   EXPECT_EQ(cpu::intLinear(a), Status::kInvalidArgument);
-  a = p.args(y.data());
-  a.m = 0;
-  a.x = nullptr;
-  EXPECT_EQ(cpu::intLinear(a), Status::kSuccess);
 }
 
 }  // namespace

@@ -12,27 +12,17 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "kernels/int_linear_problem.h"
 #include "kernels/linear_problem.h"
 #include "ree/kernels/int_linear.h"
 
 namespace ree::repops {
 namespace {
 
-// The CPU test's problem (tests/kernels/linear_problem.h) with device copies; the bias and y
+// The CPU test's problem (tests/kernels/int_linear_problem.h) with device copies; the bias and y
 // tensors are always filled (the GPU gets valid pointers even without a bias).
-struct Problem : test::LinearShape {
-  test::MirroredBuffer x, w, bias, y_init;
-
-  void fill(uint64_t seed, bool hostile, bool non_finite) {
-    std::mt19937_64 rng(seed);
-    test::fillHostileInputs(rng, *this, hostile, non_finite, x, w);
-    bias.reset(bias_dtype, static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i)
-      bias.set(static_cast<size_t>(i), test::hostileValue(rng, 0.5f, false));
-    y_init.reset(y_dtype, static_cast<size_t>(m * ys()));
-    for (size_t i = 0; i < static_cast<size_t>(m * ys()); ++i)
-      y_init.set(i, test::hostileValue(rng, 1.0f, false));
-  }
+struct Problem : test::IntLinearProblem<test::MirroredBuffer> {
+  Problem() { draws.y_always = true; }
 
   std::vector<uint8_t> runCpu() const {
     std::vector<uint8_t> y = y_init.bytes;
@@ -69,11 +59,8 @@ TEST(IntLinearCuda, RandomShapesMatchCpuBitwise) {
     for (int rep = 0; rep < 3; ++rep) {
       Problem p;
       p.setDtypes(x_dtype, w_dtype, y_dtype);
-      p.m = 1 + static_cast<int64_t>(rng() % (rep == 0 ? 300 : 20));
-      p.n = 1 + 2 * static_cast<int64_t>(rng() % 100);
-      p.k = 1 + static_cast<int64_t>(rng() % (rep == 2 ? 4200 : 900));
-      test::randomizeIntLinearLayout(rng, p);
-      p.fill(rng(), /*hostile=*/rep != 2, /*non_finite=*/rep == 1);
+      test::drawOddShape(rng, p, rep == 0 ? 300 : 20, 100, rep == 2 ? 4200 : 900,
+                         /*hostile=*/rep != 2, /*non_finite=*/rep == 1);
       expectSameBits(p);
       if (HasFailure()) return false;
     }
@@ -105,18 +92,7 @@ TEST(IntLinearCuda, SpecialValuesMatchCpu) {
   p.w_dtype = DType::kF32;
   p.has_bias = true;
   p.fill(77, false, false);
-  p.x.set(0 * 300 + 3, NAN);
-  p.x.set(1 * 300 + 299, INFINITY);
-  p.w.set(2 * 300 + 128, -INFINITY);
-  for (int i = 0; i < 300; ++i) {
-    p.x.set(static_cast<size_t>(2 * 300 + i), bitsFloat(1u + static_cast<uint32_t>(i)));
-    p.x.set(static_cast<size_t>(3 * 300 + i), i == 5 ? 3e38f : (i % 2 ? 1e-38f : 0.0f));
-    p.x.set(static_cast<size_t>(4 * 300 + i), i % 2 ? -0.0f : 0.0f);
-    // The largest digits: |W| rounds up to 2^20, x's integers reach 2^27 - 8.
-    p.w.set(static_cast<size_t>(3 * 300 + i), (i % 3 ? 1.0f : -1.0f) * 0.99999994f);
-    p.w.set(static_cast<size_t>(4 * 300 + i), -0.99999994f);
-    p.x.set(static_cast<size_t>(5 * 300 + i), (i % 5 ? -1.0f : 1.0f) * 0.99999994f);
-  }
+  test::setSpecialRows(p);
   std::vector<uint8_t> gpu_y = p.runCuda();
   std::vector<uint8_t> cpu_y = p.runCpu();
   EXPECT_EQ(test::firstBitDifference(cpu_y, gpu_y), -1);
@@ -128,33 +104,7 @@ TEST(IntLinearCuda, SpecialValuesMatchCpu) {
 // A row's bits do not depend on the batch it is in (M = 1, 7, 64, 65, 200: different tiles).
 TEST(IntLinearCuda, RowsAreInvariantToBatch) {
   REE_SKIP_WITHOUT_GPU();
-  Problem full;
-  full.m = 200;
-  full.n = 97;
-  full.k = 1000;
-  full.x_dtype = DType::kBF16;
-  full.has_bias = true;
-  full.fill(5, true, false);
-  std::vector<uint8_t> y_full = full.runCuda();
-  for (int64_t rows : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{65}}) {
-    for (int64_t first : {int64_t{0}, int64_t{200} - rows}) {
-      Problem part;
-      part.m = rows;
-      part.n = full.n;
-      part.k = full.k;
-      part.x_dtype = full.x_dtype;
-      part.has_bias = true;
-      part.fill(5, true, false);  // sizes the tensors; x rows, w and bias are copied below
-      part.w.bytes = full.w.bytes;
-      part.bias.bytes = full.bias.bytes;
-      part.x.bytes.assign(full.x.bytes.begin() + first * full.k * 2,
-                          full.x.bytes.begin() + (first + rows) * full.k * 2);
-      std::vector<uint8_t> y = part.runCuda();
-      // Not accumulating: y_init is overwritten, so only the rows' outputs matter.
-      EXPECT_EQ(std::memcmp(y.data(), y_full.data() + first * full.n * 4, rows * full.n * 4), 0)
-          << rows << " rows from " << first;
-    }
-  }
+  test::expectRowsInvariantToBatch<Problem>([](Problem& p) { return p.runCuda(); });
 }
 
 TEST(IntLinearCuda, BadArguments) {
