@@ -12,28 +12,15 @@
 #include <random>
 #include <thread>
 
+#include "engine_test_util.h"
 #include "ree/models/engine.h"
 #include "test_util.h"
 
 namespace ree {
 namespace {
 
-EngineOptions tinyOptions(int max_batch, int block_size, int64_t blocks) {
-  EngineOptions options;
-  options.model = "builtin:tiny-llama";
-  options.device = Device::cpu();
-  options.max_batch = max_batch;
-  options.max_context = 128;
-  options.kv_block_size = block_size;
-  options.kv_blocks = blocks;
-  return options;
-}
-
-std::unique_ptr<Engine> makeEngine(const EngineOptions& options) {
-  std::unique_ptr<Engine> engine;
-  EXPECT_EQ(Engine::create(options, &engine), Status::kSuccess) << lastErrorMessage();
-  return engine;
-}
+using test::makeEngine;
+using test::tinyEngineOptions;
 
 // Random prompt and output lengths (some prompts share a first part: prefix cache hits), greedy
 // and sampled, some with log-probabilities; request r has id 100 + r and no sampling_index, so
@@ -69,16 +56,10 @@ uint64_t idOf(size_t r) {
 
 // Each request alone (its sampler key, its id, given explicitly), on a roomy engine.
 std::vector<GenerationResult> soloResults(const std::vector<GenerationRequest>& requests) {
-  std::unique_ptr<Engine> engine = makeEngine(tinyOptions(1, 128, 0));
-  std::vector<GenerationResult> solo;
-  for (size_t r = 0; r < requests.size(); ++r) {
-    GenerationRequest request = requests[r];
-    request.sampling_index = idOf(r);
-    std::vector<GenerationResult> one;
-    EXPECT_EQ(engine->generate({request}, &one), Status::kSuccess) << lastErrorMessage();
-    solo.push_back(one.at(0));
-  }
-  return solo;
+  std::vector<uint64_t> ids;
+  for (size_t r = 0; r < requests.size(); ++r)
+    ids.push_back(idOf(r));
+  return test::soloResults(tinyEngineOptions(1, 128, 0), requests, ids);
 }
 
 bool sameLogprobs(const std::vector<TokenLogprobs>& a, const std::vector<TokenLogprobs>& b) {
@@ -196,7 +177,7 @@ TEST(EngineFeed, RequestsArrivingAtRandomStepBoundariesGetTheirSoloBits) {
   // needs 16, so several sequences together must preempt.
   for (const Layout& layout : {Layout{"one group", 6, 4, 16, 0, 0},
                                Layout{"2 micro-batches, chunks of 7", 8, 4, 20, 2, 7}}) {
-    EngineOptions options = tinyOptions(layout.max_batch, layout.block_size, layout.blocks);
+    EngineOptions options = tinyEngineOptions(layout.max_batch, layout.block_size, layout.blocks);
     options.micro_batches = layout.micro_batches;
     options.prefill_chunk = layout.prefill_chunk;
     std::unique_ptr<Engine> engine = makeEngine(options);
@@ -222,7 +203,7 @@ TEST(EngineFeed, RequestsArrivingAtRandomStepBoundariesGetTheirSoloBits) {
 TEST(EngineFeed, StopFlagsEndARequestWithAPrefixAndLeaveTheOthers) {
   const std::vector<GenerationRequest> requests = randomRequests(24, 5);
   const std::vector<GenerationResult> solo = soloResults(requests);
-  std::unique_ptr<Engine> engine = makeEngine(tinyOptions(5, 4, 16));
+  std::unique_ptr<Engine> engine = makeEngine(tinyEngineOptions(5, 4, 16));
   std::map<size_t, int> stop_at;
   for (size_t r = 0; r < requests.size(); r += 3)
     stop_at[r] = 1 + static_cast<int>(r % 4);
@@ -248,7 +229,7 @@ TEST(EngineFeed, ARefusedRequestIsReportedWithItsErrorAndTheOthersRun) {
   GenerationRequest bad_token;
   bad_token.prompt_ids = {1, -4};
   fed.push_back(bad_token);
-  std::unique_ptr<Engine> engine = makeEngine(tinyOptions(4, 4, 32));
+  std::unique_ptr<Engine> engine = makeEngine(tinyEngineOptions(4, 4, 32));
   const FeedRun run = runFed(*engine, fed, 3);
   expectEveryReportedOnce(run, fed.size());
   ASSERT_EQ(run.errors.size(), 2u);
@@ -261,7 +242,7 @@ TEST(EngineFeed, ARefusedRequestIsReportedWithItsErrorAndTheOthersRun) {
 }
 
 TEST(EngineFeed, AClosedEmptyFeedReturnsAndAClosedQueueRefusesPushes) {
-  std::unique_ptr<Engine> engine = makeEngine(tinyOptions(2, 16, 0));
+  std::unique_ptr<Engine> engine = makeEngine(tinyEngineOptions(2, 16, 0));
   RequestQueue queue;
   queue.close();
   EXPECT_FALSE(queue.push(1, GenerationRequest()));
@@ -285,7 +266,7 @@ TEST(EngineFeed, AClosedEmptyFeedReturnsAndAClosedQueueRefusesPushes) {
 TEST(EngineFeed, AnIdleEngineWaitsForRequestsFromAnotherThread) {
   const std::vector<GenerationRequest> requests = randomRequests(6, 13);
   const std::vector<GenerationResult> solo = soloResults(requests);
-  std::unique_ptr<Engine> engine = makeEngine(tinyOptions(4, 16, 0));
+  std::unique_ptr<Engine> engine = makeEngine(tinyEngineOptions(4, 16, 0));
   RequestQueue queue;
   std::map<uint64_t, GenerationResult> results;
   std::thread pusher([&] {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <random>
 
+#include "engine_test_util.h"
 #include "ree/models/engine.h"
 #include "ree/models/tokenizer.h"
 #include "test_util.h"
@@ -14,22 +15,8 @@
 namespace ree {
 namespace {
 
-EngineOptions tinyOptions(int max_batch, int block_size, int64_t blocks) {
-  EngineOptions options;
-  options.model = "builtin:tiny-llama";
-  options.device = Device::cpu();
-  options.max_batch = max_batch;
-  options.max_context = 128;
-  options.kv_block_size = block_size;
-  options.kv_blocks = blocks;
-  return options;
-}
-
-std::unique_ptr<Engine> makeEngine(const EngineOptions& options) {
-  std::unique_ptr<Engine> engine;
-  EXPECT_EQ(Engine::create(options, &engine), Status::kSuccess) << lastErrorMessage();
-  return engine;
-}
+using test::makeEngine;
+using test::tinyEngineOptions;
 
 // Prompts of several lengths sharing a first part (prefix cache hits), every other one sampled.
 std::vector<GenerationRequest> someRequests(int count, uint32_t seed) {
@@ -56,15 +43,9 @@ std::vector<GenerationRequest> someRequests(int count, uint32_t seed) {
   return requests;
 }
 
+// Each request alone, on a roomy engine.
 std::vector<GenerationResult> soloResults(const std::vector<GenerationRequest>& requests) {
-  std::unique_ptr<Engine> engine = makeEngine(tinyOptions(1, 128, 0));
-  std::vector<GenerationResult> solo;
-  for (const GenerationRequest& request : requests) {
-    std::vector<GenerationResult> one;
-    EXPECT_EQ(engine->generate({request}, &one), Status::kSuccess) << lastErrorMessage();
-    solo.push_back(one.at(0));
-  }
-  return solo;
+  return test::soloResults(tinyEngineOptions(1, 128, 0), requests);
 }
 
 using StopFlag = std::shared_ptr<std::atomic<bool>>;
@@ -115,7 +96,7 @@ void expectPoolFree(Engine& engine, const std::string& what) {
 TEST(GenerationStop, StoppedFromTheCallbackKeepsItsTokensAndTheOthersTheirSoloBits) {
   std::vector<GenerationRequest> requests = someRequests(5, 1);
   const std::vector<GenerationResult> solo = soloResults(requests);
-  std::unique_ptr<Engine> engine = makeEngine(tinyOptions(8, 4, 0));
+  std::unique_ptr<Engine> engine = makeEngine(tinyEngineOptions(8, 4, 0));
   StopFlag flag = std::make_shared<std::atomic<bool>>(false);
   requests[2].stop = flag;
   std::vector<int> produced(requests.size(), 0);
@@ -137,7 +118,7 @@ TEST(GenerationStop, StoppedFromTheCallbackKeepsItsTokensAndTheOthersTheirSoloBi
 TEST(GenerationStop, AFlagSetBeforeTheRunStopsAtOnceWithNoTokens) {
   std::vector<GenerationRequest> requests = someRequests(3, 2);
   const std::vector<GenerationResult> solo = soloResults(requests);
-  std::unique_ptr<Engine> engine = makeEngine(tinyOptions(2, 4, 0));  // request 2 waits
+  std::unique_ptr<Engine> engine = makeEngine(tinyEngineOptions(2, 4, 0));  // request 2 waits
   for (size_t stopped : {size_t{0}, size_t{2}}) {
     std::vector<GenerationRequest> batch = requests;
     batch[stopped].stop = std::make_shared<std::atomic<bool>>(true);
@@ -159,7 +140,7 @@ TEST(GenerationStop, AFlagSetBeforeTheRunStopsAtOnceWithNoTokens) {
 TEST(GenerationStop, StopsAnywhereLeaveTheOthersAndThePoolIntact) {
   std::vector<GenerationRequest> requests = someRequests(10, 3);
   const std::vector<GenerationResult> solo = soloResults(requests);
-  EngineOptions options = tinyOptions(6, 4, 16);
+  EngineOptions options = tinyEngineOptions(6, 4, 16);
   options.micro_batches = 2;
   options.prefill_chunk = 7;
   std::unique_ptr<Engine> engine = makeEngine(options);

@@ -60,6 +60,21 @@ class GgufBuilder {
     std::memcpy(&bits, &value, 4);
     addEntry(key, 6, u32le(bits));
   }
+  // The metadata of a llama file, in this order: architecture, alignment 32, the layer count,
+  // widths, head counts and context, RMSNorm epsilon 1e-5, RoPE base 10000.
+  void addLlamaMetadata(uint32_t layers, uint32_t hidden, uint32_t feed_forward, uint32_t heads,
+                        uint32_t kv_heads, uint32_t context) {
+    addString("general.architecture", "llama");
+    addU32("general.alignment", 32);
+    addU32("llama.block_count", layers);
+    addU32("llama.embedding_length", hidden);
+    addU32("llama.feed_forward_length", feed_forward);
+    addU32("llama.attention.head_count", heads);
+    addU32("llama.attention.head_count_kv", kv_heads);
+    addU32("llama.context_length", context);
+    addF32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    addF32("llama.rope.freq_base", 10000.0f);
+  }
   void addF32Tensor(const std::string& name, std::vector<uint64_t> dims,
                     const std::vector<float>& values) {
     std::string data(values.size() * 4, '\0');

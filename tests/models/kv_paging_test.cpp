@@ -13,6 +13,7 @@
 #include <numeric>
 #include <random>
 
+#include "engine_test_util.h"
 #include "ree/models/engine.h"
 #include "ree/runtime/operation_set.h"
 #include "test_util.h"
@@ -204,21 +205,11 @@ TEST(KvPagingOps, ReusedBlocksReadOnlyTheirNewRows) {
 
 // ---- The engine ------------------------------------------------------------------------------
 
-EngineOptions tinyOptions(int max_batch, int block_size, int64_t blocks) {
-  EngineOptions options;
-  options.model = "builtin:tiny-llama";
-  options.device = Device::cpu();
-  options.max_batch = max_batch;
-  options.max_context = 256;
-  options.kv_block_size = block_size;
-  options.kv_blocks = blocks;
-  return options;
-}
+using test::makeEngine;
 
-std::unique_ptr<Engine> makeEngine(const EngineOptions& options) {
-  std::unique_ptr<Engine> engine;
-  EXPECT_EQ(Engine::create(options, &engine), Status::kSuccess) << lastErrorMessage();
-  return engine;
+// The tiny Llama with room for 256 tokens per sequence.
+EngineOptions tinyOptions(int max_batch, int block_size, int64_t blocks) {
+  return test::tinyEngineOptions(max_batch, block_size, blocks, /*max_context=*/256);
 }
 
 // Prompts of many lengths (their ends fall at every residue of small block sizes), one sampled.
@@ -247,16 +238,10 @@ std::vector<GenerationResult> soloResults(const std::vector<GenerationRequest>& 
                                           bool trace = false) {
   EngineOptions options = tinyOptions(1, 256, 0);
   options.trace_layer_hashes = trace;
-  std::unique_ptr<Engine> engine = makeEngine(options);
-  std::vector<GenerationResult> solo;
-  for (size_t r = 0; r < requests.size(); ++r) {
-    GenerationRequest request = requests[r];
-    request.sampling_index = r;
-    std::vector<GenerationResult> one;
-    EXPECT_EQ(engine->generate({request}, &one), Status::kSuccess) << lastErrorMessage();
-    solo.push_back(one.at(0));
-  }
-  return solo;
+  std::vector<uint64_t> indices(requests.size());
+  for (size_t r = 0; r < requests.size(); ++r)
+    indices[r] = r;
+  return test::soloResults(options, requests, indices);
 }
 
 void expectSameResults(const std::vector<GenerationResult>& got,
