@@ -22,20 +22,8 @@
 
 namespace {
 
+using ree::bench::copyBandwidthGBs;
 using ree::bench::timeMs;
-
-double copyBandwidthGBs() {
-  size_t bytes = size_t(1) << 30;
-  void *a, *b;
-  CHECK_CUDA(cudaMalloc(&a, bytes));
-  CHECK_CUDA(cudaMalloc(&b, bytes));
-  CHECK_CUDA(cudaMemset(a, 1, bytes));
-  float ms =
-      timeMs(10, [&](int) { CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
-  CHECK_CUDA(cudaFree(a));
-  CHECK_CUDA(cudaFree(b));
-  return 2.0 * bytes / (ms * 1e-3) / 1e9;
-}
 
 __global__ void fillInt8(int8_t* data, size_t count, uint32_t seed) {
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {

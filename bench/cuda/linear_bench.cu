@@ -21,20 +21,8 @@
 
 namespace {
 
+using ree::bench::copyBandwidthGBs;
 using ree::bench::timeMs;
-
-double copyBandwidthGBs() {
-  size_t bytes = size_t(1) << 30;
-  void *a, *b;
-  CHECK_CUDA(cudaMalloc(&a, bytes));
-  CHECK_CUDA(cudaMalloc(&b, bytes));
-  CHECK_CUDA(cudaMemset(a, 1, bytes));
-  float ms =
-      timeMs(10, [&](int) { CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
-  CHECK_CUDA(cudaFree(a));
-  CHECK_CUDA(cudaFree(b));
-  return 2.0 * bytes / (ms * 1e-3) / 1e9;
-}
 
 struct Problem {
   int m, k, n;

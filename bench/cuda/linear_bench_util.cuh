@@ -1,6 +1,7 @@
-// Shared by the CUDA linear benches (linear_bench.cu: repops-1, int_linear_bench.cu: repops-2):
-// fatal checks, bf16-exact device inputs, event timing and the cuBLAS baselines, so that both
-// benches measure REE and cuBLAS the same way. Benches exit on any error (they never assert).
+// Shared by the CUDA linear benches (linear_bench.cu: repops-1, int_linear_bench.cu: repops-2,
+// int_linear_row_bench.cu: repops-3, quant_linear_bench.cu): fatal checks, bf16-exact device
+// inputs, event timing, the copy bandwidth and the cuBLAS baselines, so that the benches measure
+// REE and cuBLAS the same way. Benches exit on any error (they never assert).
 #pragma once
 
 #include <cublas_v2.h>
@@ -98,6 +99,20 @@ float timeMs(int iterations, F&& body, int warmup = 3) {
   CHECK_CUDA(cudaEventDestroy(start));
   CHECK_CUDA(cudaEventDestroy(stop));
   return ms / iterations;
+}
+
+// The device's D2D copy bandwidth in GB/s, read and write counted: 1 GiB copied 10 times.
+inline double copyBandwidthGBs() {
+  const size_t bytes = size_t(1) << 30;
+  void *a, *b;
+  CHECK_CUDA(cudaMalloc(&a, bytes));
+  CHECK_CUDA(cudaMalloc(&b, bytes));
+  CHECK_CUDA(cudaMemset(a, 1, bytes));
+  const float ms =
+      timeMs(10, [&](int) { CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
+  CHECK_CUDA(cudaFree(a));
+  CHECK_CUDA(cudaFree(b));
+  return 2.0 * bytes / (ms * 1e-3) / 1e9;
 }
 
 // The device tensors of one [M, K] x [N, K]^T problem: bf16 x and w, fp32 y, and fp32 copies of x
