@@ -74,6 +74,12 @@ void setKeepQuantizedWeights(bool enabled) {
   r.enabled = enabled;
 }
 
+bool keepQuantizedWeightsEnabled() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return r.enabled;
+}
+
 void setKeepsQuantizedWeights(const OperationSet* ops, bool keeps) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);

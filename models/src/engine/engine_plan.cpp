@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "engine_resident_bytes.h"
 #include "engine_state.h"
 #include "ree/core/file.h"
 #include "ree/core/text.h"
@@ -191,6 +192,16 @@ Status EngineState::computePlan() {
   for (const NodeCost& node : modelGraphCosts(config, weight_bytes)) {
     graph.push_back(
         {node.name, node.parameter_bytes, node.parameter_bytes, node.kv_bytes_per_token});
+  }
+  // A GGUF model: each node holds (and reads every step) its tensors' resident bytes, blocks
+  // included, not 4 bytes per parameter.
+  const bool fp32_weights =
+      o.weight_dtype ? *o.weight_dtype == ::ree::DType::kF32 : first.dtype == DType::kF32;
+  std::vector<int64_t> resident;
+  if (ggufResidentNodeBytes(config, *checkpoint, keepsGgufBlocks(o, fp32_weights), weight_bytes,
+                            &resident)) {
+    for (size_t i = 0; i < graph.size(); ++i)
+      graph[i].cost = graph[i].parameter_bytes = resident[i];
   }
   partitioner::Options partition;
   partition.n = n;

@@ -42,6 +42,8 @@ bool keepsQuantizedWeights(const OperationSet& ops);
 // Process-wide switch (default on). Off: models load every GGUF weight dequantised, as before
 // blocks were kept (the same bits; tests compare the two).
 void setKeepQuantizedWeights(bool enabled);
+// The switch's state (the engine's stage planner counts kept weights by their blocks).
+bool keepQuantizedWeightsEnabled();
 void setKeepsQuantizedWeights(const OperationSet* ops, bool keeps);
 
 // The registrations of one owner (a model): register() keeps the tensor alive and findable until
