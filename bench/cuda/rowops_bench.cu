@@ -1,7 +1,8 @@
 // Row-wise RepOps bandwidth on the GPU against cudaMemcpy D2D measured in the same run.
 // For each op and LLM shape: median time over repeats (CUDA events), effective GB/s counting the
-// bytes the op must move (read x once + write y once, + weight), and the fraction of the measured
-// device-to-device copy bandwidth (a copy of N bytes moves 2N: read + write).
+// bytes the op must move (read x once + write y once, + weight), and the fraction of the
+// device-to-device copy bandwidth (a copy of N bytes moves 2N: read + write) of a cudaMemcpy of the
+// shape's x bytes, timed in the same run just before the shape's ops (the "copy" line).
 // Inputs are varied finite values (a hash of the index scaled to [-8, 8]; weights in [0.5, 1.5]):
 // equal elements would flatter softmax and the norms.
 #include <cuda_runtime.h>
@@ -83,7 +84,7 @@ int main() {
   const size_t copy_bytes = size_t{256} << 20;
   float copy_ms = medianMs([&] { cudaMemcpyAsync(y, x, copy_bytes, cudaMemcpyDeviceToDevice); });
   const double copy_gbs = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
-  std::printf("cudaMemcpy D2D: %.1f GB/s (read+write)\n\n", copy_gbs);
+  std::printf("cudaMemcpy D2D 256 MiB: %.1f GB/s (read+write)\n\n", copy_gbs);
   std::printf("%-12s %-6s %6s %7s %10s %10s %8s\n", "op", "dtype", "rows", "cols", "us", "GB/s",
               "of copy");
 
@@ -134,6 +135,11 @@ int main() {
              return repops::cuda::reduceRows(repops::ReduceOp::kSum, in, y, DType::kF32, rows, cols,
                                              nullptr);
            }},
+          {"mean", rw_bytes / 2,
+           [&] {
+             return repops::cuda::reduceRows(repops::ReduceOp::kMean, in, y, DType::kF32, rows,
+                                             cols, nullptr);
+           }},
           {"var", rw_bytes / 2,
            [&] {
              return repops::cuda::reduceRows(repops::ReduceOp::kVar, in, y, DType::kF32, rows, cols,
@@ -142,6 +148,11 @@ int main() {
           {"max", rw_bytes / 2,
            [&] {
              return repops::cuda::reduceRows(repops::ReduceOp::kMax, in, y, DType::kF32, rows, cols,
+                                             nullptr);
+           }},
+          {"min", rw_bytes / 2,
+           [&] {
+             return repops::cuda::reduceRows(repops::ReduceOp::kMin, in, y, DType::kF32, rows, cols,
                                              nullptr);
            }},
           {"argmax", rw_bytes / 2,
@@ -155,6 +166,13 @@ int main() {
                  cols, nullptr);
            }},
       };
+      // The same bytes as x, copied: the baseline of this shape's "of copy" column.
+      const float shape_copy_ms =
+          medianMs([&] { cudaMemcpyAsync(y, x, rw_bytes / 2, cudaMemcpyDeviceToDevice); });
+      const double shape_copy_gbs = rw_bytes / (shape_copy_ms * 1e-3) / 1e9;
+      std::printf("%-12s %-6s %6lld %7lld %10.2f %10.1f %7.0f%%\n", "copy", dtypeName(dtype),
+                  static_cast<long long>(rows), static_cast<long long>(cols), shape_copy_ms * 1e3,
+                  shape_copy_gbs, 100.0);
       for (const Op& op : ops) {
         if (op.run() != Status::kSuccess) {
           std::fprintf(stderr, "%s failed: %s\n", op.name, lastErrorMessage());
@@ -165,7 +183,7 @@ int main() {
         double gbs = op.bytes / (ms * 1e-3) / 1e9;
         std::printf("%-12s %-6s %6lld %7lld %10.2f %10.1f %7.0f%%\n", op.name, dtypeName(dtype),
                     static_cast<long long>(rows), static_cast<long long>(cols), ms * 1e3, gbs,
-                    100.0 * gbs / copy_gbs);
+                    100.0 * gbs / shape_copy_gbs);
       }
     }
   }

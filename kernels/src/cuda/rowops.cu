@@ -1,9 +1,11 @@
 // CUDA implementation of the row-wise RepOps (rowops.h); bitwise equal to the CPU version.
 //
 // RMSNorm, LayerNorm, softmax and log-softmax run in the row-resident kernel (rowops_resident.cuh:
-// each row read from DRAM once into shared memory). rowKernel serves casts, and
-// the norms and log-softmax when there are many rows too long for one block's shared memory (and
-// GPUs without clusters); reduceKernel serves the reductions and argmax.
+// each row read from DRAM once into shared memory), and so do sum, mean, var, max and min (not in
+// its cluster shape: a whole row's cp.async copies in flight at once; var's second pass reads the
+// shared copy). rowKernel serves casts, and the norms and log-softmax when there are many rows too
+// long for one block's shared memory (and GPUs without clusters); reduceKernel serves argmax, and
+// the reductions whose rows fit no resident shape but the cluster's.
 //
 // rowKernel / reduceKernel layout: blocks of 8 warps. A row is served by a group of 1, 2, 4 or 8
 // warps (chosen from the row length), so a block holds 8, 4, 2 or 1 rows. Canonical reductions
@@ -41,7 +43,20 @@ constexpr int kSubTile = 32;                // elements per chunk staged at a ti
 constexpr int kStageStride = kSubTile + 1;  // padding: lane c reads row c conflict-free
 constexpr int kStageFloats = kTileChunks * kStageStride;
 
-enum RowKernelOp : int { kRms = 0, kLayer = 1, kSoftmax = 2, kLogSoftmax = 3, kCast = 4 };
+// kRowSum, kRowVar, kRowMax and kRowMin are statistics only (sum or mean; variance; maximum;
+// minimum), run by the row-resident kernel alone: they write one value per row to RowArgs::y in
+// RowArgs::out_dtype.
+enum RowKernelOp : int {
+  kRms = 0,
+  kLayer = 1,
+  kSoftmax = 2,
+  kLogSoftmax = 3,
+  kCast = 4,
+  kRowSum = 5,
+  kRowVar = 6,
+  kRowMax = 7,
+  kRowMin = 8
+};
 enum ReduceKind : int {
   kRedSum = 0,
   kRedMean = 1,
@@ -359,6 +374,8 @@ struct RowArgs {
   DType weight_dtype;
   const void* bias;
   DType bias_dtype;
+  DType out_dtype;  // kRowSum, kRowVar, kRowMax, kRowMin: the type of the per-row values at y
+  bool mean;        // kRowSum: divide the sum by the row length
 };
 
 // The output element of row-op kOp for input v at column k, given the row statistics.
@@ -567,8 +584,64 @@ Status launchRowKernel(RowsIn x, RowsOut y, int64_t rows, int64_t cols, RowArgs 
   return Status::kSuccess;
 }
 
+// Sum, mean, var, max and min in the row-resident kernel, when it has a plan other than a cluster
+// (the cluster shape serves few long rows, which reduceKernel spreads over eight warps a row).
+// *done = false: the caller launches reduceKernel instead.
+Status launchResidentReduce(int kind, RowsIn x, void* out, DType out_dtype, int64_t rows,
+                            int64_t cols, cudaStream_t stream, bool* done) {
+  *done = false;
+  int op = kRowSum;
+  switch (kind) {
+    case kRedSum:
+    case kRedMean:
+      break;
+    case kRedVar:
+      op = kRowVar;
+      break;
+    case kRedMax:
+      op = kRowMax;
+      break;
+    case kRedMin:
+      op = kRowMin;
+      break;
+    default:
+      return Status::kSuccess;  // argmax
+  }
+  RowArgs args{};
+  args.x = x.data;
+  args.x_stride = x.row_stride;
+  args.y = out;
+  args.y_stride = 1;
+  args.rows = rows;
+  args.n = static_cast<int>(cols);
+  args.out_dtype = out_dtype;
+  args.mean = kind == kRedMean;
+  bool ok = false;
+  ResidentPlan plan;
+  REE_RETURN_IF_ERROR(
+      planResident(op, x, RowsOut{out, out_dtype, 1}, rows, cols, args, &ok, &plan));
+  if (!ok || plan.cluster) return Status::kSuccess;
+  *done = true;
+  return dispatchStorageType(x.dtype, "rowops", [&](auto in_tag) {
+    using InT = decltype(in_tag);
+    switch (op) {
+      case kRowVar:
+        return launchResident<kRowVar, InT, float>(plan, stream);
+      case kRowMax:
+        return launchResident<kRowMax, InT, float>(plan, stream);
+      case kRowMin:
+        return launchResident<kRowMin, InT, float>(plan, stream);
+      default:
+        return launchResident<kRowSum, InT, float>(plan, stream);
+    }
+  });
+}
+
 Status launchReduce(int kind, RowsIn x, void* out, DType out_dtype, int64_t rows, int64_t cols,
                     cudaStream_t stream) {
+  bool done = false;
+  REE_RETURN_IF_ERROR(launchResidentReduce(kind, x, out, out_dtype, rows, cols, stream, &done));
+  if (done) return Status::kSuccess;
   ReduceArgs args;
   args.x = x.data;
   args.x_stride = x.row_stride;

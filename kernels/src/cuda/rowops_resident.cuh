@@ -1,12 +1,13 @@
-// The row-resident kernel of rowops.cu (RMSNorm, LayerNorm, softmax, log-softmax with each row
-// read from global memory once) and its launch plan. A piece of rowops.cu, kept in a file of its
+// The row-resident kernel of rowops.cu (RMSNorm, LayerNorm, softmax, log-softmax, and the
+// reductions sum, mean, var, max and min, with each row read from global memory once) and its
+// launch plan. A piece of rowops.cu, kept in a file of its
 // own because it is a kernel of its own (shared layout, three work shapes, plan): rowops.cu
 // includes it once, inside its anonymous namespace, after the row and reduce kernels and the
 // launch helpers, whose RowArgs, Pack, vecWidth, loadVec, aligned and divUp it uses. Not a header
 // for any other file.
 #pragma once
 
-// ---- row-resident kernel (RMSNorm, LayerNorm, softmax, log-softmax) ---------------------------
+// ---- row-resident kernel (RMSNorm, LayerNorm, softmax, log-softmax, reductions) --------------
 // Each row is read from global memory once, into shared memory, and every later pass works on
 // that copy: the statistics, then the outputs. The canonical orders are unchanged: one thread runs
 // the sequential chain of one 128-element chunk, one thread merges the chunk partials left to
@@ -400,12 +401,16 @@ __device__ __forceinline__ void rowTotals(const ResidentArgs& a, const ResidentC
   groupSync(c);
 }
 
-// Row maxima (order-free selection) into stats[2 r].
-template <int kOp, typename InT, bool kCluster>
+// Row maxima (kMin: minima; order-free selections) into stats[2 r].
+template <int kOp, typename InT, bool kCluster, bool kMin = false>
 __device__ __forceinline__ void rowMaxima(const ResidentArgs& a, const ResidentCtx& c) {
   constexpr int V = vecWidth<InT>();
   constexpr int U = Slots<kOp, InT>::kPieces;
-  const float neutral = bitsFloat(0xff800000u);  // -inf: maxCombine(-inf, v) selects v
+  auto combine = [](float x, float y) {
+    return kMin ? rowmath::minCombine(x, y) : rowmath::maxCombine(x, y);
+  };
+  // -inf for max, +inf for min: combine(neutral, v) selects v.
+  const float neutral = bitsFloat(kMin ? 0x7f800000u : 0xff800000u);
   float m = neutral;
   if (c.warp_mode) {
     // Lane q scans slot q; a shuffle tree within each row's L lanes.
@@ -419,11 +424,11 @@ __device__ __forceinline__ void rowMaxima(const ResidentArgs& a, const ResidentC
         loadPiece<kOp, InT>(c.base, slot, k, v);
 #pragma unroll
         for (int j = 0; j < V; ++j)
-          if (k * V + j < length) m = rowmath::maxCombine(m, v[j]);
+          if (k * V + j < length) m = combine(m, v[j]);
       }
     }
     for (int offset = a.slots_per_row / 2; offset > 0; offset /= 2)
-      m = rowmath::maxCombine(m, __shfl_xor_sync(0xffffffffu, m, offset));
+      m = combine(m, __shfl_xor_sync(0xffffffffu, m, offset));
     const int r = slot >> a.slots_per_row_log2;
     if ((slot & (a.slots_per_row - 1)) == 0 && r < c.rows_here) c.stats[2 * r] = m;
     __syncwarp();
@@ -439,10 +444,10 @@ __device__ __forceinline__ void rowMaxima(const ResidentArgs& a, const ResidentC
     loadPiece<kOp, InT>(c.base, slot, k, v);
 #pragma unroll
     for (int j = 0; j < V; ++j)
-      if (first + j < c.slice_n) m = rowmath::maxCombine(m, v[j]);
+      if (first + j < c.slice_n) m = combine(m, v[j]);
   }
   for (int offset = 16; offset > 0; offset /= 2)
-    m = rowmath::maxCombine(m, __shfl_xor_sync(0xffffffffu, m, offset));
+    m = combine(m, __shfl_xor_sync(0xffffffffu, m, offset));
   float* warp_max = c.stats + 2;  // scratch after the one row's statistics
   float* block_max = warp_max + kResidentMaxThreads / 32;
   if ((c.tid & 31) == 0) warp_max[c.tid / 32] = m;
@@ -450,7 +455,7 @@ __device__ __forceinline__ void rowMaxima(const ResidentArgs& a, const ResidentC
   if (c.tid == 0) {
     float value = warp_max[0];
     for (int w = 1; w < c.threads / 32; ++w)
-      value = rowmath::maxCombine(value, warp_max[w]);
+      value = combine(value, warp_max[w]);
     if constexpr (kCluster) {
       for (unsigned b = 0; b < kClusterSize; ++b)
         storeToBlock(block_max + c.rank, b, value);
@@ -463,7 +468,7 @@ __device__ __forceinline__ void rowMaxima(const ResidentArgs& a, const ResidentC
     if (c.tid == 0) {
       float value = block_max[0];
       for (int b = 1; b < kClusterSize; ++b)
-        value = rowmath::maxCombine(value, block_max[b]);
+        value = combine(value, block_max[b]);
       c.stats[0] = value;
     }
   }
@@ -764,10 +769,26 @@ __device__ __forceinline__ void residentRows(const ResidentArgs& ra, unsigned ch
     return;  // warp mode: an idle warp of the last block (no block-wide
              // barrier follows in warp mode)
 
-  // 2. Statistics into stats[2 r], stats[2 r + 1].
+  // 2. Statistics into stats[2 r], stats[2 r + 1]; sum, mean, var, max, min store the row's value.
   const int n = a.n;
   float* stats = c.stats;
-  if constexpr (kOp == kRms) {
+  if constexpr (kOp == kRowSum) {
+    rowTotals<kSumX, kOp, InT, kCluster>(ra, c, 0, [&](int r, float sum) {
+      const float value = a.mean ? rowmath::divideByCount(sum, n) : sum;
+      rowmath::storeAt(a.y, a.out_dtype, c.first_row + r, value);
+    });
+  } else if constexpr (kOp == kRowMax || kOp == kRowMin) {
+    rowMaxima<kOp, InT, kCluster, kOp == kRowMin>(ra, c);  // ends with a group barrier
+    const int merge_rows = c.warp_mode ? c.rows_here : 1;
+    if (c.tid < merge_rows)
+      rowmath::storeAt(a.y, a.out_dtype, c.first_row + c.tid, stats[2 * c.tid]);
+  } else if constexpr (kOp == kRowVar) {  // var: LayerNorm's two statistics, divided by n
+    rowTotals<kSumX, kOp, InT, kCluster>(
+        ra, c, 0, [&](int r, float sum) { stats[2 * r] = rowmath::divideByCount(sum, n); });
+    rowTotals<kDotShifted, kOp, InT, kCluster>(ra, c, 1, [&](int r, float ssd) {
+      rowmath::storeAt(a.y, a.out_dtype, c.first_row + r, rowmath::divideByCount(ssd, n));
+    });
+  } else if constexpr (kOp == kRms) {
     rowTotals<kDotX, kOp, InT, kCluster>(
         ra, c, 0, [&](int r, float ss) { stats[2 * r] = rowmath::inverseRms(ss, n, a.eps); });
   } else if constexpr (kOp == kLayer) {
@@ -775,15 +796,17 @@ __device__ __forceinline__ void residentRows(const ResidentArgs& ra, unsigned ch
         ra, c, 0, [&](int r, float sum) { stats[2 * r] = rowmath::divideByCount(sum, n); });
     rowTotals<kDotShifted, kOp, InT, kCluster>(
         ra, c, 1, [&](int r, float ssd) { stats[2 * r + 1] = rowmath::inverseRms(ssd, n, a.eps); });
-  } else {
+  } else if constexpr (kOp == kSoftmax || kOp == kLogSoftmax) {
     rowMaxima<kOp, InT, kCluster>(ra, c);
     rowExponentials<kOp, InT>(ra, c);
     rowTotals<kSumE, kOp, InT, kCluster>(
         ra, c, 0, [&](int r, float s) { stats[2 * r + 1] = kOp == kLogSoftmax ? crLog(s) : s; });
   }
 
-  // 3. Outputs, coalesced, from the shared copy.
-  if constexpr (kOp == kSoftmax) {
+  // 3. Outputs, coalesced, from the shared copy (none for the reductions: stored in step 2).
+  if constexpr (kOp == kRowSum || kOp == kRowVar || kOp == kRowMax || kOp == kRowMin) {
+    (void)stats;
+  } else if constexpr (kOp == kSoftmax) {
     OutT* y = static_cast<OutT*>(a.y);
     for (int idx = c.tid; idx < c.slots * kEPieces; idx += c.threads) {
       // idx = (r * L + chunk) * 32 + k4, so the quad's first element is (idx - r * L * 32) * 4.
@@ -820,7 +843,7 @@ __device__ __forceinline__ void residentRows(const ResidentArgs& ra, unsigned ch
     } else {
       normOutputs<kOp, InT, OutT, false, false, false>(ra, c, smem);
     }
-  } else {
+  } else if constexpr (kOp == kLogSoftmax) {
     normOutputs<kOp, InT, OutT, false, false, false>(ra, c, smem);
   }
 }

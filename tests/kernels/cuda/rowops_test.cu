@@ -250,41 +250,56 @@ TEST(RowOpsCuda, LaunchShapesEqualCpuBitwise) {
   }
 }
 
+// Sum, mean, max, min, var and argmax of one case against the CPU, bitwise.
+void compareReductions(const Case& c, uint64_t* seed) {
+  const int64_t rows = c.rows, cols = c.cols;
+  for (ReduceOp op :
+       {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kVar}) {
+    SCOPED_TRACE(repops::reduceOpName(op));
+    std::vector<char> x =
+        randomRows(c.in, c.x_offset + (rows - 1) * c.x_stride + cols, (*seed)++, 3.0f, c.specials);
+    const int in_size = dtypeSize(c.in);
+    std::vector<char> ref(rows * dtypeSize(c.out)), got(ref.size());
+    ASSERT_EQ(repops::cpu::reduceRows(op, RowsIn{x.data() + c.x_offset * in_size, c.in, c.x_stride},
+                                      ref.data(), c.out, rows, cols),
+              Status::kSuccess);
+    DeviceBuffer dx(x.size()), dout(got.size());
+    REE_CUDA_OK(cudaMemcpy(dx.ptr, x.data(), x.size(), cudaMemcpyHostToDevice));
+    ASSERT_EQ(repops::cuda::reduceRows(op, RowsIn{dx.at(c.x_offset * in_size), c.in, c.x_stride},
+                                       dout.ptr, c.out, rows, cols, nullptr),
+              Status::kSuccess);
+    REE_CUDA_OK(cudaMemcpy(got.data(), dout.ptr, got.size(), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(test::firstBitDifference(ref, got), -1)
+        << "rows=" << rows << " cols=" << cols << " in=" << dtypeName(c.in);
+    std::vector<int32_t> idx_ref(rows), idx_got(rows);
+    ASSERT_EQ(repops::cpu::argmaxRows(RowsIn{x.data() + c.x_offset * in_size, c.in, c.x_stride},
+                                      idx_ref.data(), rows, cols),
+              Status::kSuccess);
+    DeviceBuffer didx(rows * 4);
+    ASSERT_EQ(repops::cuda::argmaxRows(RowsIn{dx.at(c.x_offset * in_size), c.in, c.x_stride},
+                                       static_cast<int32_t*>(didx.ptr), rows, cols, nullptr),
+              Status::kSuccess);
+    REE_CUDA_OK(cudaMemcpy(idx_got.data(), didx.ptr, rows * 4, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(idx_ref, idx_got) << "rows=" << rows << " cols=" << cols;
+  }
+}
+
 TEST(RowOpsCuda, ReductionsAndArgmaxEqualCpuBitwise) {
   REE_SKIP_WITHOUT_GPU();
   uint64_t seed = 1000;
   for (const Case& c : randomCases(43, caseCount())) {
-    const int64_t rows = c.rows, cols = c.cols;
-    for (ReduceOp op :
-         {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kVar}) {
-      SCOPED_TRACE(repops::reduceOpName(op));
-      std::vector<char> x =
-          randomRows(c.in, c.x_offset + (rows - 1) * c.x_stride + cols, seed++, 3.0f, c.specials);
-      const int in_size = dtypeSize(c.in);
-      std::vector<char> ref(rows * dtypeSize(c.out)), got(ref.size());
-      ASSERT_EQ(
-          repops::cpu::reduceRows(op, RowsIn{x.data() + c.x_offset * in_size, c.in, c.x_stride},
-                                  ref.data(), c.out, rows, cols),
-          Status::kSuccess);
-      DeviceBuffer dx(x.size()), dout(got.size());
-      REE_CUDA_OK(cudaMemcpy(dx.ptr, x.data(), x.size(), cudaMemcpyHostToDevice));
-      ASSERT_EQ(repops::cuda::reduceRows(op, RowsIn{dx.at(c.x_offset * in_size), c.in, c.x_stride},
-                                         dout.ptr, c.out, rows, cols, nullptr),
-                Status::kSuccess);
-      REE_CUDA_OK(cudaMemcpy(got.data(), dout.ptr, got.size(), cudaMemcpyDeviceToHost));
-      EXPECT_EQ(test::firstBitDifference(ref, got), -1)
-          << "rows=" << rows << " cols=" << cols << " in=" << dtypeName(c.in);
-      std::vector<int32_t> idx_ref(rows), idx_got(rows);
-      ASSERT_EQ(repops::cpu::argmaxRows(RowsIn{x.data() + c.x_offset * in_size, c.in, c.x_stride},
-                                        idx_ref.data(), rows, cols),
-                Status::kSuccess);
-      DeviceBuffer didx(rows * 4);
-      ASSERT_EQ(repops::cuda::argmaxRows(RowsIn{dx.at(c.x_offset * in_size), c.in, c.x_stride},
-                                         static_cast<int32_t*>(didx.ptr), rows, cols, nullptr),
-                Status::kSuccess);
-      REE_CUDA_OK(cudaMemcpy(idx_got.data(), didx.ptr, rows * 4, cudaMemcpyDeviceToHost));
-      EXPECT_EQ(idx_ref, idx_got) << "rows=" << rows << " cols=" << cols;
-    }
+    compareReductions(c, &seed);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Sum, mean, var, max and min run in the row-resident kernel (warp and CTA modes), few long rows
+// in reduceKernel: every launch shape of the norms, with unaligned rows and specials.
+TEST(RowOpsCuda, ReductionLaunchShapesEqualCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  uint64_t seed = 2000;
+  for (const Case& c : residentCases()) {
+    compareReductions(c, &seed);
     if (HasFatalFailure()) return;
   }
 }
