@@ -290,18 +290,23 @@ Status launchLaneGemv(const quant_lanes::Args& a, cudaStream_t stream) {
   using S = quant_lanes::Shared<kType, TX, kRows>;
   auto kernel = quant_lanes::laneGemvKernel<kType, TX, kRows>;
   REE_RETURN_IF_ERROR(allowFullSharedMemory(kernel));
-  int optin = 0;
-  REE_RETURN_IF_ERROR(sharedMemoryOptin(&optin));
-  // Eight warps split K unless half of them already cover every stage or their rings do not fit.
+  int device = 0, optin = 0, sms = 0;
+  REE_CUDA_CHECK(cudaGetDevice(&device));
+  REE_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  REE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const long long blocks =
+      static_cast<long long>(divUp(a.n, quant_lanes::kFeatures)) * divUp(a.m, kRows);
+  // Eight warps split K when the grid is at most about two blocks per SM (one 8-warp block per
+  // SM then); larger grids get blocks of four warps, several per SM (more weight bytes in flight
+  // per SM, smaller waves). Fewer when half of them already cover every stage or their rings do
+  // not fit. The bits do not depend on the warps.
   const int stages = static_cast<int>(divUp(a.k, quant_lanes::kStageK));
-  int warps = quant_lanes::kMaxWarps;
+  int warps = blocks >= 2ll * sms ? quant_lanes::kMaxWarps / 2 : quant_lanes::kMaxWarps;
   while (warps > quant_lanes::kMinWarps && (warps / 2 >= stages || S::bytes(warps) > optin))
     warps /= 2;
   REE_CHECK_ARG(S::bytes(warps) <= optin,
                 "quant linear: the GEMV needs %d bytes of shared memory, the device allows %d",
                 S::bytes(warps), optin);
-  const long long blocks =
-      static_cast<long long>(divUp(a.n, quant_lanes::kFeatures)) * divUp(a.m, kRows);
   REE_CHECK_ARG(blocks <= INT32_MAX, "quant linear: %lld GEMV blocks (n=%d, m=%d) exceed the grid",
                 blocks, a.n, a.m);
   launchChained(kernel, dim3(static_cast<unsigned>(blocks)), dim3(warps * 32), S::bytes(warps),
