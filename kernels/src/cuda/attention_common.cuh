@@ -1,8 +1,8 @@
 // Shared pieces of the CUDA attention kernels (docs/repops-spec/attention.md): the work and
 // parameter descriptions, the shared-memory staging of K/V chunks (cp.async pipeline), the Q tile
 // and the per-row positions. Used by the chunk kernel (split-KV decode, legacy flash prefill) in
-// attention.cu and by the tiled prefill kernel (attention_prefill_tiled.cuh). Internal: included
-// by attention.cu only.
+// attention_chunk_kernel.cuh and by the tiled prefill kernel (attention_prefill_tiled.cuh).
+// Internal: included by attention.cu only.
 #pragma once
 
 #include <cuda_runtime.h>
