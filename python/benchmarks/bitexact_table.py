@@ -5,13 +5,19 @@ CUDA only), with the largest difference from torch's result. Prints the device f
     python python/benchmarks/bitexact_table.py                # cuda when available, else cpu
     python python/benchmarks/bitexact_table.py --device cpu --quick
 
-fp32 inputs; TF32 is turned off so torch's matmul is an fp32 product too. Times are medians of
---iters runs after warm-up (CUDA: events around each call). Asserts nothing.
+fp32 inputs; TF32 is turned off so torch's matmul is an fp32 product too. Asserts nothing. Two
+times per implementation:
+  "ms" (per call): the median of --iters single calls after warm-up, CUDA events around ONE call
+      and a synchronisation after it, so the host's time to issue the call is inside the figure;
+  "queued ms": CUDA events around --queue calls issued back to back (synchronised only at the
+      end), divided by --queue: the GPU time per call when the host keeps ahead of the GPU (the
+      best of three such runs; on the CPU, wall time the same way).
 
 A second table gives each operator's call overhead: the same calls on tiny inputs (8 x 64;
 matmul 8 x 64 x 64), --calls of them back to back, host wall time per call in microseconds
 (CUDA: synchronised once at the end, so kernels overlap the host work). On the large shapes a
-GPU sits idle while the host prepares a call, so this overhead adds to the first table's times.
+GPU sits idle while the host prepares a call, so this overhead adds to the first table's per-call
+times (not to its queued ones).
 """
 
 import argparse
@@ -46,6 +52,29 @@ def timed(fn, iters, device):
             fn()
             times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
+
+
+def queued(fn, calls, device):
+    """Time per call (ms) of `calls` calls issued back to back, synchronised only at the end (CUDA:
+    events around them): the best of three runs, after the warm-up of timed()."""
+    best = float("inf")
+    for _ in range(3):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            start.record()
+            for _ in range(calls):
+                fn()
+            end.record()
+            torch.cuda.synchronize()
+            elapsed = start.elapsed_time(end)
+        else:
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            elapsed = (time.perf_counter() - t0) * 1e3
+        best = min(best, elapsed / calls)
+    return best
 
 
 def calls_per_us(fn, calls, device):
@@ -99,9 +128,16 @@ def peer_call(peer, name, args):
 def speed_table(device, args, peer):
     n = 1024 if args.quick else 4096
     m, k, kn = (256, 1024, 1024) if args.quick else (2048, 4096, 4096)
+    print(f"per call: events around one call, synchronised after it (host latency included); "
+          f"queued: {args.queue} calls back to back / {args.queue} (GPU time when the host keeps "
+          "ahead)")
     header = f"{'op':<11}{'shape':<17}{'torch ms':>10}{'REE ms':>10}{'speed-up':>11}"
     if peer:
         header += f"{'BitExact ms':>13}{'vs BitExact':>12}"
+    if args.queue:
+        header += f"{'torch queued':>14}{'REE queued':>12}{'speed-up':>10}"
+        if peer:
+            header += f"{'BitExact queued':>17}{'vs BitExact':>12}"
     print(header + f"{'max |diff|':>12}  match")
     for op, shape, torch_fn, ree_fn, peer_name, peer_args in cases(device, n, n, m, k, kn):
         t_torch = timed(torch_fn, args.iters, device)
@@ -110,13 +146,23 @@ def speed_table(device, args, peer):
         diff = (ours.double() - theirs.double()).abs().max().item()
         match = torch.allclose(ours, theirs, rtol=1e-4, atol=1e-4)
         line = f"{op:<11}{shape:<17}{t_torch:>10.3f}{t_ree:>10.3f}{t_torch / t_ree:>10.2f}x"
+        fn = peer_call(peer, peer_name, peer_args)
         if peer:
-            fn = peer_call(peer, peer_name, peer_args)
             if fn is None:
                 line += f"{'-':>13}{'-':>12}"
             else:
                 t_peer = timed(fn, args.iters, device)
                 line += f"{t_peer:>13.3f}{t_peer / t_ree:>11.2f}x"
+        if args.queue:
+            q_torch = queued(torch_fn, args.queue, device)
+            q_ree = queued(ree_fn, args.queue, device)
+            line += f"{q_torch:>14.3f}{q_ree:>12.3f}{q_torch / q_ree:>9.2f}x"
+            if peer:
+                if fn is None:
+                    line += f"{'-':>17}{'-':>12}"
+                else:
+                    q_peer = queued(fn, args.queue, device)
+                    line += f"{q_peer:>17.3f}{q_peer / q_ree:>11.2f}x"
         print(line + f"{diff:>12.2e}  {'yes' if match else 'NO'}")
 
 
@@ -138,6 +184,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--queue", type=int, default=50,
+                        help="calls per queued measurement of the large shapes (0: no queued "
+                             "columns)")
     parser.add_argument("--calls", type=int, default=2000,
                         help="calls per call-overhead measurement (0: no call-overhead table)")
     parser.add_argument("--quick", action="store_true", help="small shapes (CPU smoke run)")

@@ -8,6 +8,11 @@ otherwise), and both devices compute the same bits: the arithmetic is the RepOps
 
 Non-contiguous inputs are copied to contiguous ones first (a copy changes no value). Outputs are
 new contiguous tensors. What each operator computes, and its rounding points, is in docs/python.md.
+
+Most operators are C++ kernels registered with torch's dispatcher (python/src/torch_ops_*.cpp):
+``ree.ops.sum`` *is* ``torch.ops.ree.sum.default``, and a call goes from torch's argument parsing
+straight to the C++ checks and the kernel, with no Python in between. rope, attention, embedding
+and sample are still Python implementations over ree._C (registered below).
 """
 
 import contextlib
@@ -16,7 +21,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from . import _C
+from . import _C  # loading it registers the C++ operators (TORCH_LIBRARY(ree, ...))
 
 __all__ = [
     "matmul", "linear", "rms_norm", "layer_norm", "sum", "mean", "max", "min", "var",
@@ -27,17 +32,123 @@ __all__ = [
 
 _F32, _BF16, _F16 = torch.float32, torch.bfloat16, torch.float16
 _DTYPE_CODE = {_F32: 0, _BF16: 1, _F16: 2}
-_REDUCE_CODE = {"sum": 0, "mean": 1, "max": 2, "min": 3, "var": 4}
-_ACTIVATION_CODE = {"silu": 0, "gelu_erf": 1, "gelu_tanh": 2}
-_GELU_APPROXIMATE = {"none": "gelu_erf", "tanh": "gelu_tanh"}
-# math_ops.h UnaryMathOp values.
-_UNARY_CODE = {
-    "exp": 0, "expm1": 1, "log": 2, "log1p": 3, "tanh": 4, "erf": 5, "sin": 6, "cos": 7,
-    "rsqrt": 8, "sigmoid": 9, "softplus": 13,
-}
+
+# The library "ree": TORCH_LIBRARY in python/src/torch_ops_library.cpp defines it; the operators
+# below and every fake kernel are added to it here.
+_LIB = torch.library.Library("ree", "FRAGMENT")
 
 
-# ---- argument checks and plumbing -------------------------------------------------------------
+def _fake(overload):
+    """Registers the decorated function as the operator's fake (meta) kernel."""
+    return lambda fn: torch.library.register_fake(overload, fn, lib=_LIB)
+
+
+# ---- the C++ operators ------------------------------------------------------------------------
+#
+# Each is the OpOverload itself (schema defaults and keywords as its C++ schema); its docstring and
+# fake kernel are given here.
+
+def _cpp(name: str, doc: str):
+    overload = getattr(torch.ops.ree, name).default
+    overload.__doc__ = doc
+    return overload
+
+
+cast = _cpp("cast", "x converted to float32/bfloat16/float16: one round-to-nearest-even, NaN "
+                    "canonical.")
+linear = _cpp("linear", "y = x @ weight.T (+ bias), like torch.nn.functional.linear; output dtype "
+                        "of x.")
+matmul = _cpp("matmul", "a @ b for a [..., M, K] and b [K, N] (or batched a [B, M, K] @ b [B, K, "
+                        "N], or 1-D).")
+rms_norm = _cpp("rms_norm", "RMSNorm over the last dimension. cast_before_weight: transformers' "
+                            "LlamaRMSNorm rounding (the normalised value is rounded to x's dtype "
+                            "before the weight multiplies it).")
+layer_norm = _cpp("layer_norm", "LayerNorm over the last dimension (population variance, two "
+                                "passes).")
+sum = _cpp("sum", "Canonical-order sum over `dim` (chunks of 128, merged left to right).")
+mean = _cpp("mean", "Canonical sum over `dim` divided by its length.")
+max = _cpp("max", "Maximum over `dim` (values only; NaN if any; max(-0, +0) = +0).")
+min = _cpp("min", "Minimum over `dim` (values only; NaN if any; min(-0, +0) = -0).")
+var = _cpp("var", "Population variance over `dim` (correction 0; two passes).")
+softmax = _cpp("softmax", "Softmax over `dim`: crExp(x - max) / canonical sum.")
+log_softmax = _cpp("log_softmax", "Log-softmax over `dim`: (x - max) - crLog(canonical sum of "
+                                  "crExp(x - max)).")
+argmax = _cpp("argmax", "Index of the largest element over `dim` (int64): the first NaN if any, "
+                        "else the lowest index of the maximum (as torch.argmax).")
+silu = _cpp("silu", "x * sigmoid(x), correctly rounded in fp32, then rounded once to x's dtype.")
+gelu = _cpp("gelu", "GELU (approximate 'none': erf form; 'tanh': tanh form), as "
+                    "torch.nn.functional.gelu.")
+swiglu = _cpp("swiglu", "silu(gate) * up with transformers' rounding points (LlamaMLP's "
+                        "act_fn(gate) * up).")
+geglu = _cpp("geglu", "gelu(gate) * up (GeGLU), rounding as swiglu.")
+
+_UNARY = ("sigmoid", "exp", "expm1", "log", "log1p", "tanh", "erf", "sin", "cos", "rsqrt",
+          "softplus")
+for _name in _UNARY:
+    globals()[_name] = _cpp(_name, f"Correctly rounded {_name} (crmath.h) of every element; "
+                                   "bf16/f16 round the fp32 result once.")
+
+
+def _same_shape(x, *_):
+    return x.new_empty(x.shape)
+
+
+def _reduced_shape(x: Tensor, dim: int, keepdim: bool):
+    if x.dim() == 0:
+        return ()
+    dim = dim % x.dim()
+    shape = list(x.shape)
+    if keepdim:
+        shape[dim] = 1
+    else:
+        del shape[dim]
+    return tuple(shape)
+
+
+def _matmul_shape(a: Tensor, b: Tensor):
+    if a.dim() < 1 or b.dim() < 1 or b.dim() > 3:
+        raise ValueError(f"ree.ops.matmul: shapes {tuple(a.shape)} and {tuple(b.shape)}: b must be "
+                         "1-D, 2-D [K, N] or 3-D [batch, K, N]")
+    if b.dim() == 3 and (a.dim() != 3 or a.shape[0] != b.shape[0]):
+        raise ValueError(f"ree.ops.matmul: a 3-D b needs a 3-D a with the same batch, got "
+                         f"{tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape[-1] != b.shape[-2 if b.dim() > 1 else 0]:
+        raise ValueError(f"ree.ops.matmul: inner dimensions differ: {tuple(a.shape)} @ "
+                         f"{tuple(b.shape)}")
+    lead = a.shape[:-1] if a.dim() > 1 else ()
+    n = (b.shape[-1],) if b.dim() > 1 else ()
+    return (*lead, *n)
+
+
+for _name in ("rms_norm", "layer_norm", "softmax", "log_softmax", "silu", "gelu", "swiglu",
+              "geglu") + _UNARY:
+    _fake(globals()[_name])(_same_shape)
+for _name in ("sum", "mean", "max", "min", "var"):
+    _fake(globals()[_name])(lambda x, dim=-1, keepdim=False: x.new_empty(
+        _reduced_shape(x, dim, keepdim)))
+
+
+@_fake(argmax)
+def _(x, dim=-1, keepdim=False):
+    return x.new_empty(_reduced_shape(x, dim, keepdim), dtype=torch.int64)
+
+
+@_fake(cast)
+def _(x, dtype):
+    return x.new_empty(x.shape, dtype=dtype)
+
+
+@_fake(linear)
+def _(x, weight, bias=None):
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+@_fake(matmul)
+def _(a, b):
+    return a.new_empty(_matmul_shape(a, b))
+
+
+# ---- argument checks and plumbing of the Python operators ----------------------------------------
 
 def _code(op: str, name: str, t: Tensor, allowed=(_F32, _BF16, _F16)) -> int:
     if t.dtype not in allowed:
@@ -87,13 +198,6 @@ def _ptr(t: Optional[Tensor]) -> int:
     return 0 if t is None else t.data_ptr()
 
 
-def _last_dim(op: str, x: Tensor) -> int:
-    if x.dim() == 0 or x.shape[-1] < 1:
-        raise ValueError(f"ree.ops.{op}: x needs a last dimension of at least 1 element "
-                         f"(shape {tuple(x.shape)})")
-    return x.shape[-1]
-
-
 def _cast_raw(x: Tensor, dtype: torch.dtype) -> Tensor:
     """x converted to dtype by the RepOps cast (one RNE rounding; NaN canonical)."""
     x = x.contiguous()
@@ -106,18 +210,16 @@ def _cast_raw(x: Tensor, dtype: torch.dtype) -> Tensor:
     return y
 
 
-# ---- registration ---------------------------------------------------------------------------
+# ---- registration of the Python operators -----------------------------------------------------
 #
-# Each operator is defined in the library "ree" with the schema torch.library.custom_op would infer
-# from its Python signature, its implementation registered for every backend
-# (CompositeExplicitAutograd: the device check then names an unsupported device) and a fake kernel
-# for torch.compile. Not through torch.library.custom_op itself: its generic wrappers (an autograd
-# Function, a dynamo guard, an aliasing check) cost 10-20 us of host time per call, about the time
-# of a 64 MB reduction's kernel on an H100. Instead one Autograd kernel per operator (_autograd_kernel)
-# calls the implementation directly when nothing else needs to see the call, and otherwise takes
-# the dispatcher's normal route.
+# Each is added to the library "ree" with the schema torch.library.custom_op would infer from its
+# Python signature, its implementation registered for every backend (CompositeExplicitAutograd:
+# the device check then names an unsupported device) and a fake kernel for torch.compile. Not
+# through torch.library.custom_op itself: its generic wrappers (an autograd Function, a dynamo
+# guard, an aliasing check) cost 10-20 us of host time per call. Instead one Autograd kernel per
+# operator (_autograd_kernel) calls the implementation directly when nothing else needs to see the
+# call, and otherwise takes the dispatcher's normal route.
 
-_LIB = torch.library.Library("ree", "DEF")
 _AFTER_AUTOGRAD = torch._C._after_autograd_keyset
 _AD_INPLACE_OR_VIEW = torch._C.DispatchKey.ADInplaceOrView
 # The keys left below autograd for plain dense CPU or CUDA tensors with no mode active.
@@ -183,404 +285,6 @@ def _op(name: str):
         return overload
 
     return define
-
-
-def _fake(overload):
-    """Registers the decorated function as the operator's fake (meta) kernel."""
-    return lambda fn: torch.library.register_fake(overload, fn, lib=_LIB)
-
-
-# ---- cast ---------------------------------------------------------------------------------------
-
-@_op("cast")
-def cast(x: Tensor, dtype: torch.dtype) -> Tensor:
-    """x converted to float32/bfloat16/float16: one round-to-nearest-even, NaN canonical."""
-    _code("cast", "x", x)
-    _code("cast", "dtype", torch.empty(0, dtype=dtype))
-    _device("cast", x=x)
-    y = _cast_raw(x, dtype)
-    return x.clone() if y is x else y  # an operator's output never aliases its input
-
-
-@_fake(cast)
-def _(x, dtype):
-    return x.new_empty(x.shape, dtype=dtype)
-
-
-# ---- linear / matmul --------------------------------------------------------------------------
-
-def _linear_raw(op: str, x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
-    device = _device(op, x=x, weight=weight, bias=bias)
-    _code(op, "x", x)
-    _code(op, "weight", weight)
-    if weight.dim() != 2:
-        raise ValueError(f"ree.ops.{op}: weight must be 2-D [out_features, in_features], got "
-                         f"shape {tuple(weight.shape)}")
-    n, k = weight.shape
-    if x.dim() < 1 or x.shape[-1] != k:
-        raise ValueError(f"ree.ops.{op}: x's last dimension must be in_features = {k}, got shape "
-                         f"{tuple(x.shape)}")
-    if bias is not None:
-        _code(op, "bias", bias)
-        if tuple(bias.shape) != (n,):
-            raise ValueError(f"ree.ops.{op}: bias must have shape ({n},), got {tuple(bias.shape)}")
-        if bias.dtype not in (_F32, weight.dtype):
-            bias = _cast_raw(bias, _F32)  # exact widening
-        bias = bias.contiguous()
-    out_shape = (*x.shape[:-1], n)
-    x2 = x.reshape(-1, k).contiguous()
-    m = x2.shape[0]
-    # The kernel reads f32/bf16 activations and writes f32/bf16: f16 activations are widened
-    # (exact) and the f32 result rounded once to f16.
-    if x2.dtype == _F16:
-        x2 = _cast_raw(x2, _F32)
-    y = torch.empty((m, n), dtype=x2.dtype, device=device)
-    if m > 0 and n > 0:
-        weight = weight.contiguous()
-        with _on(device):
-            _C.linear(_ptr(x2), _DTYPE_CODE[x2.dtype], _ptr(weight), _DTYPE_CODE[weight.dtype],
-                      _ptr(bias), _DTYPE_CODE[bias.dtype] if bias is not None else 0, _ptr(y),
-                      _DTYPE_CODE[y.dtype], m, n, k, _stream(device))
-    return _cast_raw(y, x.dtype).reshape(out_shape)
-
-
-@_op("linear")
-def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
-    """y = x @ weight.T (+ bias), like torch.nn.functional.linear; output dtype of x."""
-    return _linear_raw("linear", x, weight, bias)
-
-
-@_fake(linear)
-def _(x, weight, bias=None):
-    return x.new_empty((*x.shape[:-1], weight.shape[0]))
-
-
-def _matmul_shape(a: Tensor, b: Tensor):
-    if a.dim() < 1 or b.dim() < 1 or b.dim() > 3:
-        raise ValueError(f"ree.ops.matmul: shapes {tuple(a.shape)} and {tuple(b.shape)}: b must be "
-                         "1-D, 2-D [K, N] or 3-D [batch, K, N]")
-    if b.dim() == 3 and (a.dim() != 3 or a.shape[0] != b.shape[0]):
-        raise ValueError(f"ree.ops.matmul: a 3-D b needs a 3-D a with the same batch, got "
-                         f"{tuple(a.shape)} and {tuple(b.shape)}")
-    if a.shape[-1] != b.shape[-2 if b.dim() > 1 else 0]:
-        raise ValueError(f"ree.ops.matmul: inner dimensions differ: {tuple(a.shape)} @ "
-                         f"{tuple(b.shape)}")
-    lead = a.shape[:-1] if a.dim() > 1 else ()
-    n = (b.shape[-1],) if b.dim() > 1 else ()
-    return (*lead, *n)
-
-
-@_op("matmul")
-def matmul(a: Tensor, b: Tensor) -> Tensor:
-    """a @ b for a [..., M, K] and b [K, N] (or batched a [B, M, K] @ b [B, K, N], or 1-D)."""
-    shape = _matmul_shape(a, b)
-    if a.dtype != b.dtype:
-        raise TypeError(f"ree.ops.matmul: a and b must have one dtype, got {a.dtype} and {b.dtype}")
-    a2 = a.unsqueeze(0) if a.dim() == 1 else a
-    if b.dim() == 3:
-        parts = [_linear_raw("matmul", a2[i], b[i].t().contiguous(), None) for i in range(b.shape[0])]
-        out = torch.stack(parts) if parts else a2.new_empty((0, a2.shape[1], b.shape[2]))
-    else:
-        w = b.unsqueeze(1).t() if b.dim() == 1 else b.t()
-        out = _linear_raw("matmul", a2, w.contiguous(), None)
-    return out.reshape(shape)
-
-
-@_fake(matmul)
-def _(a, b):
-    return a.new_empty(_matmul_shape(a, b))
-
-
-# ---- normalisation ----------------------------------------------------------------------------
-
-def _vector(op: str, name: str, v: Optional[Tensor], cols: int) -> Optional[Tensor]:
-    if v is None:
-        return None
-    _code(op, name, v)
-    if v.numel() != cols or v.dim() != 1:
-        raise ValueError(f"ree.ops.{op}: {name} must have shape ({cols},), got {tuple(v.shape)}")
-    return v.contiguous()
-
-
-@_op("rms_norm")
-def rms_norm(x: Tensor, weight: Optional[Tensor] = None, eps: float = 1e-6,
-             cast_before_weight: bool = False) -> Tensor:
-    """RMSNorm over the last dimension. cast_before_weight: transformers' LlamaRMSNorm rounding
-    (the normalised value is rounded to x's dtype before the weight multiplies it)."""
-    device = _device("rms_norm", x=x, weight=weight)
-    code = _code("rms_norm", "x", x)
-    cols = _last_dim("rms_norm", x)
-    weight = _vector("rms_norm", "weight", weight, cols)
-    x = x.contiguous()
-    y = torch.empty_like(x)
-    rows = x.numel() // cols
-    with _on(device):
-        _C.rms_norm(_ptr(x), code, _ptr(weight), _DTYPE_CODE[weight.dtype] if weight is not None
-                    else 0, _ptr(y), code, rows, cols, eps, cast_before_weight, _stream(device))
-    return y
-
-
-@_fake(rms_norm)
-def _(x, weight=None, eps=1e-6, cast_before_weight=False):
-    return x.new_empty(x.shape)
-
-
-@_op("layer_norm")
-def layer_norm(x: Tensor, weight: Optional[Tensor] = None, bias: Optional[Tensor] = None,
-               eps: float = 1e-5) -> Tensor:
-    """LayerNorm over the last dimension (population variance, two passes)."""
-    device = _device("layer_norm", x=x, weight=weight, bias=bias)
-    code = _code("layer_norm", "x", x)
-    cols = _last_dim("layer_norm", x)
-    weight = _vector("layer_norm", "weight", weight, cols)
-    bias = _vector("layer_norm", "bias", bias, cols)
-    x = x.contiguous()
-    y = torch.empty_like(x)
-    rows = x.numel() // cols
-    with _on(device):
-        _C.layer_norm(_ptr(x), code, _ptr(weight), _DTYPE_CODE.get(getattr(weight, "dtype", None), 0),
-                      _ptr(bias), _DTYPE_CODE.get(getattr(bias, "dtype", None), 0), _ptr(y), code,
-                      rows, cols, eps, _stream(device))
-    return y
-
-
-@_fake(layer_norm)
-def _(x, weight=None, bias=None, eps=1e-5):
-    return x.new_empty(x.shape)
-
-
-# ---- row reductions, softmax, argmax --------------------------------------------------------------
-
-def _rows_last(op: str, x: Tensor, dim: int):
-    """x with `dim` moved last, contiguous, and (rows, cols)."""
-    if x.dim() == 0:
-        x = x.reshape(1)
-        dim = 0
-    xm = x.movedim(dim, -1).contiguous()
-    cols = _last_dim(op, xm)
-    return xm, xm.numel() // cols, cols
-
-
-def _reduced_shape(x: Tensor, dim: int, keepdim: bool):
-    if x.dim() == 0:
-        return ()
-    dim = dim % x.dim()
-    shape = list(x.shape)
-    if keepdim:
-        shape[dim] = 1
-    else:
-        del shape[dim]
-    return tuple(shape)
-
-
-def _reduce(op: str, x: Tensor, dim: int, keepdim: bool) -> Tensor:
-    device = _device(op, x=x)
-    code = _code(op, "x", x)
-    if x.dim() and dim in (-1, x.dim() - 1):  # the common case: no movedim view, no shape work
-        xm, cols = x.contiguous(), x.shape[-1]
-        if cols < 1:
-            _last_dim(op, x)
-        rows = xm.numel() // cols
-    else:
-        xm, rows, cols = _rows_last(op, x, dim)
-    # Allocated in the result's shape: rows values in row order, contiguous.
-    out = x.new_empty(_reduced_shape(x, dim, keepdim))
-    with _on(device):
-        _C.reduce_rows(_REDUCE_CODE[op], _ptr(xm), code, _ptr(out), code, rows, cols,
-                       _stream(device))
-    return out
-
-
-def _make_reduction(op: str, doc: str):
-    def impl(x: Tensor, dim: int = -1, keepdim: bool = False) -> Tensor:
-        return _reduce(op, x, dim, keepdim)
-
-    impl.__name__ = op
-    impl.__doc__ = doc
-    custom = _op(op)(impl)
-
-    @_fake(custom)
-    def _(x, dim=-1, keepdim=False):
-        return x.new_empty(_reduced_shape(x, dim, keepdim))
-
-    return custom
-
-
-sum = _make_reduction("sum", "Canonical-order sum over `dim` (chunks of 128, merged left to right).")
-mean = _make_reduction("mean", "Canonical sum over `dim` divided by its length.")
-max = _make_reduction("max", "Maximum over `dim` (values only; NaN if any; max(-0, +0) = +0).")
-min = _make_reduction("min", "Minimum over `dim` (values only; NaN if any; min(-0, +0) = -0).")
-var = _make_reduction("var", "Population variance over `dim` (correction 0; two passes).")
-
-
-def _softmax(op: str, x: Tensor, dim: int, log: bool) -> Tensor:
-    device = _device(op, x=x)
-    code = _code(op, "x", x)
-    xm, rows, cols = _rows_last(op, x, dim)
-    y = torch.empty_like(xm)
-    with _on(device):
-        _C.softmax(_ptr(xm), code, _ptr(y), code, rows, cols, log, _stream(device))
-    return y.movedim(-1, dim if x.dim() else 0).reshape(x.shape).contiguous()
-
-
-@_op("softmax")
-def softmax(x: Tensor, dim: int = -1) -> Tensor:
-    """Softmax over `dim`: crExp(x - max) / canonical sum."""
-    return _softmax("softmax", x, dim, False)
-
-
-@_fake(softmax)
-def _(x, dim=-1):
-    return x.new_empty(x.shape)
-
-
-@_op("log_softmax")
-def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
-    """Log-softmax over `dim`: (x - max) - crLog(canonical sum of crExp(x - max))."""
-    return _softmax("log_softmax", x, dim, True)
-
-
-@_fake(log_softmax)
-def _(x, dim=-1):
-    return x.new_empty(x.shape)
-
-
-@_op("argmax")
-def argmax(x: Tensor, dim: int = -1, keepdim: bool = False) -> Tensor:
-    """Index of the largest element over `dim` (int64): the first NaN if any, else the lowest
-    index of the maximum (as torch.argmax)."""
-    device = _device("argmax", x=x)
-    code = _code("argmax", "x", x)
-    xm, rows, cols = _rows_last("argmax", x, dim)
-    out = torch.empty(rows, dtype=torch.int32, device=device)
-    with _on(device):
-        _C.argmax_rows(_ptr(xm), code, _ptr(out), rows, cols, _stream(device))
-    return out.to(torch.int64).reshape(_reduced_shape(x, dim, keepdim))
-
-
-@_fake(argmax)
-def _(x, dim=-1, keepdim=False):
-    return x.new_empty(_reduced_shape(x, dim, keepdim), dtype=torch.int64)
-
-
-# ---- element-wise ------------------------------------------------------------------------------
-
-def _unary(op: str, x: Tensor) -> Tensor:
-    """A correctly rounded fp32 function (crmath); bf16/f16 inputs are widened exactly and the
-    fp32 result rounded once to their dtype."""
-    device = _device(op, x=x)
-    _code(op, "x", x)
-    f32 = x.dtype == _F32
-    xf = x.contiguous() if f32 else _cast_raw(x, _F32)
-    y = torch.empty_like(xf)
-    with _on(device):
-        _C.unary_math(_UNARY_CODE[op], _ptr(xf), _ptr(y), xf.numel(), _stream(device))
-    return y if f32 else _cast_raw(y, x.dtype)
-
-
-def _make_unary(op: str):
-    def impl(x: Tensor) -> Tensor:
-        return _unary(op, x)
-
-    impl.__name__ = op
-    impl.__doc__ = (f"Correctly rounded {op} (crmath.h) of every element; bf16/f16 round the fp32 "
-                    "result once.")
-    custom = _op(op)(impl)
-
-    @_fake(custom)
-    def _(x):
-        return x.new_empty(x.shape)
-
-    return custom
-
-
-sigmoid = _make_unary("sigmoid")
-exp = _make_unary("exp")
-expm1 = _make_unary("expm1")
-log = _make_unary("log")
-log1p = _make_unary("log1p")
-tanh = _make_unary("tanh")
-erf = _make_unary("erf")
-sin = _make_unary("sin")
-cos = _make_unary("cos")
-rsqrt = _make_unary("rsqrt")
-softplus = _make_unary("softplus")
-
-
-def _activation(op: str, activation: str, x: Tensor) -> Tensor:
-    device = _device(op, x=x)
-    code = _code(op, "x", x)
-    x = x.contiguous()
-    y = torch.empty_like(x)
-    with _on(device):
-        _C.activation(_ACTIVATION_CODE[activation], code, _ptr(x), _ptr(y), x.numel(),
-                      _stream(device))
-    return y
-
-
-def _gelu_kind(approximate: str) -> str:
-    if approximate not in _GELU_APPROXIMATE:
-        raise ValueError(f"ree.ops.gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return _GELU_APPROXIMATE[approximate]
-
-
-@_op("silu")
-def silu(x: Tensor) -> Tensor:
-    """x * sigmoid(x), correctly rounded in fp32, then rounded once to x's dtype."""
-    return _activation("silu", "silu", x)
-
-
-@_fake(silu)
-def _(x):
-    return x.new_empty(x.shape)
-
-
-@_op("gelu")
-def gelu(x: Tensor, approximate: str = "none") -> Tensor:
-    """GELU (approximate 'none': erf form; 'tanh': tanh form), as torch.nn.functional.gelu."""
-    return _activation("gelu", _gelu_kind(approximate), x)
-
-
-@_fake(gelu)
-def _(x, approximate="none"):
-    return x.new_empty(x.shape)
-
-
-def _gated(op: str, activation: str, gate: Tensor, up: Tensor) -> Tensor:
-    device = _device(op, gate=gate, up=up)
-    code = _code(op, "gate", gate)
-    if up.dtype != gate.dtype or up.shape != gate.shape:
-        raise ValueError(f"ree.ops.{op}: gate and up must have one shape and dtype, got "
-                         f"{tuple(gate.shape)} {gate.dtype} and {tuple(up.shape)} {up.dtype}")
-    cols = _last_dim(op, gate)
-    gate, up = gate.contiguous(), up.contiguous()
-    out = torch.empty_like(gate)
-    with _on(device):
-        _C.gated(_ACTIVATION_CODE[activation], code, _ptr(gate), _ptr(up), _ptr(out),
-                 gate.numel() // cols, cols, _stream(device))
-    return out
-
-
-@_op("swiglu")
-def swiglu(gate: Tensor, up: Tensor) -> Tensor:
-    """silu(gate) * up with transformers' rounding points (LlamaMLP's act_fn(gate) * up)."""
-    return _gated("swiglu", "silu", gate, up)
-
-
-@_fake(swiglu)
-def _(gate, up):
-    return gate.new_empty(gate.shape)
-
-
-@_op("geglu")
-def geglu(gate: Tensor, up: Tensor, approximate: str = "tanh") -> Tensor:
-    """gelu(gate) * up (GeGLU), rounding as swiglu."""
-    return _gated("geglu", _gelu_kind(approximate), gate, up)
-
-
-@_fake(geglu)
-def _(gate, up, approximate="tanh"):
-    return gate.new_empty(gate.shape)
 
 
 # ---- RoPE, attention, embedding ----------------------------------------------------------------
