@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "chained_launch.cuh"
+#include "quant_linear_words.cuh"
 #include "ree/kernels/linear.h"
 #include "ree/kernels/quant_blocks.h"
 #include "ree/kernels/reduce.h"
@@ -127,21 +128,21 @@ __device__ __forceinline__ void loadX4(const bf16_t* p, float (&v)[4]) {
 }
 
 // The fma chains of the x rows over kCount dequantised weights of this lane's row, in k order;
-// x holds the stage's x rows (row r at x + r * kStageK), from the weights' first k.
+// x holds the stage's x rows (row r at x + r * kStageK), from the weights' first k. Every row of
+// the block runs, also those past M (x zero-filled; never stored): no branch between the chains,
+// so the scheduler interleaves the rows' x reads and fmas.
 template <typename TX, int kRows, int kCount>
-__device__ __forceinline__ void chainWeights(const TX* x, int rows, const float (&w)[kCount],
+__device__ __forceinline__ void chainWeights(const TX* x, const float (&w)[kCount],
                                              float (&partial)[kRows]) {
 #pragma unroll
   for (int j = 0; j < kCount; j += 4) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      if (r < rows) {
-        float v[4];
-        loadX4(x + r * kStageK + j, v);
+      float v[4];
+      loadX4(x + r * kStageK + j, v);
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          partial[r] = fmaF32(v[e], w[j + e], partial[r]);
-      }
+      for (int e = 0; e < 4; ++e)
+        partial[r] = fmaF32(v[e], w[j + e], partial[r]);
     }
   }
 }
@@ -161,50 +162,72 @@ struct RowBytes {
   __device__ __forceinline__ const unsigned char* bytes() const {
     return reinterpret_cast<const unsigned char*>(pieces) + (kOffset - 16 * kFirst);
   }
+  // The pieces as words; the bytes start at byte kOffset % 16 of word 0.
+  __device__ __forceinline__ void words(uint32_t (&out)[4 * kPieces]) const {
+#pragma unroll
+    for (int i = 0; i < kPieces; ++i)
+      out[4 * i] = pieces[i].x, out[4 * i + 1] = pieces[i].y, out[4 * i + 2] = pieces[i].z,
+              out[4 * i + 3] = pieces[i].w;
+  }
 };
 
 // Block kBlock (0..7) of a stage of a 32-element type, when `elements` (the valid k from its
 // first) > 0: its 32 weights of this lane's row continue the chains of every row of x.
 template <QuantType kType, typename TX, int kRows, int kBlock>
-__device__ __forceinline__ void blockPartials(const unsigned char* row, const TX* x, int rows,
-                                              int elements, float (&partial)[kRows]) {
+__device__ __forceinline__ void blockPartials(const unsigned char* row, const TX* x, int elements,
+                                              float (&partial)[kRows]) {
   constexpr int kBytes = quantBlockBytes(kType);
   if (elements <= 0) return;
-  const RowBytes<kBlock * kBytes, kBytes> block(row);
+  using Bytes = RowBytes<kBlock * kBytes, kBytes>;
+  const Bytes block(row);
   float w[32];
-  dequantizeSub32<kType>(block.bytes(), 0, w);
-  chainWeights<TX, kRows>(x, rows, w, partial);
+  bool done = false;
+  if constexpr (kType == QuantType::kQ4_0 || kType == QuantType::kQ4_1 ||
+                kType == QuantType::kQ8_0) {
+    uint32_t words[4 * Bytes::kPieces];
+    block.words(words);
+    done = wordValues32<kType, kBlock * kBytes - 16 * Bytes::kFirst>(words, w);
+  }
+  if (!done) dequantizeSub32<kType>(block.bytes(), 0, w);
+  chainWeights<TX, kRows>(x, w, partial);
 }
 
 // Chunk h (0 or 1) of the stage for this lane's row (the stage's bytes at `row`, x from the
 // chunk's first k): the chunk partial of every row of x. `elements`: the chunk's valid k, a
 // multiple of 32 (128 except at the end of K for the 32-element types).
 template <QuantType kType, typename TX, int kRows, int kH>
-__device__ __forceinline__ void chunkPartials(const unsigned char* row, const TX* x, int rows,
-                                              int elements, float (&partial)[kRows]) {
+__device__ __forceinline__ void chunkPartials(const unsigned char* row, const TX* x, int elements,
+                                              float (&partial)[kRows]) {
   using L = Layout<kType>;
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
     partial[r] = 0.0f;
   if constexpr (L::kBlockElems == 32) {
-    blockPartials<kType, TX, kRows, 4 * kH>(row, x, rows, elements, partial);
-    blockPartials<kType, TX, kRows, 4 * kH + 1>(row, x + 32, rows, elements - 32, partial);
-    blockPartials<kType, TX, kRows, 4 * kH + 2>(row, x + 64, rows, elements - 64, partial);
-    blockPartials<kType, TX, kRows, 4 * kH + 3>(row, x + 96, rows, elements - 96, partial);
+    blockPartials<kType, TX, kRows, 4 * kH>(row, x, elements, partial);
+    blockPartials<kType, TX, kRows, 4 * kH + 1>(row, x + 32, elements - 32, partial);
+    blockPartials<kType, TX, kRows, 4 * kH + 2>(row, x + 64, elements - 64, partial);
+    blockPartials<kType, TX, kRows, 4 * kH + 3>(row, x + 96, elements - 96, partial);
   } else if constexpr (L::kAlignedStages) {
 #pragma unroll
     for (int p = 0; p < 2; ++p) {
-      const RowBytes<0, L::kBlockBytes> block(row);  // unused pieces are never loaded
+      using Bytes = RowBytes<0, L::kBlockBytes>;
+      const Bytes block(row);  // unused pieces are never loaded
       float w[64];
-      dequantizeSub64<kType>(block.bytes(), 2 * kH + p, w);
-      chainWeights<TX, kRows>(x + 64 * p, rows, w, partial);
+      bool done = false;
+      if constexpr (kType == QuantType::kQ4_K) {
+        uint32_t words[4 * Bytes::kPieces];
+        block.words(words);
+        done = wordValuesQ4_K(words, block.bytes(), 2 * kH + p, w);
+      }
+      if (!done) dequantizeSub64<kType>(block.bytes(), 2 * kH + p, w);
+      chainWeights<TX, kRows>(x + 64 * p, w, partial);
     }
   } else {
 #pragma unroll 1
     for (int p = 0; p < 2; ++p) {  // Q6_K: the super-block read where it lies in shared memory
       float w[64];
       dequantizeSub64<kType>(row, 2 * kH + p, w);
-      chainWeights<TX, kRows>(x + 64 * p, rows, w, partial);
+      chainWeights<TX, kRows>(x + 64 * p, w, partial);
     }
   }
 }
@@ -282,12 +305,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32) laneGemvKernel(Args a) {
       const TX* x = reinterpret_cast<const TX*>(slot + L::kWBytes);
       const int left = a.k - s * kStageK;
       float partial[kRows];
-      chunkPartials<kType, TX, kRows, 0>(row, x, rows, min(kReduceChunk, left), partial);
+      chunkPartials<kType, TX, kRows, 0>(row, x, min(kReduceChunk, left), partial);
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
         round_partials[r * kFeatures + lane] = partial[r];
       if (left > kReduceChunk) {
-        chunkPartials<kType, TX, kRows, 1>(row, x + kReduceChunk, rows,
+        chunkPartials<kType, TX, kRows, 1>(row, x + kReduceChunk,
                                            min(kReduceChunk, left - kReduceChunk), partial);
 #pragma unroll
         for (int r = 0; r < kRows; ++r)

@@ -5,9 +5,11 @@
 // path), bf16 x and y, bias, accumulate. Rows of weights and x whose bytes are multiples of 16
 // take the lane-per-feature GEMV (quant_linear_lanes.cuh): its cases use such K (for Q4_1 and
 // Q5_1 also K that are not multiples of 256 or 128: a partial stage or chunk), odd N, strided x,
-// and check that a row of a batch has the bits of the row alone.
+// and check that a row of a batch has the bits of the row alone, and blocks with special scales
+// (its exact fma dequantisation of finite scales, quant_blocks.h's arithmetic for the others).
 #include <cuda_runtime.h>
 
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -149,6 +151,63 @@ TEST(QuantLinearCuda, BatchRowsEqualTheRowAlone) {
                                              batch.begin() + (r + 1) * y_row);
         EXPECT_EQ(test::firstBitDifference(row, runCuda(alone, LinearKernel::kAuto)), -1)
             << p.describe() << " row " << r;
+      }
+      if (HasFailure()) return;
+    }
+  }
+}
+
+// Bits equal, or both NaN (NaN payloads of CPU and GPU arithmetic differ).
+long long firstDifferenceBesidesNaN(const std::vector<unsigned char>& a,
+                                    const std::vector<unsigned char>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i + 4 <= a.size(); i += 4) {
+    float fa = 0.0f, fb = 0.0f;
+    std::memcpy(&fa, &a[i], 4);
+    std::memcpy(&fb, &b[i], 4);
+    if (std::memcmp(&fa, &fb, 4) != 0 && !(fa != fa && fb != fb)) return static_cast<long long>(i);
+  }
+  return -1;
+}
+
+// Blocks whose binary16 scale is special: +-inf, NaN, +-0, the smallest subnormal, the largest
+// finite, with codes and sub-scales that give non-zero products (inf, not NaN, where the spec
+// multiplies). The lane GEMV computes finite scales' weights with one fma from a magic-number
+// float (quant_linear_words.cuh: exact, zero signs aside) and the others by quant_blocks.h: it
+// matches the CPU bit for bit (outputs that are NaN on both sides aside).
+TEST(QuantLinearCuda, LaneGemvSpecialScalesMatchCpu) {
+  REE_SKIP_WITHOUT_GPU();
+  const uint16_t specials[] = {0x7C00, 0xFC00, 0x7E00, 0x0000, 0x8000, 0x0001, 0x8001, 0x7BFF};
+  std::mt19937_64 rng(3030);
+  for (QuantType type : test::kAllQuantTypes) {
+    for (int64_t m : {1, 5}) {
+      test::QuantProblem p;
+      p.type = type;
+      p.k = 3 * alignedK(type);
+      p.m = m;
+      p.n = 40;
+      p.y_dtype = DType::kF32;
+      p.fill(rng());
+      const int block_bytes = quantBlockBytes(type);
+      const int64_t blocks = p.k / quantBlockElems(type);
+      for (int64_t row = 0; row < p.n; row += 3) {
+        const int64_t b = static_cast<int64_t>(rng() % blocks);
+        unsigned char* block = p.w.data() + row * p.wRowBytes() + b * block_bytes;
+        const std::vector<int> fields = test::halfFields(type);
+        for (int i = 0; i < block_bytes; ++i)
+          block[i] = 0x11;  // codes and sub-scales: non-zero products
+        const uint16_t h = specials[(row / 3) % 8];
+        block[fields[0]] = h & 0xFF, block[fields[0] + 1] = h >> 8;
+        if (fields.size() > 1) block[fields[1]] = 0x00, block[fields[1] + 1] = 0x3C;  // 1.0
+        if (row % 2 == 1 && fields.size() > 1) {  // a special second scale (min) instead
+          block[fields[0]] = 0x00, block[fields[0] + 1] = 0x3C;
+          block[fields[1]] = h & 0xFF, block[fields[1] + 1] = h >> 8;
+        }
+      }
+      const std::vector<unsigned char> expected = runCpu(p);
+      for (LinearKernel kernel : {LinearKernel::kAuto, LinearKernel::kGemv}) {
+        EXPECT_EQ(firstDifferenceBesidesNaN(expected, runCuda(p, kernel)), -1)
+            << p.describe() << " kernel " << static_cast<int>(kernel);
       }
       if (HasFailure()) return;
     }
