@@ -1,8 +1,9 @@
-// CUDA batch API of the correctly rounded math (crmath.h). A thread maps kVector = 4 consecutive
-// floats with one 16-byte load and one 16-byte store when both arrays are 16-byte aligned (else
-// one float per thread): more bytes in flight per thread, and for exp, sigmoid and silu the four
-// table paths of crExpN run side by side. Each element gets exactly the function of the CPU
-// version (crExpN gives crExp's bits), so the grouping changes no bit.
+// CUDA batch API of the correctly rounded math (crmath.h). When both arrays are 16-byte aligned a
+// thread maps 2 x kVector = 8 floats per step: two 16-byte streaming loads (__ldcs) issued before
+// any math, so twice the bytes are in flight, then two 16-byte streaming stores (__stcs: the output
+// is not read again by this kernel); for exp, sigmoid and silu the four table paths of crExpN run
+// side by side. Unaligned arrays take one float per thread. Each element gets exactly the function
+// of the CPU version (crExpN gives crExp's bits), so the grouping changes no bit.
 #include <cstdint>
 
 #include "common/crmath_args.h"
@@ -78,23 +79,38 @@ __device__ __forceinline__ void applyOpN(const float (&x)[kCount], float (&y)[kC
 constexpr int kThreads = 256;
 constexpr int kVector = 4;  // floats per 16-byte access
 
-// Thread i maps floats [i * kVector, i * kVector + kVector) (then i + grid size, ...); the
-// n % kVector trailing floats go one each to the first threads. Every float is read and written by
-// the same thread, so out may equal in (no __restrict__). in and out are 16-byte aligned.
+// Step k of block b covers float4 groups [(b + k * grid) * 2 * kThreads, + 2 * kThreads): thread t
+// maps groups base + t and base + kThreads + t (each warp's loads coalesced), both loaded before
+// either is computed (the math of the two halves shares one copy of the code). The n % kVector
+// trailing floats go one each to the first threads. Every float is read and written by the same
+// thread, so out may equal in (no __restrict__). in and out are 16-byte aligned.
 template <int Op>
 __global__ void __launch_bounds__(kThreads)
     unaryMathVecKernel(const float* in, float* out, int64_t n) {
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t groups = n / kVector;
-  for (int64_t i = first; i < groups; i += step) {
-    const float4 v = reinterpret_cast<const float4*>(in)[i];
-    const float x[kVector] = {v.x, v.y, v.z, v.w};
-    float y[kVector];
-    applyOpN<Op>(x, y);
-    reinterpret_cast<float4*>(out)[i] = make_float4(y[0], y[1], y[2], y[3]);
+  const int64_t step = static_cast<int64_t>(gridDim.x) * 2 * kThreads;
+  const float4* in4 = reinterpret_cast<const float4*>(in);
+  float4* out4 = reinterpret_cast<float4*>(out);
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * 2 * kThreads; base < groups;
+       base += step) {
+    const int64_t i0 = base + threadIdx.x;
+    const int64_t i1 = i0 + kThreads;
+    const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float4 v0 = i0 < groups ? __ldcs(in4 + i0) : zero;
+    const float4 v1 = i1 < groups ? __ldcs(in4 + i1) : zero;
+    // One copy of the math for both halves (unroll 1: the slow paths are not inlined twice).
+#pragma unroll 1
+    for (int half = 0; half < 2; ++half) {
+      const float4 v = half == 0 ? v0 : v1;
+      const int64_t i = half == 0 ? i0 : i1;
+      const float x[kVector] = {v.x, v.y, v.z, v.w};
+      float y[kVector];
+      applyOpN<Op>(x, y);
+      if (i < groups) __stcs(out4 + i, make_float4(y[0], y[1], y[2], y[3]));
+    }
   }
-  const int64_t tail = groups * kVector + first;
+  const int64_t tail =
+      groups * kVector + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (tail < n) out[tail] = applyOp<Op>(in[tail]);
 }
 
@@ -115,6 +131,12 @@ unsigned blocksFor(int64_t items) {
   return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
 }
 
+// Float4 groups in steps of two per thread: the vector kernel needs a thread for every two groups
+// (and at least one thread per trailing float, kVector - 1 < kThreads).
+int64_t divUpGroups(int64_t groups) {
+  return (groups + 1) / 2;
+}
+
 bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
@@ -122,7 +144,7 @@ bool aligned16(const void* p) {
 template <int Op>
 Status launch(const float* in, float* out, int64_t n, cudaStream_t stream) {
   if (aligned16(in) && aligned16(out)) {
-    const unsigned blocks = blocksFor(n / kVector);
+    const unsigned blocks = blocksFor(divUpGroups(n / kVector));
     unaryMathVecKernel<Op><<<blocks, kThreads, 0, stream>>>(in, out, n);
   } else {
     unaryMathKernel<Op><<<blocksFor(n), kThreads, 0, stream>>>(in, out, n);
