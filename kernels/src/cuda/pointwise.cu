@@ -192,24 +192,42 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// kCount > 1 (16-byte accesses): step k of block b covers groups [(b + k * grid) * 2 * blockDim,
+// + 2 * blockDim); thread t maps groups base + t and base + blockDim + t, both loaded before either
+// is computed (twice the bytes in flight), the math of the two halves sharing one copy of the code.
+// kCount == 1: one element per thread. The n % kCount trailing elements go one each to the first
+// threads. An element is read and written by the same thread, so out may alias x.
 template <typename T, Activation kAct, int kCount>
 __global__ void __launch_bounds__(kThreads) activationKernel(const T* x, T* out, int64_t n) {
   waitForPredecessor();
   allowSuccessorLaunch();
   const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t groups = n / kCount;
-  for (int64_t i = first; i < groups; i += step) {
-    T v[kCount];
-    loadElements<kCount>(x + i * kCount, v);
-#pragma unroll
-    for (int j = 0; j < kCount; ++j)
-      v[j] = activationElement(kAct, v[j]);
-    storeElements<kCount>(out + i * kCount, v);
-  }
   if constexpr (kCount > 1) {
+    const int64_t step = static_cast<int64_t>(gridDim.x) * 2 * blockDim.x;
+    for (int64_t base = blockIdx.x * 2 * static_cast<int64_t>(blockDim.x); base < groups;
+         base += step) {
+      const int64_t i0 = base + threadIdx.x;
+      const int64_t i1 = i0 + blockDim.x;
+      T v0[kCount] = {}, v1[kCount] = {};
+      if (i0 < groups) loadElements<kCount>(x + i0 * kCount, v0);
+      if (i1 < groups) loadElements<kCount>(x + i1 * kCount, v1);
+#pragma unroll 1
+      for (int half = 0; half < 2; ++half) {
+        const int64_t i = half == 0 ? i0 : i1;
+        T v[kCount];
+#pragma unroll
+        for (int j = 0; j < kCount; ++j)
+          v[j] = activationElement(kAct, half == 0 ? v0[j] : v1[j]);
+        if (i < groups) storeElements<kCount>(out + i * kCount, v);
+      }
+    }
     const int64_t k = groups * kCount + first;
     if (k < n) out[k] = activationElement(kAct, x[k]);
+  } else {
+    const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t i = first; i < n; i += step)
+      out[i] = activationElement(kAct, x[i]);
   }
 }
 
@@ -442,8 +460,9 @@ Status launchActivation(const void* x, void* out, int64_t n, cudaStream_t stream
           (launchTable<T, kAct, false>(tx, n, nullptr, 0, tout, n, 1, n, stream, &launched)));
       if (launched) return Status::kSuccess;
     }
-    launchChained(activationKernel<T, kAct, kVector>, gridFor(ceilDiv(n, kVector)), kThreads, 0,
-                  stream, tx, tout, n);
+    // Two 16-byte groups per thread (at least one block, for the trailing elements).
+    launchChained(activationKernel<T, kAct, kVector>, gridFor(ceilDiv(ceilDiv(n, kVector), 2)),
+                  kThreads, 0, stream, tx, tout, n);
   } else {
     launchChained(activationKernel<T, kAct, 1>, gridFor(n), kThreads, 0, stream, tx, tout, n);
   }
