@@ -323,13 +323,14 @@ Status dispatchLaneRows(const quant_lanes::Args& a, cudaStream_t stream) {
   return launchLaneGemv<kType, TX, 8>(a, stream);  // row blocks of 8 (M up to 64: 8 of them)
 }
 
-// The lane GEMV reads whole 16-byte pieces of weight and x rows.
+// The lane GEMV reads whole 16-byte pieces of weight and x rows, and addresses 32 weight rows
+// from the first with 32-bit offsets.
 bool laneGemvFits(const QuantLinearArgs& args) {
   const LinearArgs& l = args.linear;
   const int64_t x_row_bytes = l.xStride() * dtypeSize(l.x_dtype);
   return reinterpret_cast<uintptr_t>(l.w) % 16 == 0 && args.wRowBytes() % 16 == 0 &&
-         args.rowBytes() % 16 == 0 && reinterpret_cast<uintptr_t>(l.x) % 16 == 0 &&
-         x_row_bytes % 16 == 0;
+         args.wRowBytes() <= (int64_t{1} << 26) && args.rowBytes() % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(l.x) % 16 == 0 && x_row_bytes % 16 == 0;
 }
 
 template <QuantType kType>

@@ -87,12 +87,16 @@ __device__ __forceinline__ void loadStageWeights(const Args& a, int n0, int n_ro
   const int64_t stage_end = static_cast<int64_t>(s + 1) * L::kStageBytes;
   const int64_t end = stage_end < row_bytes ? stage_end : row_bytes;
   const int pieces = static_cast<int>((end - first + 15) / 16);
+  // The stage's first byte in the block's first row; a row's offset from there fits 32 bits
+  // (fewer than 32 rows of a row length that is an int's elements).
+  const unsigned char* stage = a.w + static_cast<int64_t>(n0) * a.w_row_bytes + first;
+  const uint32_t w_row_bytes = static_cast<uint32_t>(a.w_row_bytes);
 #pragma unroll
   for (int j = 0; j < L::kPieces; ++j) {
     const int i = lane + 32 * j;  // piece i of the stage: row i / kPieces, piece i % kPieces
     const int r = i / L::kPieces, p = i % L::kPieces;
     const bool copy = r < n_rows && p < pieces;
-    const unsigned char* src = copy ? a.w + (n0 + r) * a.w_row_bytes + first + 16 * p : a.w;
+    const unsigned char* src = copy ? stage + (r * w_row_bytes + 16u * p) : a.w;
     cpAsync16(slot + r * L::kPitch + 16 * p, src, copy ? 16 : 0);
   }
 }
