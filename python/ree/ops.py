@@ -16,12 +16,17 @@ and sample are still Python implementations over ree._C (registered below).
 """
 
 import contextlib
+import os
 from typing import Optional
 
 import torch
 from torch import Tensor
 
-from . import _C  # loading it registers the C++ operators (TORCH_LIBRARY(ree, ...))
+from . import _C
+
+# The C++ operators (TORCH_LIBRARY(ree, ...)) are in their own library beside _C, linked like a
+# torch C++ extension (python/CMakeLists.txt); loading it registers them.
+torch.ops.load_library(os.path.join(os.path.dirname(__file__), "libree_torch_ops.so"))
 
 __all__ = [
     "matmul", "linear", "rms_norm", "layer_norm", "sum", "mean", "max", "min", "var",

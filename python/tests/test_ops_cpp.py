@@ -3,6 +3,11 @@ CUDA from C++, and giving bitwise the results of the nanobind kernel calls that 
 before (ree._C.reduce_rows, rms_norm, layer_norm, linear, unary_math, activation, gated, softmax,
 argmax_rows, cast with the same arguments)."""
 
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -129,3 +134,54 @@ def test_cpp_errors_are_python_exceptions():
         ree.ops.layer_norm(x, None, randn(5))
     with pytest.raises(ValueError, match=r"a 3-D b needs a 3-D a"):
         ree.ops.matmul(x, randn(2, 4, 3))
+
+
+def test_cpp_error_in_a_fresh_interpreter():
+    """An operator's C++ error is a Python exception, not a crash (it killed Python on Ubuntu 24.04
+    when the operators' library listed libstdc++ before LibTorch); a child interpreter, so a crash
+    fails this test instead of ending the run."""
+    code = ("import torch, ree\n"
+            "try:\n    ree.ops.sum(torch.empty(3, 0))\n"
+            "except ValueError as e:\n    print('raised', e)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).parent)
+    assert run.returncode == 0 and "raised ree.ops.sum: x needs a last dimension" in run.stdout, (
+        run.returncode, run.stdout, run.stderr[-2000:])
+
+
+def needed_libraries(path: Path):
+    """The DT_NEEDED entries of a 64-bit little-endian ELF shared object, in order."""
+    data = path.read_bytes()
+    assert data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1, f"{path}: not ELF64 LE"
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    dynamic = next(s for s in sections if s[1] == 6)  # SHT_DYNAMIC
+    strtab_offset = sections[dynamic[6]][4]  # sh_link: its string table
+    names = []
+    for at in range(dynamic[4], dynamic[4] + dynamic[5], 16):
+        tag, value = struct.unpack_from("<qQ", data, at)
+        if tag == 0:
+            break
+        if tag == 1:  # DT_NEEDED
+            end = data.index(b"\0", strtab_offset + value)
+            names.append(data[strtab_offset + value:end].decode())
+    return names
+
+
+def is_torch_library(name):
+    return name.startswith(("libtorch", "libc10"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF link order (Linux only)")
+def test_link_order_of_the_native_libraries():
+    """libree_torch_ops.so is linked like a torch C++ extension: LibTorch before libstdc++ (the other
+    order crashed torch's exception handling); ree._C does not link LibTorch itself (its exported
+    copies of libstdc++'s std::filesystem crashed ree.compile)."""
+    package = Path(ree.__file__).parent
+    ops_needed = needed_libraries(package / "libree_torch_ops.so")
+    torch_at = [i for i, name in enumerate(ops_needed) if is_torch_library(name)]
+    stdcxx_at = [i for i, name in enumerate(ops_needed) if name.startswith("libstdc++")]
+    assert torch_at and stdcxx_at and max(torch_at) < min(stdcxx_at), ops_needed
+    module_needed = needed_libraries(Path(_C.__file__))
+    assert not [name for name in module_needed if is_torch_library(name)], module_needed
