@@ -186,8 +186,11 @@ TEST(QuantLinearCuda, LaneGemvSpecialScalesMatchCpu) {
       p.k = 3 * alignedK(type);
       p.m = m;
       p.n = 40;
+      p.x_dtype = DType::kF32;
       p.y_dtype = DType::kF32;
       p.fill(rng());
+      for (size_t i = 3; i < p.x.size(); i += 4)
+        p.x[i] &= 0x7F;  // x > 0: a row with an infinite weight sums to +-inf, not NaN
       const int block_bytes = quantBlockBytes(type);
       const int64_t blocks = p.k / quantBlockElems(type);
       for (int64_t row = 0; row < p.n; row += 3) {
