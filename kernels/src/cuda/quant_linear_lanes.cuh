@@ -175,13 +175,14 @@ struct RowBytes {
   }
 };
 
-// Block kBlock (0..7) of a stage of a 32-element type, when `elements` (the valid k from its
-// first) > 0: its 32 weights of this lane's row continue the chains of every row of x.
+// Block kBlock (0..7) of a stage of a 32-element type: its 32 weights of this lane's row continue
+// the chains of every row of x. Blocks past K run too, without a branch: their weight bytes and x
+// are cp.async's zero fill (d = 0: finite weights w; x = 0), and fma(0, w, acc) == acc for a chain
+// value acc that is never -0 (it starts from +0; an fma gives -0 only from -0 + -0).
 template <QuantType kType, typename TX, int kRows, int kBlock>
-__device__ __forceinline__ void blockPartials(const unsigned char* row, const TX* x, int elements,
+__device__ __forceinline__ void blockPartials(const unsigned char* row, const TX* x,
                                               float (&partial)[kRows]) {
   constexpr int kBytes = quantBlockBytes(kType);
-  if (elements <= 0) return;
   using Bytes = RowBytes<kBlock * kBytes, kBytes>;
   const Bytes block(row);
   float w[32];
@@ -197,20 +198,20 @@ __device__ __forceinline__ void blockPartials(const unsigned char* row, const TX
 }
 
 // Chunk h (0 or 1) of the stage for this lane's row (the stage's bytes at `row`, x from the
-// chunk's first k): the chunk partial of every row of x. `elements`: the chunk's valid k, a
-// multiple of 32 (128 except at the end of K for the 32-element types).
+// chunk's first k): the chunk partial of every row of x (a chunk that ends K early: its blocks
+// past K add nothing, see blockPartials).
 template <QuantType kType, typename TX, int kRows, int kH>
-__device__ __forceinline__ void chunkPartials(const unsigned char* row, const TX* x, int elements,
+__device__ __forceinline__ void chunkPartials(const unsigned char* row, const TX* x,
                                               float (&partial)[kRows]) {
   using L = Layout<kType>;
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
     partial[r] = 0.0f;
   if constexpr (L::kBlockElems == 32) {
-    blockPartials<kType, TX, kRows, 4 * kH>(row, x, elements, partial);
-    blockPartials<kType, TX, kRows, 4 * kH + 1>(row, x + 32, elements - 32, partial);
-    blockPartials<kType, TX, kRows, 4 * kH + 2>(row, x + 64, elements - 64, partial);
-    blockPartials<kType, TX, kRows, 4 * kH + 3>(row, x + 96, elements - 96, partial);
+    blockPartials<kType, TX, kRows, 4 * kH>(row, x, partial);
+    blockPartials<kType, TX, kRows, 4 * kH + 1>(row, x + 32, partial);
+    blockPartials<kType, TX, kRows, 4 * kH + 2>(row, x + 64, partial);
+    blockPartials<kType, TX, kRows, 4 * kH + 3>(row, x + 96, partial);
   } else if constexpr (L::kAlignedStages) {
 #pragma unroll
     for (int p = 0; p < 2; ++p) {
@@ -309,13 +310,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32) laneGemvKernel(Args a) {
       const TX* x = reinterpret_cast<const TX*>(slot + L::kWBytes);
       const int left = a.k - s * kStageK;
       float partial[kRows];
-      chunkPartials<kType, TX, kRows, 0>(row, x, min(kReduceChunk, left), partial);
+      chunkPartials<kType, TX, kRows, 0>(row, x, partial);
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
         round_partials[r * kFeatures + lane] = partial[r];
       if (left > kReduceChunk) {
-        chunkPartials<kType, TX, kRows, 1>(row, x + kReduceChunk,
-                                           min(kReduceChunk, left - kReduceChunk), partial);
+        chunkPartials<kType, TX, kRows, 1>(row, x + kReduceChunk, partial);
 #pragma unroll
         for (int r = 0; r < kRows; ++r)
           round_partials[(kRows + r) * kFeatures + lane] = partial[r];
