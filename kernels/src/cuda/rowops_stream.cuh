@@ -15,8 +15,7 @@
 
 // 16-byte loads per lane issued before their values are used: 32 floats of registers (8 loads of
 // f32, 4 of bf16 / f16), which keeps the kernel within 64 registers (4 blocks an SM: a 4096-row
-// reduction in one wave on an H100); the loads' loops do not spill (f32 keeps 32 bytes of stack
-// for the per-round merge, 8 loads with 16 of bf16 spilled 160).
+// reduction in one wave on an H100) without spilling.
 template <typename InT>
 constexpr int streamBatch() {
   return 32 / vecWidth<InT>();
