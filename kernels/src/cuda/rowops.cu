@@ -3,11 +3,9 @@
 // RMSNorm, LayerNorm, softmax and log-softmax run in the row-resident kernel (rowops_resident.cuh:
 // each row read from DRAM once into shared memory), and so do sum, mean, var, max and min (not in
 // its cluster shape: a whole row's cp.async copies in flight at once; var's second pass reads the
-// shared copy), except that sum, mean, max and min of many 16-byte-loadable rows stream through
-// rowops_stream.cuh (a warp per row, no shared memory). rowKernel serves casts, and the norms and
-// log-softmax when there are many rows too long for one block's shared memory (and GPUs without
-// clusters); reduceKernel serves argmax, and the reductions whose rows fit no resident shape but
-// the cluster's.
+// shared copy). rowKernel serves casts, and the norms and log-softmax when there are many rows too
+// long for one block's shared memory (and GPUs without clusters); reduceKernel serves argmax, and
+// the reductions whose rows fit no resident shape but the cluster's.
 //
 // rowKernel / reduceKernel layout: blocks of 8 warps. A row is served by a group of 1, 2, 4 or 8
 // warps (chosen from the row length), so a block holds 8, 4, 2 or 1 rows. Canonical reductions
@@ -545,7 +543,6 @@ unsigned gridFor(int64_t rows, int warps_per_row) {
 }
 
 #include "rowops_resident.cuh"
-#include "rowops_stream.cuh"
 
 template <int kOp>
 Status launchRowKernel(RowsIn x, RowsOut y, int64_t rows, int64_t cols, RowArgs args,
@@ -643,8 +640,6 @@ Status launchResidentReduce(int kind, RowsIn x, void* out, DType out_dtype, int6
 Status launchReduce(int kind, RowsIn x, void* out, DType out_dtype, int64_t rows, int64_t cols,
                     cudaStream_t stream) {
   bool done = false;
-  REE_RETURN_IF_ERROR(launchStreamReduce(kind, x, out, out_dtype, rows, cols, stream, &done));
-  if (done) return Status::kSuccess;
   REE_RETURN_IF_ERROR(launchResidentReduce(kind, x, out, out_dtype, rows, cols, stream, &done));
   if (done) return Status::kSuccess;
   ReduceArgs args;

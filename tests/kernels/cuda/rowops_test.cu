@@ -304,63 +304,6 @@ TEST(RowOpsCuda, ReductionLaunchShapesEqualCpuBitwise) {
   }
 }
 
-// Sum, mean, max and min of at least 4 rows per SM with 16-byte loads stream a warp per row
-// (rowops_stream.cuh) when the rows are long enough (4096 for sum and mean: lane c runs chunk c of
-// each 32-chunk round; 1024 for max and min). One full round, a partial second round ending in a
-// partial chunk, three rounds, max/min with partial batches, strided rows, every input dtype;
-// 4P - 1 rows and shorter rows take the resident kernel.
-TEST(RowOpsCuda, StreamingReductionsEqualCpuBitwise) {
-  REE_SKIP_WITHOUT_GPU();
-  const int64_t p = multiprocessorCount();
-  uint64_t seed = 3000;
-  struct Shape {
-    int64_t rows, cols;
-    DType in, out;
-  };
-  const DType kBF16 = DType::kBF16, kF16 = DType::kF16, kF32 = DType::kF32;
-  const Shape shapes[] = {
-      {4 * p - 1, 4096, kF32, kF32}, {4 * p, 4096, kF32, kBF16},
-      {4 * p + 1, 4100, kF32, kF32}, {4 * p + 3, 1024, kBF16, kF32},
-      {4 * p + 5, 1032, kF16, kF16}, {4 * p + 2, 8192 + 136, kBF16, kBF16},
-      {4 * p, 12000, kF32, kF32},    {4 * p, 4104, kF16, kF32},
-  };
-  for (const Shape& shape : shapes) {
-    for (int variant = 0; variant < 2; ++variant) {  // dense, then strided with specials
-      const int64_t stride = shape.cols + (variant == 0 ? 0 : 8);
-      compareReductions(Case{shape.rows, shape.cols, stride, stride, shape.in, shape.out, kF32, 0,
-                             0, variant == 1},
-                        &seed);
-      if (HasFatalFailure()) return;
-    }
-  }
-}
-
-// Rows of signed zeros on the streaming path: sum chains start at +0 (+0 + -0 = +0), max prefers
-// +0 and min -0 wherever they meet, whatever lane holds them.
-TEST(RowOpsCuda, StreamingReductionsKeepZeroSigns) {
-  REE_SKIP_WITHOUT_GPU();
-  const int64_t rows = 4 * multiprocessorCount() + 1, cols = 4100;
-  std::vector<float> x(rows * cols, -0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
-    if (r % 3 == 0) x[r * cols + (r * 37) % cols] = 0.0f;
-    if (r % 5 == 0) x[r * cols + (r * 101) % cols] = 1e-45f * static_cast<float>(r % 2 ? 1 : -1);
-  }
-  DeviceBuffer dx(x.size() * 4), dout(rows * 4);
-  REE_CUDA_OK(cudaMemcpy(dx.ptr, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin}) {
-    SCOPED_TRACE(repops::reduceOpName(op));
-    std::vector<float> ref(rows), got(rows);
-    ASSERT_EQ(repops::cpu::reduceRows(op, RowsIn{x.data(), DType::kF32, cols}, ref.data(),
-                                      DType::kF32, rows, cols),
-              Status::kSuccess);
-    ASSERT_EQ(repops::cuda::reduceRows(op, RowsIn{dx.ptr, DType::kF32, cols}, dout.ptr, DType::kF32,
-                                       rows, cols, nullptr),
-              Status::kSuccess);
-    REE_CUDA_OK(cudaMemcpy(got.data(), dout.ptr, rows * 4, cudaMemcpyDeviceToHost));
-    EXPECT_EQ(test::firstBitDifference(ref, got), -1);
-  }
-}
-
 // y == x (same dtype and stride): every row is read completely before any of it is written.
 TEST(RowOpsCuda, InPlaceEqualsCpu) {
   REE_SKIP_WITHOUT_GPU();
