@@ -175,13 +175,14 @@ def is_torch_library(name):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF link order (Linux only)")
 def test_link_order_of_the_native_libraries():
-    """libree_torch_ops.so is linked like a torch C++ extension: LibTorch before libstdc++ (the other
-    order crashed torch's exception handling); ree._C does not link LibTorch itself (its exported
-    copies of libstdc++'s std::filesystem crashed ree.compile)."""
+    """libree_torch_ops.so is linked like a torch C++ extension: LibTorch before libstdc++ where the
+    linker records libstdc++ (Ubuntu's default --as-needed may leave it out); ree._C does not link
+    LibTorch itself (its exported copies of libstdc++'s std::filesystem crashed ree.compile)."""
     package = Path(ree.__file__).parent
     ops_needed = needed_libraries(package / "libree_torch_ops.so")
     torch_at = [i for i, name in enumerate(ops_needed) if is_torch_library(name)]
     stdcxx_at = [i for i, name in enumerate(ops_needed) if name.startswith("libstdc++")]
-    assert torch_at and stdcxx_at and max(torch_at) < min(stdcxx_at), ops_needed
+    assert torch_at, ops_needed
+    assert not stdcxx_at or max(torch_at) < min(stdcxx_at), ops_needed
     module_needed = needed_libraries(Path(_C.__file__))
     assert not [name for name in module_needed if is_torch_library(name)], module_needed
