@@ -137,9 +137,9 @@ def test_cpp_errors_are_python_exceptions():
 
 
 def test_cpp_error_in_a_fresh_interpreter():
-    """An operator's C++ error is a Python exception, not a crash (an in-process run killed Python
-    on Ubuntu 24.04: docs/python.md, "Known problem"); a child interpreter, so a crash fails this
-    test instead of ending the run."""
+    """An operator's C++ error is a Python exception, not a crash (one killed Python when the
+    libraries exported a static libstdc++: cmake/ReeLibstdcxx.cmake); a child interpreter, so a
+    crash fails this test instead of ending the run."""
     code = ("import torch, ree\n"
             "try:\n    ree.ops.sum(torch.empty(3, 0))\n"
             "except ValueError as e:\n    print('raised', e)\n")
