@@ -3,9 +3,11 @@
 // RMSNorm, LayerNorm, softmax and log-softmax run in the row-resident kernel (rowops_resident.cuh:
 // each row read from DRAM once into shared memory), and so do sum, mean, var, max and min (not in
 // its cluster shape: a whole row's cp.async copies in flight at once; var's second pass reads the
-// shared copy). rowKernel serves casts, and the norms and log-softmax when there are many rows too
-// long for one block's shared memory (and GPUs without clusters); reduceKernel serves argmax, and
-// the reductions whose rows fit no resident shape but the cluster's.
+// shared copy), except that max and min of many 16-byte-loadable rows stream through
+// rowops_select_stream.cuh (a warp per row, no shared memory, ordered integer keys). rowKernel
+// serves casts, and the norms and log-softmax when there are many rows too long for one block's
+// shared memory (and GPUs without clusters); reduceKernel serves argmax, and the reductions whose
+// rows fit no resident shape but the cluster's.
 //
 // rowKernel / reduceKernel layout: blocks of 8 warps. A row is served by a group of 1, 2, 4 or 8
 // warps (chosen from the row length), so a block holds 8, 4, 2 or 1 rows. Canonical reductions
@@ -17,7 +19,10 @@
 // Element-wise output passes re-read the row (it is still in L1/L2) with 16-byte loads.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <set>
 #include <type_traits>
@@ -543,6 +548,7 @@ unsigned gridFor(int64_t rows, int warps_per_row) {
 }
 
 #include "rowops_resident.cuh"
+#include "rowops_select_stream.cuh"
 
 template <int kOp>
 Status launchRowKernel(RowsIn x, RowsOut y, int64_t rows, int64_t cols, RowArgs args,
@@ -640,6 +646,8 @@ Status launchResidentReduce(int kind, RowsIn x, void* out, DType out_dtype, int6
 Status launchReduce(int kind, RowsIn x, void* out, DType out_dtype, int64_t rows, int64_t cols,
                     cudaStream_t stream) {
   bool done = false;
+  REE_RETURN_IF_ERROR(launchSelectStream(kind, x, out, out_dtype, rows, cols, stream, &done));
+  if (done) return Status::kSuccess;
   REE_RETURN_IF_ERROR(launchResidentReduce(kind, x, out, out_dtype, rows, cols, stream, &done));
   if (done) return Status::kSuccess;
   ReduceArgs args;

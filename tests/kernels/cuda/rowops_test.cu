@@ -304,6 +304,72 @@ TEST(RowOpsCuda, ReductionLaunchShapesEqualCpuBitwise) {
   }
 }
 
+// Max and min of at least 8P rows longer than 1024 elements with 16-byte loads stream a warp per
+// row (rowops_select_stream.cuh); 8P - 1 rows, rows of 1024 and unaligned rows take the resident
+// kernel. Batches of eight loads and a remainder (4104 f16: two batches and a piece), the
+// remainder alone (1032 f16), more rows than the grid's warps (66P + 3: warps loop), strided rows,
+// every input dtype, with and without specials. (compareReductions also checks the other
+// reductions on these shapes.)
+TEST(RowOpsCuda, SelectStreamEqualsCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  const int64_t p = multiprocessorCount();
+  uint64_t seed = 3000;
+  struct Shape {
+    int64_t rows, cols;
+    DType in, out;
+  };
+  const DType kBF16 = DType::kBF16, kF16 = DType::kF16, kF32 = DType::kF32;
+  const Shape shapes[] = {
+      {8 * p - 1, 4096, kF32, kF32},  {8 * p, 4096, kF32, kBF16},
+      {8 * p + 3, 1024, kBF16, kF32}, {8 * p + 5, 1032, kF16, kF16},
+      {16 * p + 7, 4104, kF16, kF32}, {8 * p + 2, 8192, kBF16, kF32},
+      {66 * p + 3, 1040, kF32, kF32},
+  };
+  for (const Shape& shape : shapes) {
+    // Dense; strided with specials; for the first two shapes also unaligned (resident kernel).
+    const int variants = &shape - shapes < 2 ? 3 : 2;
+    for (int variant = 0; variant < variants; ++variant) {
+      const int64_t stride = shape.cols + (variant == 0 ? 0 : 8);
+      compareReductions(Case{shape.rows, shape.cols, stride, stride, shape.in, shape.out, kF32,
+                             variant == 2 ? 1 : 0, 0, variant == 1},
+                        &seed);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// Rows of signed zeros on the streaming path, some with a +0, subnormals, an infinity or a NaN of
+// either sign (with a payload): max prefers +0 and min -0 wherever they meet, whatever lane holds
+// them; an infinity is selected; any NaN gives the canonical +qNaN.
+TEST(RowOpsCuda, SelectStreamKeepsZeroSignsAndSpecials) {
+  REE_SKIP_WITHOUT_GPU();
+  const int64_t rows = 8 * multiprocessorCount() + 1, cols = 4100;
+  std::vector<float> x(rows * cols, -0.0f);
+  auto put = [&](int64_t r, int64_t salt, float v) { x[r * cols + (r * salt) % cols] = v; };
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r % 3 == 0) put(r, 37, 0.0f);
+    if (r % 5 == 0) put(r, 101, 1e-45f * static_cast<float>(r % 2 ? 1 : -1));
+    if (r % 7 == 0) put(r, 211, -INFINITY);
+    if (r % 11 == 0) put(r, 307, INFINITY);
+    if (r % 13 == 0) put(r, 401, bitsFloat(0x7fc12345u));
+    if (r % 17 == 0) put(r, 503, bitsFloat(0xffc00001u));
+  }
+  DeviceBuffer dx(x.size() * 4), dout(rows * 4);
+  REE_CUDA_OK(cudaMemcpy(dx.ptr, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+  for (ReduceOp op : {ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kSum, ReduceOp::kMean}) {
+    SCOPED_TRACE(repops::reduceOpName(op));
+    std::vector<float> ref(rows), got(rows);
+    ASSERT_EQ(repops::cpu::reduceRows(op, RowsIn{x.data(), DType::kF32, cols}, ref.data(),
+                                      DType::kF32, rows, cols),
+              Status::kSuccess);
+    ASSERT_EQ(repops::cuda::reduceRows(op, RowsIn{dx.ptr, DType::kF32, cols}, dout.ptr, DType::kF32,
+                                       rows, cols, nullptr),
+              Status::kSuccess);
+    REE_CUDA_OK(cudaMemcpy(got.data(), dout.ptr, rows * 4, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(test::firstBitDifference(ref, got), -1);
+  }
+}
+
 // y == x (same dtype and stride): every row is read completely before any of it is written.
 TEST(RowOpsCuda, InPlaceEqualsCpu) {
   REE_SKIP_WITHOUT_GPU();
