@@ -23,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -46,17 +47,31 @@ constexpr int kXChunkFloats = kReduceChunk + 4;  // +4: lanes' float4 reads in d
 constexpr int kXRowFloats = kWindowChunks * kXChunkFloats;
 constexpr int kGemvMaxRows = 64;  // kAuto: the GEMV up to this M (linear.cu's crossover)
 
-struct QuantDeviceArgs {
-  const void* x;
-  const unsigned char* w;
-  const float* bias;
-  void* y;
-  int64_t x_stride, w_row_bytes, y_stride;
-  int m, n, k;
-  int y_is_bf16, accumulate;
-  int w_is_constant;  // LinearArgs::w_is_constant: the first weights are requested before waiting
-  int w_aligned;      // w and w_row_bytes 16-byte aligned: cp.async copies
+// The lane GEMV's operands (quant_lanes::Args) and whether w's rows are 16-byte aligned.
+struct QuantDeviceArgs : quant_lanes::Args {
+  int w_aligned;  // w and w_row_bytes 16-byte aligned: cp.async copies
 };
+
+// The operands of both GEMV kernels from the caller's arguments.
+quant_lanes::Args deviceArgs(const QuantLinearArgs& args) {
+  const LinearArgs& l = args.linear;
+  quant_lanes::Args a;
+  a.x = l.x;
+  a.w = static_cast<const unsigned char*>(l.w);
+  a.bias = static_cast<const float*>(l.bias);
+  a.y = l.y;
+  a.x_stride = l.xStride();
+  a.w_row_bytes = args.wRowBytes();
+  a.y_stride = l.yStride();
+  a.m = static_cast<int>(l.m);
+  a.n = static_cast<int>(l.n);
+  a.k = static_cast<int>(l.k);
+  a.y_is_bf16 = l.y_dtype == DType::kBF16 ? 1 : 0;
+  a.accumulate = l.accumulate ? 1 : 0;
+  a.w_is_constant = l.w_is_constant ? 1 : 0;
+  a.ring = quant_lanes::kMaxRing;  // the lane GEMV's launcher chooses
+  return a;
+}
 
 template <QuantType kType>
 struct QuantLayout {
@@ -285,8 +300,55 @@ Status dispatchRows(const QuantDeviceArgs& a, cudaStream_t stream) {
 }
 
 // ---- GEMV, one lane per output feature (quant_linear_lanes.cuh): aligned rows ----
+struct LaneShape {
+  int warps, ring;  // warps per block; stages per warp ring (ring - 1 in flight while one is read)
+};
+
+// Resident blocks per SM of `kernel` with `shape`, cached in `cache` (-1: not yet asked; the input
+// of a heuristic only: the launch itself checks the device's shared memory).
+template <typename Kernel>
+Status blocksPerSm(Kernel kernel, LaneShape shape, int bytes, std::atomic<int>& cache,
+                   int* per_sm) {
+  *per_sm = cache.load(std::memory_order_relaxed);
+  if (*per_sm >= 0) return Status::kSuccess;
+  REE_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, kernel, shape.warps * 32, bytes));
+  cache.store(*per_sm, std::memory_order_relaxed);
+  return Status::kSuccess;
+}
+
+// Grids of about one block per SM or fewer: eight warps split K (fewer when half of them already
+// cover every stage or their rings do not fit), rings of 3. Larger grids: the shape with the
+// most warps resident per SM (ties: the earlier), as at M = 1 the warps on an SM, not the bytes in
+// flight, bound the GEMV: Q8_0's 8.5 KB weight stages fit two 4-warp blocks with rings of 3 (8
+// warps), five 2-warp blocks with rings of 2 (10). The bits depend on neither.
 template <QuantType kType, typename TX, int kRows>
-Status launchLaneGemv(const quant_lanes::Args& a, cudaStream_t stream) {
+Status chooseLaneShape(long long blocks, int sms, int optin, int stages, LaneShape* shape) {
+  using S = quant_lanes::Shared<kType, TX, kRows>;
+  auto kernel = quant_lanes::laneGemvKernel<kType, TX, kRows>;
+  if (blocks < 2ll * sms) {
+    int warps = quant_lanes::kMaxWarps;
+    while (warps > quant_lanes::kMinWarps && (warps / 2 >= stages || S::bytes(warps, 3) > optin))
+      warps /= 2;
+    *shape = {warps, S::bytes(warps, 3) <= optin ? 3 : 2};
+    return Status::kSuccess;
+  }
+  constexpr LaneShape kCandidates[4] = {{4, 3}, {4, 2}, {2, 3}, {2, 2}};
+  static std::atomic<int> cache[4] = {-1, -1, -1, -1};  // per kernel (this instantiation)
+  *shape = {quant_lanes::kMinWarps, 2};
+  int best = 0;
+  for (int i = 0; i < 4; ++i) {
+    const LaneShape c = kCandidates[i];
+    if (S::bytes(c.warps, c.ring) > optin || (c.warps > 2 && c.warps / 2 >= stages)) continue;
+    int per_sm = 0;
+    REE_RETURN_IF_ERROR(blocksPerSm(kernel, c, S::bytes(c.warps, c.ring), cache[i], &per_sm));
+    if (per_sm * c.warps > best) best = per_sm * c.warps, *shape = c;
+  }
+  return Status::kSuccess;
+}
+
+template <QuantType kType, typename TX, int kRows>
+Status launchLaneGemv(quant_lanes::Args a, cudaStream_t stream) {
   using S = quant_lanes::Shared<kType, TX, kRows>;
   auto kernel = quant_lanes::laneGemvKernel<kType, TX, kRows>;
   REE_RETURN_IF_ERROR(allowFullSharedMemory(kernel));
@@ -296,21 +358,18 @@ Status launchLaneGemv(const quant_lanes::Args& a, cudaStream_t stream) {
   REE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const long long blocks =
       static_cast<long long>(divUp(a.n, quant_lanes::kFeatures)) * divUp(a.m, kRows);
-  // Eight warps split K when the grid is at most about two blocks per SM (one 8-warp block per
-  // SM then); larger grids get blocks of four warps, several per SM (more weight bytes in flight
-  // per SM, smaller waves). Fewer when half of them already cover every stage or their rings do
-  // not fit. The bits do not depend on the warps.
-  const int stages = static_cast<int>(divUp(a.k, quant_lanes::kStageK));
-  int warps = blocks >= 2ll * sms ? quant_lanes::kMaxWarps / 2 : quant_lanes::kMaxWarps;
-  while (warps > quant_lanes::kMinWarps && (warps / 2 >= stages || S::bytes(warps) > optin))
-    warps /= 2;
-  REE_CHECK_ARG(S::bytes(warps) <= optin,
-                "quant linear: the GEMV needs %d bytes of shared memory, the device allows %d",
-                S::bytes(warps), optin);
   REE_CHECK_ARG(blocks <= INT32_MAX, "quant linear: %lld GEMV blocks (n=%d, m=%d) exceed the grid",
                 blocks, a.n, a.m);
-  launchChained(kernel, dim3(static_cast<unsigned>(blocks)), dim3(warps * 32), S::bytes(warps),
-                stream, a);
+  const int stages = static_cast<int>(divUp(a.k, quant_lanes::kStageK));
+  LaneShape shape;
+  REE_RETURN_IF_ERROR((chooseLaneShape<kType, TX, kRows>(blocks, sms, optin, stages, &shape)));
+  const int bytes = S::bytes(shape.warps, shape.ring);
+  REE_CHECK_ARG(bytes <= optin,
+                "quant linear: the GEMV needs %d bytes of shared memory, the device allows %d",
+                bytes, optin);
+  a.ring = shape.ring;
+  launchChained(kernel, dim3(static_cast<unsigned>(blocks)), dim3(shape.warps * 32), bytes, stream,
+                a);
   REE_CUDA_CHECK_LAUNCH();
   return Status::kSuccess;
 }
@@ -335,22 +394,8 @@ bool laneGemvFits(const QuantLinearArgs& args) {
 
 template <QuantType kType>
 Status dispatchLaneGemv(const QuantLinearArgs& args, cudaStream_t stream) {
-  const LinearArgs& l = args.linear;
-  quant_lanes::Args a;
-  a.x = l.x;
-  a.w = static_cast<const unsigned char*>(l.w);
-  a.bias = static_cast<const float*>(l.bias);
-  a.y = l.y;
-  a.x_stride = l.xStride();
-  a.w_row_bytes = args.wRowBytes();
-  a.y_stride = l.yStride();
-  a.m = static_cast<int>(l.m);
-  a.n = static_cast<int>(l.n);
-  a.k = static_cast<int>(l.k);
-  a.y_is_bf16 = l.y_dtype == DType::kBF16 ? 1 : 0;
-  a.accumulate = l.accumulate ? 1 : 0;
-  a.w_is_constant = l.w_is_constant ? 1 : 0;
-  if (l.x_dtype == DType::kBF16) return dispatchLaneRows<kType, bf16_t>(a, stream);
+  const quant_lanes::Args a = deviceArgs(args);
+  if (args.linear.x_dtype == DType::kBF16) return dispatchLaneRows<kType, bf16_t>(a, stream);
   return dispatchLaneRows<kType, float>(a, stream);
 }
 
@@ -477,19 +522,7 @@ Status dispatchKernel(const QuantLinearArgs& args, LinearKernel kernel, cudaStre
   }
   if (laneGemvFits(args)) return dispatchLaneGemv<kType>(args, stream);
   QuantDeviceArgs a;
-  a.x = l.x;
-  a.w = static_cast<const unsigned char*>(l.w);
-  a.bias = static_cast<const float*>(l.bias);
-  a.y = l.y;
-  a.x_stride = l.xStride();
-  a.w_row_bytes = args.wRowBytes();
-  a.y_stride = l.yStride();
-  a.m = static_cast<int>(l.m);
-  a.n = static_cast<int>(l.n);
-  a.k = static_cast<int>(l.k);
-  a.y_is_bf16 = l.y_dtype == DType::kBF16 ? 1 : 0;
-  a.accumulate = l.accumulate ? 1 : 0;
-  a.w_is_constant = l.w_is_constant ? 1 : 0;
+  static_cast<quant_lanes::Args&>(a) = deviceArgs(args);
   a.w_aligned = reinterpret_cast<uintptr_t>(l.w) % 16 == 0 && a.w_row_bytes % 16 == 0 ? 1 : 0;
   if (l.x_dtype == DType::kBF16) return dispatchRows<kType, bf16_t>(a, stream);
   return dispatchRows<kType, float>(a, stream);

@@ -3,7 +3,7 @@
 // A block owns 32 output features (lane l of every warp computes feature n0 + l) and up to 8 rows
 // of x; its W warps split K: warp w takes the 256-wide stages w, w + W, w + 2W, ... (a stage is
 // two 128-wide chunks: one K-type super-block, or eight 32-element blocks). Each stage arrives in
-// the warp's own cp.async ring (kRing stages): the 32 weight rows' bytes of the stage, 16-byte
+// the warp's own cp.async ring (2 or 3 stages): the 32 weight rows' bytes of the stage, 16-byte
 // pieces copied coalesced (consecutive lanes, consecutive pieces of one row) into rows padded to
 // an odd number of pieces, so that a lane reading 16 bytes of its own row never shares a bank with
 // the 7 other lanes of its quarter-warp; and the stage's x rows as they are in memory (bf16 or
@@ -35,9 +35,9 @@ namespace ree::repops::cuda::quant_lanes {
 
 constexpr int kStageK = 2 * kReduceChunk;  // elements of a row per stage: two chunks
 constexpr int kFeatures = 32;              // output features per block, one per lane
-constexpr int kRing = 3;                   // cp.async stages per warp: two in flight
 constexpr int kMaxWarps = 8;
 constexpr int kMinWarps = 2;
+constexpr int kMaxRing = 3;  // cp.async stages per warp (Args::ring: 2 or 3)
 
 // The operands as the kernels read them (quant_linear.cu fills it).
 struct Args {
@@ -49,6 +49,7 @@ struct Args {
   int m, n, k;
   int y_is_bf16, accumulate;
   int w_is_constant;  // LinearArgs::w_is_constant: the first weights are requested before waiting
+  int ring;           // stages in each warp's ring, 2 or 3: ring - 1 in flight while one is read
 };
 
 template <QuantType kType>
@@ -68,12 +69,47 @@ template <QuantType kType, typename TX, int kRows>
 struct Shared {
   static constexpr int kXRowBytes = kStageK * static_cast<int>(sizeof(TX));
   static constexpr int kStageBytes = Layout<kType>::kWBytes + kRows * kXRowBytes;
-  static constexpr int kWarpBytes = kRing * kStageBytes;
   // Chunk partials of a round, double-buffered: [2][warps][2 chunks][kRows][32].
   static constexpr int kPartialBytesPerWarp = 2 * 2 * kRows * kFeatures * 4;
-  static constexpr int bytes(int warps) { return warps * (kWarpBytes + kPartialBytesPerWarp); }
+  static constexpr int bytes(int warps, int ring) {
+    return warps * (ring * kStageBytes + kPartialBytesPerWarp);
+  }
   static_assert(kStageBytes % 16 == 0, "stages stay 16-byte aligned");
 };
+
+constexpr int largestPowerOfTwoAtMost(int n) {
+  return n >= 16 ? 16 : n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
+}
+
+// Pieces [kFirst, kFirst + kGroup) of the 32 rows' stage bytes (kGroup a power of two): kGroup
+// lanes per row, 32 / kGroup rows per copy instruction, so that a lane's row and piece are a shift
+// and a mask of its index and each copy adds a constant; then the pieces left, the same way (the
+// binary digits of kPieces: as many copies per lane as pieces per row, without divisions).
+// `stage` is the stage's first byte in the block's first row: a row's offset from there fits
+// 32 bits (fewer than 32 rows of at most 64 MiB). Rows past n_rows and pieces past `pieces` are
+// zero-filled from `stage` itself.
+template <QuantType kType, int kFirst, int kGroup>
+__device__ __forceinline__ void loadPieceGroups(const unsigned char* stage, uint32_t w_row_bytes,
+                                                int n_rows, int pieces, unsigned char* slot,
+                                                int lane) {
+  using L = Layout<kType>;
+  constexpr int kRowsPerCopy = 32 / kGroup;
+  const int row = lane / kGroup, p = kFirst + lane % kGroup;
+  const bool piece_in = p < pieces;
+  const uint32_t offset = row * w_row_bytes + 16u * p;
+  unsigned char* dst = slot + row * L::kPitch + 16 * p;
+#pragma unroll
+  for (int t = 0; t < kGroup; ++t) {
+    const bool copy = piece_in && row + t * kRowsPerCopy < n_rows;
+    const uint32_t at = offset + static_cast<uint32_t>(t * kRowsPerCopy) * w_row_bytes;
+    cpAsync16(dst + t * kRowsPerCopy * L::kPitch, stage + (copy ? at : 0u), copy ? 16 : 0);
+  }
+  constexpr int kLeft = L::kPieces - kFirst - kGroup;
+  if constexpr (kLeft > 0) {
+    loadPieceGroups<kType, kFirst + kGroup, largestPowerOfTwoAtMost(kLeft)>(
+        stage, w_row_bytes, n_rows, pieces, slot, lane);
+  }
+}
 
 // Copies the weight bytes of stage `s` of the block's rows into `slot`: row r's pieces from the
 // 16-byte boundary at or before the stage's first byte, kPieces of them (the last ones may hold
@@ -82,23 +118,15 @@ template <QuantType kType>
 __device__ __forceinline__ void loadStageWeights(const Args& a, int n0, int n_rows, int s,
                                                  unsigned char* slot, int lane) {
   using L = Layout<kType>;
+  static_assert(L::kPieces <= 31, "at most 31 pieces per row and stage");
   const int64_t row_bytes = static_cast<int64_t>(a.k / L::kBlockElems) * L::kBlockBytes;
   const int64_t first = static_cast<int64_t>(s) * L::kStageBytes / 16 * 16;
   const int64_t stage_end = static_cast<int64_t>(s + 1) * L::kStageBytes;
   const int64_t end = stage_end < row_bytes ? stage_end : row_bytes;
   const int pieces = static_cast<int>((end - first + 15) / 16);
-  // The stage's first byte in the block's first row; a row's offset from there fits 32 bits
-  // (fewer than 32 rows of a row length that is an int's elements).
   const unsigned char* stage = a.w + static_cast<int64_t>(n0) * a.w_row_bytes + first;
-  const uint32_t w_row_bytes = static_cast<uint32_t>(a.w_row_bytes);
-#pragma unroll
-  for (int j = 0; j < L::kPieces; ++j) {
-    const int i = lane + 32 * j;  // piece i of the stage: row i / kPieces, piece i % kPieces
-    const int r = i / L::kPieces, p = i % L::kPieces;
-    const bool copy = r < n_rows && p < pieces;
-    const unsigned char* src = copy ? stage + (r * w_row_bytes + 16u * p) : a.w;
-    cpAsync16(slot + r * L::kPitch + 16 * p, src, copy ? 16 : 0);
-  }
+  loadPieceGroups<kType, 0, largestPowerOfTwoAtMost(L::kPieces)>(
+      stage, static_cast<uint32_t>(a.w_row_bytes), n_rows, pieces, slot, lane);
 }
 
 // Copies the x values of stage `s` (kRows rows from m0, zeros past K or M) after the weights.
@@ -197,10 +225,21 @@ __device__ __forceinline__ void blockPartials(const unsigned char* row, const TX
   chainWeights<TX, kRows>(x, w, partial);
 }
 
-// Chunk h (0 or 1) of the stage for this lane's row (the stage's bytes at `row`, x from the
-// chunk's first k): the chunk partial of every row of x (a chunk that ends K early: its blocks
-// past K add nothing, see blockPartials).
-template <QuantType kType, typename TX, int kRows, int kH>
+// Q6_K elements [128 kH + 64 kP, +64) of the super-block at `row` (byte kB of a word) continue
+// the chains of every row of x (x from those elements' first k).
+template <typename TX, int kRows, int kH, int kP, int kB>
+__device__ __forceinline__ void pairPartialsQ6_K(const unsigned char* row, const TX* x,
+                                                 float (&partial)[kRows]) {
+  float w[64];
+  if (!wordValuesQ6_K<kB, kH, kP>(reinterpret_cast<const uint32_t*>(row - kB), w))
+    dequantizeSub64<QuantType::kQ6_K>(row, 2 * kH + kP, w);
+  chainWeights<TX, kRows>(x, w, partial);
+}
+
+// Chunk h (0 or 1) of the stage for this lane's row (the stage's bytes at `row`, byte kB of a
+// 32-bit word; x from the chunk's first k): the chunk partial of every row of x (a chunk that
+// ends K early: its blocks past K add nothing, see blockPartials).
+template <QuantType kType, typename TX, int kRows, int kH, int kB>
 __device__ __forceinline__ void chunkPartials(const unsigned char* row, const TX* x,
                                               float (&partial)[kRows]) {
   using L = Layout<kType>;
@@ -223,22 +262,45 @@ __device__ __forceinline__ void chunkPartials(const unsigned char* row, const TX
         uint32_t words[4 * Bytes::kPieces];
         block.words(words);
         done = wordValuesQ4_K(words, block.bytes(), 2 * kH + p, w);
+      } else if constexpr (kType == QuantType::kQ5_K) {
+        uint32_t words[4 * Bytes::kPieces];
+        block.words(words);
+        done = p == 0 ? wordValuesQ5_K<2 * kH>(words, block.bytes(), w)
+                      : wordValuesQ5_K<2 * kH + 1>(words, block.bytes(), w);
       }
       if (!done) dequantizeSub64<kType>(block.bytes(), 2 * kH + p, w);
       chainWeights<TX, kRows>(x + 64 * p, w, partial);
     }
-  } else {
-#pragma unroll 1
-    for (int p = 0; p < 2; ++p) {  // Q6_K: the super-block read where it lies in shared memory
-      float w[64];
-      dequantizeSub64<kType>(row, 2 * kH + p, w);
-      chainWeights<TX, kRows>(x + 64 * p, w, partial);
-    }
+  } else {  // Q6_K: the super-block's words read where they lie in shared memory
+    static_assert(kType == QuantType::kQ6_K, "the one type whose stages are not aligned");
+    pairPartialsQ6_K<TX, kRows, kH, 0, kB>(row, x, partial);
+    pairPartialsQ6_K<TX, kRows, kH, 1, kB>(row, x + 64, partial);
   }
 }
 
+// The chunk partials of a stage (its bytes at `row`, byte kB of a word; `left` elements of K from
+// its first) into the round's buffer.
+template <QuantType kType, typename TX, int kRows, int kB>
+__device__ __forceinline__ void stagePartials(const unsigned char* row, const TX* x, int left,
+                                              float* round_partials, int lane) {
+  float partial[kRows];
+  chunkPartials<kType, TX, kRows, 0, kB>(row, x, partial);
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+    round_partials[r * kFeatures + lane] = partial[r];
+  if (left > kReduceChunk) {
+    chunkPartials<kType, TX, kRows, 1, kB>(row, x + kReduceChunk, partial);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      round_partials[(kRows + r) * kFeatures + lane] = partial[r];
+  }
+}
+
+// At most 128 registers for one or two rows of x (two blocks of 8 warps per SM): at M = 1 the
+// warps resident on an SM bound the GEMV, and Q8_0 (180) and Q6_K (199) would otherwise take
+// more; Q6_K then spills 16 bytes, on its non-finite-scale path only.
 template <QuantType kType, typename TX, int kRows>
-__global__ void __launch_bounds__(kMaxWarps * 32) laneGemvKernel(Args a) {
+__global__ void __launch_bounds__(kMaxWarps * 32, kRows <= 2 ? 2 : 1) laneGemvKernel(Args a) {
   using L = Layout<kType>;
   using S = Shared<kType, TX, kRows>;
   extern __shared__ __align__(16) unsigned char shared[];
@@ -255,8 +317,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) laneGemvKernel(Args a) {
   const int chunks = (a.k + kReduceChunk - 1) / kReduceChunk;
   const int rounds = (stages + warps - 1) / warps;
   const int my_stages = warp < stages ? (stages - warp + warps - 1) / warps : 0;
-  unsigned char* ring = shared + warp * S::kWarpBytes;
-  float* partials = reinterpret_cast<float*>(shared + warps * S::kWarpBytes);
+  const int ring_stages = a.ring;
+  unsigned char* ring = shared + warp * ring_stages * S::kStageBytes;
+  float* partials = reinterpret_cast<float*>(shared + warps * ring_stages * S::kStageBytes);
   auto stageOf = [&](int t) { return t * warps + warp; };
 
   // Constant weights are not written by earlier kernels: their first stages are requested before
@@ -266,21 +329,23 @@ __global__ void __launch_bounds__(kMaxWarps * 32) laneGemvKernel(Args a) {
   const bool early = a.w_is_constant != 0;
   if (early) {
 #pragma unroll
-    for (int t = 0; t < kRing - 1; ++t) {
-      if (t < my_stages)
+    for (int t = 0; t < kMaxRing - 1; ++t) {
+      if (t < ring_stages - 1 && t < my_stages)
         loadStageWeights<kType>(a, n0, n_rows, stageOf(t), ring + t * S::kStageBytes, lane);
     }
   }
   waitForPredecessor();
   allowSuccessorLaunch();
 #pragma unroll
-  for (int t = 0; t < kRing - 1; ++t) {
-    if (t < my_stages) {
-      unsigned char* slot = ring + t * S::kStageBytes;
-      if (!early) loadStageWeights<kType>(a, n0, n_rows, stageOf(t), slot, lane);
-      loadStageX<kType, TX, kRows>(a, m0, rows, stageOf(t), slot, lane);
+  for (int t = 0; t < kMaxRing - 1; ++t) {
+    if (t < ring_stages - 1) {
+      if (t < my_stages) {
+        unsigned char* slot = ring + t * S::kStageBytes;
+        if (!early) loadStageWeights<kType>(a, n0, n_rows, stageOf(t), slot, lane);
+        loadStageX<kType, TX, kRows>(a, m0, rows, stageOf(t), slot, lane);
+      }
+      cpAsyncCommit();
     }
-    cpAsyncCommit();
   }
 
   constexpr int kMerges = (kRows * kFeatures + kMinWarps * 32 - 1) / (kMinWarps * 32);
@@ -289,13 +354,20 @@ __global__ void __launch_bounds__(kMaxWarps * 32) laneGemvKernel(Args a) {
   for (int i = 0; i < kMerges; ++i)
     totals[i] = -0.0f;  // -0 + p == p for every p: the first merge gives partial 0
 
+  // Stage q is in slot q % ring (`read`); stage q + ring - 1 goes to the slot stage q - 1 left
+  // (`write`). Counted, not divided: a division by the run-time ring costs ~25 instructions.
+  int read = 0, write = ring_stages - 1;
   for (int q = 0; q < rounds; ++q) {
-    cpAsyncWait<kRing - 2>();
-    __syncwarp();  // stage q visible to every lane; slot (q - 1) % kRing no longer read
+    if (ring_stages == 2) {  // ring - 2 groups may stay pending: stage q's has completed
+      cpAsyncWait<0>();
+    } else {
+      cpAsyncWait<1>();
+    }
+    __syncwarp();  // stage q visible to every lane; slot (q - 1) % ring no longer read
     {
-      const int next = q + kRing - 1;
+      const int next = q + ring_stages - 1;
       if (next < my_stages) {
-        unsigned char* slot = ring + (next % kRing) * S::kStageBytes;
+        unsigned char* slot = ring + write * S::kStageBytes;
         loadStageWeights<kType>(a, n0, n_rows, stageOf(next), slot, lane);
         loadStageX<kType, TX, kRows>(a, m0, rows, stageOf(next), slot, lane);
       }
@@ -304,23 +376,22 @@ __global__ void __launch_bounds__(kMaxWarps * 32) laneGemvKernel(Args a) {
     float* round_partials = partials + ((q & 1) * warps + warp) * 2 * kRows * kFeatures;
     if (q < my_stages) {  // warp-uniform
       const int s = stageOf(q);
-      const unsigned char* slot = ring + (q % kRing) * S::kStageBytes;
+      const unsigned char* slot = ring + read * S::kStageBytes;
       const unsigned char* row =
           slot + lane * L::kPitch + static_cast<int>(static_cast<int64_t>(s) * L::kStageBytes % 16);
       const TX* x = reinterpret_cast<const TX*>(slot + L::kWBytes);
       const int left = a.k - s * kStageK;
-      float partial[kRows];
-      chunkPartials<kType, TX, kRows, 0>(row, x, partial);
-#pragma unroll
-      for (int r = 0; r < kRows; ++r)
-        round_partials[r * kFeatures + lane] = partial[r];
-      if (left > kReduceChunk) {
-        chunkPartials<kType, TX, kRows, 1>(row, x + kReduceChunk, partial);
-#pragma unroll
-        for (int r = 0; r < kRows; ++r)
-          round_partials[(kRows + r) * kFeatures + lane] = partial[r];
+      if constexpr (L::kAlignedStages) {
+        stagePartials<kType, TX, kRows, 0>(row, x, left, round_partials, lane);
+      } else if (s % 2 == 0) {  // Q6_K: stage s starts at byte 2 (s % 8) of a piece; warp w's
+        // stages all have w's parity (the warps are even), so each warp runs one of the two
+        stagePartials<kType, TX, kRows, 0>(row, x, left, round_partials, lane);
+      } else {
+        stagePartials<kType, TX, kRows, 2>(row, x, left, round_partials, lane);
       }
     }
+    write = read;
+    read = read + 1 == ring_stages ? 0 : read + 1;
     __syncthreads();
 
     // Ordered merge of the round's chunks: 2 (q W + w) + h increases with (w, h). Round q + 2

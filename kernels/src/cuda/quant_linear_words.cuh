@@ -6,20 +6,38 @@
 //
 // Codes to floats without conversions: a code byte b placed by one byte permute (PRMT) into
 // byte j (1 or 2) of 2^23's bits (0x4B000000: byte 2's top bit, the exponent's low bit, is
-// clear; byte 2 takes codes < 128 only) is f = 2^23 + b 2^(8 j), exactly. With the per-block
-// constants s = scale 2^-(8 j) u and C = -(2^(23 - 8 j) u + z) scale (b = u q: u = 16 for a high
-// nibble left in place), one fma gives
-//   fma(f, s, C) = round((2^(23 - 8 j) + b) u^-1 ... ) = round((q - z) scale) = (q - z) scale
-// exactly, because (a) s and C are exact: scale (at most 17 significant bits: binary16 d, or a
-// K type's d * 6-bit scale) times a power of two, or times an integer of at most 9 significant
-// bits (136, 2056 or 32896 with 11-bit scales; 128 or 2048 with 17-bit ones), inside fp32's
-// normal range for every finite binary16; (b) the fma computes f s + C exactly and rounds once;
-// (c) (q - z) scale has at most 8 + 11 or 4 + 17 significant bits: representable. That is the
-// product the spec computes (exact there too), except the sign of a zero: the fma gives +0 where
-// the spec's product is -0. Signs of zero weights change no chain: a chain starts from +0 and an
-// fma returns -0 only from -0 + -0, so its running value is never -0, and acc + x * (+0) ==
-// acc + x * (-0) for any other acc (x * +-0 is NaN for the same x in both). A scale that is not
-// finite (inf * 0 is NaN in the spec but inf - inf everywhere here) takes quant_blocks.h's path.
+// clear; byte 2 takes codes < 128 only) is f = 2^23 + b 2^(8 j), exactly. With b = u q (u = 16
+// for a high nibble left in place, else 1) and the per-block constants
+//   s = scale 2^-(8 j) / u,   C = -(2^(23 - 8 j) / u + z) scale,
+// one fma gives fma(f, s, C) = round(f s + C) = round((q - z) scale) = (q - z) scale, exactly,
+// when three things hold (bits(v): the significant bits of the integer v, or of scale's
+// significand):
+//   (a) s and C are exact: s is scale times a power of two (no underflow: a non-zero scale is at
+//       least 2^-24, the smallest binary16 subnormal, so s >= 2^-44), and C needs
+//       bits(scale) + bits(2^(23 - 8 j) / u + z) <= 24;
+//   (b) the fma computes f s + C exactly and rounds once;
+//   (c) (q - z) scale is representable: bits(scale) + bits(q - z) <= 24 (all magnitudes here
+//       are below 65504 * 128 * 160 < 2^31, far inside fp32's range).
+// Per type (scale: binary16 d, 11 bits; or a K type's exact product d * sub-scale):
+//   Q4_0 (z = 8):  C's integers 136 = 8 * 17 (j = 2) and 2056 = 8 * 257 (j = 1, u = 16): 5 and 9
+//                  bits, 11 + 9 <= 24; q - z in [-8, 7]: 11 + 4.
+//   Q4_1 (z = 0):  128 and 2048, 1 bit; q in [0, 15]: 11 + 4; then + m, rounded as the spec.
+//   Q8_0 (q ^ 0x80 = q + 128 in byte 1, z = 128): 32896 = 128 * 257, 9 bits: 11 + 9; q in
+//                  [-128, 127]: 11 + 8.
+//   Q4_K (scale d * sc, sc 6-bit: 17 bits): 128 and 2048: 17 + 1; q in [0, 15]: 17 + 4; then
+//                  - dmin * mn, rounded as the spec.
+//   Q6_K (scale d * sc, sc int8: |sc| <= 128 has at most 7 bits, so 18 bits; the loose 11 + 8
+//                  = 19 still passes): the code c < 64 goes to byte 2 (z = 32): 160 = 32 * 5,
+//                  3 bits: 18 + 3 (19 + 3 = 22); c - 32 in [-32, 31]: 18 + 5 = 23 (19 + 5 = 24).
+//                  Byte 1 would not do: 2^15 + 32 = 32 * 1025 has 11 bits, and 18 + 11 > 24
+//                  would round C.
+// That is the product the spec computes (exact there too: gguf-dequant.md), except the sign of
+// a zero: the fma gives +0 where the spec's product is -0. Signs of zero weights change no chain:
+// a chain starts from +0 and an fma returns -0 only from -0 + -0, so its running value is never
+// -0, and acc + x * (+0) == acc + x * (-0) for any other acc (x * +-0 is NaN for the same x in
+// both). A scale that is not finite (inf * 0 is NaN in the spec but inf - inf everywhere here)
+// takes quant_blocks.h's path. A host emulation of these fmas against quant_blocks.h found no
+// other difference: for Q6_K every finite d x every int8 sub-scale x every code (1.04e9 values).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -158,6 +176,75 @@ __device__ __forceinline__ bool wordValuesQ4_K(const uint32_t (&words)[kWords],
   for (int l = 0; l < 32; ++l) {
     y[l] = y[l] - offset0;
     y[32 + l] = y[32 + l] - offset1;
+  }
+  return true;
+}
+
+// Bit kBit of each byte of `word` moved to bit kTo of the same byte, the other bits cleared.
+template <int kBit, int kTo>
+__device__ __forceinline__ uint32_t byteBitTo(uint32_t word) {
+  constexpr uint32_t kMask = 0x01010101u << kTo;
+  return (kBit <= kTo ? word << (kTo - kBit) : word >> (kBit - kTo)) & kMask;
+}
+
+// Q5_K sub-blocks 2 c and 2 c + 1 of the super-block at byte 0 of the words into y[0..63]:
+// (d sc) q - (dmin m) as Q4_K's, with the code's bit 4 from qh[l] (bit 2 c, bit 2 c + 1), which
+// lies in the same byte lane as the code byte qs[32 c + l] (offsets 16 + l and 48 + 32 c + l):
+// q < 32 takes byte 2 of 2^23 (CodeScale<2>, z = 0). False when d or dmin is not finite.
+template <int kC, int kWords>
+__device__ __forceinline__ bool wordValuesQ5_K(const uint32_t (&words)[kWords],
+                                               const unsigned char* block, float (&y)[64]) {
+  const uint32_t h = halfBitsAt(words, 0), h_min = halfBitsAt(words, 2);
+  if (!halfIsFinite(h) || !halfIsFinite(h_min)) return false;
+  const float d = halfToFloat(h), dmin = halfToFloat(h_min);
+  int sc0 = 0, mn0 = 0, sc1 = 0, mn1 = 0;
+  quant_detail::scaleMinK(block + 4, 2 * kC, &sc0, &mn0);
+  quant_detail::scaleMinK(block + 4, 2 * kC + 1, &sc1, &mn1);
+  const float offset0 = dmin * quant_detail::smallIntToFloat(mn0);
+  const float offset1 = dmin * quant_detail::smallIntToFloat(mn1);
+  const CodeScale<2> low(d * quant_detail::smallIntToFloat(sc0), 0.0f, 1.0f);
+  const CodeScale<2> high(d * quant_detail::smallIntToFloat(sc1), 0.0f, 1.0f);
+#pragma unroll
+  for (int l = 0; l < 32; ++l) {
+    const uint32_t qs = words[(48 + 32 * kC + l) / 4], qh = words[(16 + l) / 4];
+    const uint32_t code0 = (qs & 0x0F0F0F0Fu) | byteBitTo<2 * kC, 4>(qh);
+    const uint32_t code1 = ((qs >> 4) & 0x0F0F0F0Fu) | byteBitTo<2 * kC + 1, 4>(qh);
+    y[l] = low(code0, l % 4) - offset0;
+    y[32 + l] = high(code1, l % 4) - offset1;
+  }
+  return true;
+}
+
+// Q6_K elements [128 kH + 64 kP, +64) (sub-blocks 4 kH + 2 kP and the next) into y[0..63],
+// gguf-dequant.md's (d * scale) * (c - 32) zero signs aside; `words` is the 4-byte aligned shared
+// memory whose byte kB (0 or 2) is the super-block's first. The 6-bit codes are put together
+// four at a time in 32-bit words: ql byte 64 kH + i and qh byte 32 kH + i % 32 sit in the same
+// byte lane of their words (their offsets differ by a multiple of 4), so that a mask and a shift
+// of each (bits that cross a byte lane are masked off) and an OR give c in byte lane i's low six
+// bits; c < 64 < 128 then takes byte 2 of 2^23 (CodeScale<2>, z = 32). False, y untouched, when
+// d is not finite.
+template <int kB, int kH, int kP>
+__device__ __forceinline__ bool wordValuesQ6_K(const uint32_t* words, float (&y)[64]) {
+  constexpr int kD = kB + 208;  // d's offset: even, so inside one word
+  const uint32_t h = words[kD / 4] >> (8 * (kD % 4)) & 0xFFFFu;
+  if (!halfIsFinite(h)) return false;
+  const float d = halfToFloat(h);
+#pragma unroll
+  for (int g = 0; g < 4; ++g) {  // 16 elements per int8 scale
+    constexpr int kScales = kB + 192 + 8 * kH + 4 * kP;
+    const int at = kScales + g;
+    const int scale = static_cast<int8_t>(words[at / 4] >> (8 * (at % 4)) & 0xFFu);
+    const CodeScale<2> value(d * quant_detail::smallIntToFloat(scale), 32.0f, 1.0f);
+#pragma unroll
+    for (int i = 16 * g; i < 16 * g + 16; ++i) {
+      const int ql = kB + 64 * kH + i, qh = kB + 128 + 32 * kH + i % 32;
+      const int high_shift = 2 * (2 * kP + i / 32);  // qh bits high_shift, high_shift + 1
+      const uint32_t low = (words[ql / 4] >> (4 * kP)) & 0x0F0F0F0Fu;
+      const uint32_t q_high = words[qh / 4];
+      const uint32_t high =
+          (high_shift <= 4 ? q_high << (4 - high_shift) : q_high >> (high_shift - 4)) & 0x30303030u;
+      y[i] = value(low | high, ql % 4);
+    }
   }
   return true;
 }

@@ -6,7 +6,8 @@
 // take the lane-per-feature GEMV (quant_linear_lanes.cuh): its cases use such K (for Q4_1 and
 // Q5_1 also K that are not multiples of 256 or 128: a partial stage or chunk), odd N, strided x,
 // and check that a row of a batch has the bits of the row alone, and blocks with special scales
-// (its exact fma dequantisation of finite scales, quant_blocks.h's arithmetic for the others).
+// (its exact fma dequantisation of finite scales, quant_blocks.h's arithmetic for the others),
+// Q6_K's extreme finite scales, and grids large enough for its 4- and 2-warp blocks and rings.
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -212,6 +213,61 @@ TEST(QuantLinearCuda, LaneGemvSpecialScalesMatchCpu) {
         EXPECT_EQ(firstDifferenceBesidesNaN(expected, runCuda(p, kernel)), -1)
             << p.describe() << " kernel " << static_cast<int>(kernel);
       }
+      if (HasFailure()) return;
+    }
+  }
+}
+
+// Q6_K's word dequantisation (one fma from exact constants, quant_linear_words.cuh) at the
+// extremes of its exact range: d the largest, the smallest subnormal, +-0 or 1 with either sign,
+// int8 sub-scales -128, 127, -1 and 0, random codes (c - 32 from -32 to 31); both stage parities
+// (super-blocks at byte 0 and 2 of a word), odd N, M past a row block of 8. All finite: bitwise.
+TEST(QuantLinearCuda, LaneGemvQ6_KExtremeScalesMatchCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  const uint16_t ds[] = {0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x3C00, 0xBC00, 0x0000, 0x8000};
+  const unsigned char scales[] = {0x80, 0x7F, 0xFF, 0x00};
+  std::mt19937_64 rng(3131);
+  for (int64_t m : {1, 3, 9, 17}) {
+    test::QuantProblem p;
+    p.type = QuantType::kQ6_K;
+    p.k = 3 * alignedK(QuantType::kQ6_K);
+    p.m = m;
+    p.n = 41;
+    p.x_dtype = m % 2 ? DType::kF32 : DType::kBF16;
+    p.fill(rng());
+    for (int64_t row = 0; row < p.n; ++row) {
+      for (int64_t b = 0; b < p.k / 256; ++b) {
+        unsigned char* block = p.w.data() + row * p.wRowBytes() + b * 210;
+        for (int j = 0; j < 16; ++j)
+          block[192 + j] = scales[rng() % 4];
+        const uint16_t d = ds[rng() % 8];
+        block[208] = d & 0xFF, block[209] = d >> 8;
+      }
+    }
+    expectAllKernelsMatch(p);
+    if (HasFailure()) return;
+  }
+}
+
+// Grids of more than two blocks per SM: the lane GEMV's blocks of 4 or 2 warps with rings of 3 or
+// 2 stages, whichever keeps the most warps on an SM for the type (quant_linear.cu), every type.
+TEST(QuantLinearCuda, LaneGemvLargeGridsMatchCpuBitwise) {
+  REE_SKIP_WITHOUT_GPU();
+  int device = 0, sms = 0;
+  REE_CUDA_OK(cudaGetDevice(&device));
+  REE_CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  std::mt19937_64 rng(3232);
+  for (QuantType type : test::kAllQuantTypes) {
+    for (int64_t m : {1, 2, 5}) {
+      test::QuantProblem p;
+      p.type = type;
+      p.k = 2048;  // 8 stages; rows a multiple of 16 bytes for every type
+      p.m = m;
+      p.n = 64 * static_cast<int64_t>(sms) + 7;  // 2 SMs' worth of 32-feature blocks, and a part
+      p.x_dtype = rng() % 2 ? DType::kBF16 : DType::kF32;
+      p.fill(rng());
+      EXPECT_EQ(test::firstBitDifference(runCpu(p), runCuda(p, LinearKernel::kAuto)), -1)
+          << p.describe();
       if (HasFailure()) return;
     }
   }
