@@ -1,6 +1,6 @@
-// GEMV over GGUF-quantised weights (quant_linear.h: Q4_0, Q4_1, Q4_K, Q6_K, Q8_0, fp32 x) beside
-// repops-1 linear with bf16 weights (bf16 x) and fp32 weights (fp32 x), all fp32 y, at M = 1, 16
-// and 64 on K x N = 4096 x 4096, 4096 x 14336 and 14336 x 4096: mean time, and GB/s of the
+// GEMV over GGUF-quantised weights (quant_linear.h: Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, Q8_0, fp32 x)
+// beside repops-1 linear with bf16 weights (bf16 x) and fp32 weights (fp32 x), all fp32 y, at M =
+// 1, 16 and 64 on K x N = 4096 x 4096, 4096 x 14336 and 14336 x 4096: mean time, and GB/s of the
 // weight bytes read (each weight byte once), beside the device-to-device copy bandwidth measured in
 // the same run (bytes read + written); then the sum over the linear layers of one Llama-3-8B decode
 // token per format (an end-to-end model needs a tokenizer and a 4.5 GB file). Weights rotate
@@ -134,11 +134,8 @@ std::vector<Row> run(int m, int k, int n, int iterations, float copy_gbs) {
   const struct {
     QuantType type;
     const char* name;
-  } types[] = {{QuantType::kQ4_0, "Q4_0"},
-               {QuantType::kQ4_1, "Q4_1"},
-               {QuantType::kQ4_K, "Q4_K"},
-               {QuantType::kQ6_K, "Q6_K"},
-               {QuantType::kQ8_0, "Q8_0"}};
+  } types[] = {{QuantType::kQ4_0, "Q4_0"}, {QuantType::kQ4_1, "Q4_1"}, {QuantType::kQ4_K, "Q4_K"},
+               {QuantType::kQ5_K, "Q5_K"}, {QuantType::kQ6_K, "Q6_K"}, {QuantType::kQ8_0, "Q8_0"}};
   for (const auto& t : types) {
     const double bytes = static_cast<double>(elems) / ree::repops::quantBlockElems(t.type) *
                          ree::repops::quantBlockBytes(t.type);
