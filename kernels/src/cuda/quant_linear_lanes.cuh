@@ -246,14 +246,10 @@ __device__ __forceinline__ void blockPartials(const unsigned char* row, const TX
   using Bytes = RowBytes<kBlock * kBytes, kBytes>;
   const Bytes block(row);
   float w[32];
-  bool done = false;
-  if constexpr (kType == QuantType::kQ4_0 || kType == QuantType::kQ4_1 ||
-                kType == QuantType::kQ8_0) {
-    uint32_t words[4 * Bytes::kPieces];
-    block.words(words);
-    done = wordValues32<kType, kBlock * kBytes - 16 * Bytes::kFirst>(words, w);
-  }
-  if (!done) dequantizeSub32<kType>(block.bytes(), 0, w);
+  uint32_t words[4 * Bytes::kPieces];
+  block.words(words);
+  if (!wordValues32<kType, kBlock * kBytes - 16 * Bytes::kFirst>(words, w))
+    dequantizeSub32<kType>(block.bytes(), 0, w);
   chainWeights<TX, kRows>(x, w, partial);
 }
 

@@ -105,6 +105,47 @@ __device__ __forceinline__ void nibbleValues(const uint32_t (&words)[kWords], Co
   }
 }
 
+// The 32 bits at byte `offset` (compile-time after unrolling) of the words, little-endian.
+template <int kWords>
+__device__ __forceinline__ uint32_t wordAt(const uint32_t (&words)[kWords], int offset) {
+  return offset % 4 == 0
+             ? words[offset / 4]
+             : __funnelshift_r(words[offset / 4], words[offset / 4 + 1], 8 * (offset % 4));
+}
+
+// Bits [j0, j0 + 4) of qh at bit 4 of bytes 0..3 (bits below 0, for j0 < 0, are 0), the other bits
+// clear: bit i of the 4-bit t goes to bit 8 i + 4 (t times 2^4 + 2^11 + 2^18 + 2^25, whose four
+// partial products occupy disjoint bits: no carries).
+__device__ __forceinline__ uint32_t spreadHighBits(uint32_t qh, int j0) {
+  const uint32_t t = (j0 >= 0 ? qh >> j0 : qh << -j0) & 0xFu;
+  return (t * 0x02040810u) & 0x10101010u;
+}
+
+// Q5_0/Q5_1 codes of a block whose qs starts at byte kQs of the words (any alignment) and whose
+// high bits are qh: y[j] = value(low nibble of byte j | bit j of qh << 4), y[16 + j] the same
+// with the high nibble and bit 16 + j. Four codes are put together in a word's byte lanes; the
+// code (< 32) takes byte 2 of 2^23 (CodeScale<2>).
+template <int kQs, int kWords>
+__device__ __forceinline__ void fiveBitValues(const uint32_t (&words)[kWords], uint32_t qh,
+                                              CodeScale<2> value, float (&y)[32]) {
+  constexpr int kFirst = kQs / 4, kCount = (kQs + 15) / 4 - kFirst + 1;
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) {
+    const int j0 = 4 * (kFirst + i) - kQs;  // the element of the word's byte 0 (may be < 0)
+    const uint32_t word = words[kFirst + i];
+    const uint32_t low = (word & 0x0F0F0F0Fu) | spreadHighBits(qh, j0);
+    const uint32_t high = ((word >> 4) & 0x0F0F0F0Fu) | spreadHighBits(qh, j0 + 16);
+#pragma unroll
+    for (int lane = 0; lane < 4; ++lane) {
+      const int j = j0 + lane;
+      if (j >= 0 && j < 16) {
+        y[j] = value(low, lane);
+        y[16 + j] = value(high, lane);
+      }
+    }
+  }
+}
+
 // The 32-element block at byte kB of the words into y (gguf-dequant.md's values, zero signs
 // aside); false, y untouched, when its scale d is not finite.
 template <QuantType kType, int kB, int kWords>
@@ -122,8 +163,18 @@ __device__ __forceinline__ bool wordValues32(const uint32_t (&words)[kWords], fl
 #pragma unroll
     for (int j = 0; j < 32; ++j)
       y[j] = y[j] + m;
+  } else if constexpr (kType == QuantType::kQ5_0) {  // (q - 16) d
+    fiveBitValues<kB + 6>(words, wordAt(words, kB + 2), CodeScale<2>(d, 16.0f, 1.0f), y);
+  } else if constexpr (kType == QuantType::kQ5_1) {  // (d q) + m, as Q4_1
+    const uint32_t m_bits = halfBitsAt(words, kB + 2);
+    if ((m_bits & 0x7FFFu) > 0x7C00u) return false;
+    const float m = halfToFloat(m_bits);
+    fiveBitValues<kB + 8>(words, wordAt(words, kB + 4), CodeScale<2>(d, 0.0f, 1.0f), y);
+#pragma unroll
+    for (int j = 0; j < 32; ++j)
+      y[j] = y[j] + m;
   } else {
-    static_assert(kType == QuantType::kQ8_0, "Q4_0, Q4_1 or Q8_0");
+    static_assert(kType == QuantType::kQ8_0, "Q4_0, Q4_1, Q5_0, Q5_1 or Q8_0");
     // q d for int8 q: the byte q ^ 0x80 = q + 128 < 256 in byte 1.
     constexpr int kQs = kB + 2, kFirst = kQs / 4, kCount = (kQs + 31) / 4 - kFirst + 1;
     uint32_t u[kCount];
