@@ -24,8 +24,12 @@
 //   Q4_1 (z = 0):  128 and 2048, 1 bit; q in [0, 15]: 11 + 4; then + m, rounded as the spec.
 //   Q8_0 (q ^ 0x80 = q + 128 in byte 1, z = 128): 32896 = 128 * 257, 9 bits: 11 + 9; q in
 //                  [-128, 127]: 11 + 8.
+//   Q5_0 (5-bit code in byte 2, z = 16): 144 = 16 * 9, 4 bits: 11 + 4; q - z in [-16, 15]:
+//                  11 + 5.
+//   Q5_1 (byte 2, z = 0): 128, 1 bit; q in [0, 31]: 11 + 5; then + m, rounded as the spec.
 //   Q4_K (scale d * sc, sc 6-bit: 17 bits): 128 and 2048: 17 + 1; q in [0, 15]: 17 + 4; then
 //                  - dmin * mn, rounded as the spec.
+//   Q5_K (as Q4_K, the 5-bit code in byte 2): 128: 17 + 1; q in [0, 31]: 17 + 5.
 //   Q6_K (scale d * sc, sc int8: |sc| <= 128 has at most 7 bits, so 18 bits; the loose 11 + 8
 //                  = 19 still passes): the code c < 64 goes to byte 2 (z = 32): 160 = 32 * 5,
 //                  3 bits: 18 + 3 (19 + 3 = 22); c - 32 in [-32, 31]: 18 + 5 = 23 (19 + 5 = 24).
@@ -36,8 +40,10 @@
 // a chain starts from +0 and an fma returns -0 only from -0 + -0, so its running value is never
 // -0, and acc + x * (+0) == acc + x * (-0) for any other acc (x * +-0 is NaN for the same x in
 // both). A scale that is not finite (inf * 0 is NaN in the spec but inf - inf everywhere here)
-// takes quant_blocks.h's path. A host emulation of these fmas against quant_blocks.h found no
-// other difference: for Q6_K every finite d x every int8 sub-scale x every code (1.04e9 values).
+// takes quant_blocks.h's path. Host emulations of these functions against quant_blocks.h found
+// no other difference: Q6_K every finite d x every int8 sub-scale x every code (1.04e9 values)
+// and random super-blocks at both word offsets; Q5_K 72M values; Q5_0/Q5_1 24M values with the
+// block at every byte offset of a word.
 #pragma once
 
 #include <cuda_runtime.h>
