@@ -317,18 +317,20 @@ Status blocksPerSm(Kernel kernel, LaneShape shape, int bytes, std::atomic<int>& 
   return Status::kSuccess;
 }
 
-// Grids of about one block per SM or fewer: eight warps split K (fewer when half of them already
-// cover every stage or their rings do not fit), rings of 3. Larger grids: the shape with the
-// most warps resident per SM (ties: the earlier), as at M = 1 the warps on an SM, not the bytes in
-// flight, bound the GEMV: Q8_0's 8.5 KB weight stages fit two 4-warp blocks with rings of 3 (8
-// warps), five 2-warp blocks with rings of 2 (10). The bits depend on neither.
+// At M = 1 the warps on an SM, not the bytes in flight, bound the GEMV. Grids of about one block
+// per SM or fewer: 16 warps (8 for more than two rows of x) split K, fewer when half of them
+// already cover every stage or their rings of 2 do not fit; rings of 3 where those fit too (Q4_0
+// at M = 1: 16 warps, rings of 2; Q8_0: 8 warps, rings of 2, where rings of 3 would fit only 4).
+// Larger grids: the shape with the most warps resident per SM (ties: the earlier): Q8_0's 8.5 KB
+// weight stages fit one 4-warp block with rings of 3, five 2-warp blocks with rings of 2. The
+// bits depend on neither.
 template <QuantType kType, typename TX, int kRows>
 Status chooseLaneShape(long long blocks, int sms, int optin, int stages, LaneShape* shape) {
   using S = quant_lanes::Shared<kType, TX, kRows>;
   auto kernel = quant_lanes::laneGemvKernel<kType, TX, kRows>;
   if (blocks < 2ll * sms) {
-    int warps = quant_lanes::kMaxWarps;
-    while (warps > quant_lanes::kMinWarps && (warps / 2 >= stages || S::bytes(warps, 3) > optin))
+    int warps = quant_lanes::maxWarps(kRows);
+    while (warps > quant_lanes::kMinWarps && (warps / 2 >= stages || S::bytes(warps, 2) > optin))
       warps /= 2;
     *shape = {warps, S::bytes(warps, 3) <= optin ? 3 : 2};
     return Status::kSuccess;

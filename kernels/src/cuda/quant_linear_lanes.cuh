@@ -36,7 +36,11 @@ namespace ree::repops::cuda::quant_lanes {
 
 constexpr int kStageK = 2 * kReduceChunk;  // elements of a row per stage: two chunks
 constexpr int kFeatures = 32;              // output features per block, one per lane
-constexpr int kMaxWarps = 8;
+// Warps per block at most: 16 for one or two rows of x (grids of about a block per SM then keep
+// 16 warps on an SM), 8 for more (their registers allow no more).
+constexpr int maxWarps(int rows) {
+  return rows <= 2 ? 16 : 8;
+}
 constexpr int kMinWarps = 2;
 constexpr int kMaxRing = 3;  // cp.async stages per warp (Args::ring: 2 or 3)
 
@@ -324,11 +328,11 @@ __device__ __forceinline__ void stagePartials(const unsigned char* row, const TX
   }
 }
 
-// At most 128 registers for one or two rows of x (two blocks of 8 warps per SM): at M = 1 the
-// warps resident on an SM bound the GEMV, and Q8_0 (180) and Q6_K (199) would otherwise take
-// more; Q6_K then spills 16 bytes, on its non-finite-scale path only.
+// At most 128 registers for one or two rows of x (blocks of up to 16 warps): at M = 1 the warps
+// resident on an SM bound the GEMV, and Q8_0 (180) and Q6_K (199) would otherwise take more;
+// Q6_K then spills 16 bytes, on its non-finite-scale path only.
 template <QuantType kType, typename TX, int kRows>
-__global__ void __launch_bounds__(kMaxWarps * 32, kRows <= 2 ? 2 : 1) laneGemvKernel(Args a) {
+__global__ void __launch_bounds__(maxWarps(kRows) * 32, 1) laneGemvKernel(Args a) {
   using L = Layout<kType>;
   using S = Shared<kType, TX, kRows>;
   extern __shared__ __align__(16) unsigned char shared[];
