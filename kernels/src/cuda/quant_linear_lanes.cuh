@@ -303,10 +303,18 @@ __device__ __forceinline__ void chunkPartials(const unsigned char* row, const TX
       if (!done) dequantizeSub64<kType>(block.bytes(), 2 * kH + p, w);
       chainWeights<TX, kRows>(x + 64 * p, w, partial);
     }
-  } else {  // Q6_K: the super-block's words read where they lie in shared memory
+  } else if constexpr (kRows <= 2) {  // Q6_K: the super-block's words where they lie
     static_assert(kType == QuantType::kQ6_K, "the one type whose stages are not aligned");
     pairPartialsQ6_K<TX, kRows, kH, 0, kB>(row, x, partial);
     pairPartialsQ6_K<TX, kRows, kH, 1, kB>(row, x + 64, partial);
+  } else {  // Q6_K, more rows of x: the bytes, one loop body (two word variants of 8 rows' chains
+            // overflow the instruction cache: M = 16 took 120 instead of 79 us at K = N = 4096)
+#pragma unroll 1
+    for (int p = 0; p < 2; ++p) {
+      float w[64];
+      dequantizeSub64<kType>(row, 2 * kH + p, w);
+      chainWeights<TX, kRows>(x + 64 * p, w, partial);
+    }
   }
 }
 
@@ -413,7 +421,7 @@ __global__ void __launch_bounds__(maxWarps(kRows) * 32, 1) laneGemvKernel(Args a
           slot + lane * L::kPitch + static_cast<int>(static_cast<int64_t>(s) * L::kStageBytes % 16);
       const TX* x = reinterpret_cast<const TX*>(slot + L::kWBytes);
       const int left = a.k - s * kStageK;
-      if constexpr (L::kAlignedStages) {
+      if constexpr (L::kAlignedStages || kRows > 2) {
         stagePartials<kType, TX, kRows, 0>(row, x, left, round_partials, lane);
       } else if (s % 2 == 0) {  // Q6_K: stage s starts at byte 2 (s % 8) of a piece; warp w's
         // stages all have w's parity (the warps are even), so each warp runs one of the two
