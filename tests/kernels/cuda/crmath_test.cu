@@ -7,7 +7,8 @@
 //     rounding boundary, or the case is special, MPFR decides. The composites are compared with
 //     the CPU implementation on every 16th input. Prints misrounded counts (must be 0) and a hash
 //     of the full GPU output per function (compare H100 and H200 runs). REE_CRMATH_SWEEP=0 skips.
-// (c) crExpN (batched) == crExp on all 2^32 inputs, on the GPU.
+// (c) crExpN (batched) == crExp on all 2^32 inputs, on the GPU; so are the batch exp, sigmoid and
+//     silu (crmath.cu's own fast path) == the scalar crExp, crSigmoid and crSilu.
 // The hash: FNV-1a (64-bit, over 32-bit words) of each block of 2^20 outputs, then FNV-1a over
 // those block hashes in order.
 #include <cuda_runtime.h>
@@ -172,6 +173,61 @@ TEST(CrMathCuda, BatchedExpMatchesScalarOnAllInputs) {
   REE_CUDA_OK(cudaMemcpy(&mismatches, d_mismatches, sizeof(mismatches), cudaMemcpyDeviceToHost));
   REE_CUDA_OK(cudaMemcpy(&first_bad, d_first, sizeof(first_bad), cudaMemcpyDeviceToHost));
   EXPECT_EQ(mismatches, 0ull) << "first mismatching input 0x" << std::hex << first_bad;
+  cudaFree(d_mismatches);
+  cudaFree(d_first);
+}
+
+// The batch API's exp, sigmoid and silu (crmath.cu's own fast path: one slow flag per four values,
+// and for sigmoid and silu its own reciprocal sequence) against the scalar crExp / crSigmoid /
+// crSilu (IEEE division) on the GPU, on all 2^32 inputs.
+__global__ void fillBitPatterns(float* x, int64_t n, uint32_t first) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    x[i] = bitsFloat(first + static_cast<uint32_t>(i));
+}
+
+__global__ void countScalarMismatches(const float* x, const float* y, int64_t n, UnaryMathOp op,
+                                      unsigned long long* mismatches, unsigned int* first_bad) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const float want = op == UnaryMathOp::kExp       ? crExp(x[i])
+                       : op == UnaryMathOp::kSigmoid ? crSigmoid(x[i])
+                                                     : crSilu(x[i]);
+    if (floatBits(y[i]) != floatBits(want)) {
+      atomicAdd(mismatches, 1ull);
+      atomicMin(first_bad, floatBits(x[i]));
+    }
+  }
+}
+
+TEST(CrMathCuda, BatchExpSigmoidSiluMatchScalarOnAllInputs) {
+  REE_SKIP_WITHOUT_GPU();
+  const int64_t chunk = int64_t{1} << 28;
+  float *d_x = nullptr, *d_y = nullptr;
+  unsigned long long* d_mismatches = nullptr;
+  unsigned int* d_first = nullptr;
+  REE_CUDA_OK(cudaMalloc(&d_x, chunk * sizeof(float)));
+  REE_CUDA_OK(cudaMalloc(&d_y, chunk * sizeof(float)));
+  REE_CUDA_OK(cudaMalloc(&d_mismatches, sizeof(unsigned long long)));
+  REE_CUDA_OK(cudaMalloc(&d_first, sizeof(unsigned int)));
+  for (const UnaryMathOp op : {UnaryMathOp::kExp, UnaryMathOp::kSigmoid, UnaryMathOp::kSilu}) {
+    REE_CUDA_OK(cudaMemset(d_mismatches, 0, sizeof(unsigned long long)));
+    REE_CUDA_OK(cudaMemset(d_first, 0xff, sizeof(unsigned int)));
+    for (int64_t first = 0; first < (int64_t{1} << 32); first += chunk) {
+      fillBitPatterns<<<4096, 256>>>(d_x, chunk, static_cast<uint32_t>(first));
+      ASSERT_EQ(repops::cuda::unaryMath(op, d_x, d_y, chunk, nullptr), Status::kSuccess);
+      countScalarMismatches<<<4096, 256>>>(d_x, d_y, chunk, op, d_mismatches, d_first);
+      REE_CUDA_OK(cudaGetLastError());
+    }
+    unsigned long long mismatches = 0;
+    unsigned int first_bad = 0;
+    REE_CUDA_OK(cudaMemcpy(&mismatches, d_mismatches, sizeof(mismatches), cudaMemcpyDeviceToHost));
+    REE_CUDA_OK(cudaMemcpy(&first_bad, d_first, sizeof(first_bad), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(mismatches, 0ull) << unaryMathOpName(op) << ": first mismatching input 0x" << std::hex
+                                << first_bad;
+  }
+  cudaFree(d_x);
+  cudaFree(d_y);
   cudaFree(d_mismatches);
   cudaFree(d_first);
 }
