@@ -21,14 +21,8 @@
 constexpr int kSelectWarps = 8;  // warps per block
 constexpr int kSelectBatch = 8;  // 16-byte loads per lane issued before their values are used
 
-struct SelectArgs {
-  const void* x;
-  int64_t x_stride;
-  void* out;
-  DType out_dtype;
-  int64_t rows;
-  int n;
-};
+// The kernel takes rowops.cu's ReduceArgs (x, x_stride, out, out_dtype, rows, n; warps_per_row and
+// kind are not read).
 
 // Signed-integer order of orderedKey(x) = the spec's MAX order of x; keyValue inverts it.
 __device__ __forceinline__ int orderedKey(float v) {
@@ -78,7 +72,7 @@ __device__ __forceinline__ KeyRange laneKeyRange(const InT* xr, int n, int lane)
 }
 
 template <typename InT, bool kMax>
-__global__ void __launch_bounds__(kSelectWarps * 32) streamSelectKernel(SelectArgs a) {
+__global__ void __launch_bounds__(kSelectWarps * 32) streamSelectKernel(ReduceArgs a) {
   waitForPredecessor();
   allowSuccessorLaunch();
   const int lane = threadIdx.x % 32;
@@ -148,7 +142,13 @@ Status launchSelectStream(int kind, RowsIn x, void* out, DType out_dtype, int64_
     REE_RETURN_IF_ERROR(selectBlocksPerSm<InT>(kind, device, &blocks_per_sm));
     const int64_t blocks = (rows + kSelectWarps - 1) / kSelectWarps;
     const int64_t grid = std::min<int64_t>(blocks, static_cast<int64_t>(blocks_per_sm) * sms);
-    const SelectArgs args{x.data, x.row_stride, out, out_dtype, rows, static_cast<int>(cols)};
+    ReduceArgs args{};
+    args.x = x.data;
+    args.x_stride = x.row_stride;
+    args.out = out;
+    args.out_dtype = out_dtype;
+    args.rows = rows;
+    args.n = static_cast<int>(cols);
     launchChained(selectKernelFor<InT>(kind), static_cast<unsigned>(grid), kSelectWarps * 32, 0,
                   stream, args);
     REE_CUDA_CHECK_LAUNCH();
