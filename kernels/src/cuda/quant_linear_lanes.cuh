@@ -4,12 +4,11 @@
 // of x; its W warps split K: warp w takes the 256-wide stages w, w + W, w + 2W, ... (a stage is
 // two 128-wide chunks: one K-type super-block, or eight 32-element blocks). Each stage arrives in
 // the warp's own cp.async ring (2 or 3 stages): the 32 weight rows' bytes of the stage, 16-byte
-// pieces copied coalesced (a lane pair takes a 32-byte sector of a row) into rows padded to an
-// odd number of pieces, so that a lane reading 16 bytes of its own row never shares a bank with
+// pieces copied coalesced (consecutive lanes, consecutive pieces of one row) into rows padded to
+// an odd number of pieces, so that a lane reading 16 bytes of its own row never shares a bank with
 // the 7 other lanes of its quarter-warp; and the stage's x rows as they are in memory (bf16 or
 // fp32), which every lane reads at the same address (a broadcast). Each lane dequantises its
-// row's elements once (gguf-dequant.md's values: quant_linear_words.cuh's exact fmas, or
-// quant_blocks.h for Q5_0, Q5_1 and non-finite scales) and runs, for every row of
+// row's elements once (quant_blocks.h, the values of gguf-dequant.md) and runs, for every row of
 // x, the chunk's fma chain from +0 in k order (linear.md, step 2). After each round of W stages
 // the block synchronises once, and the thread that owns output (m, n) adds the round's chunk
 // partials to its running total in chunk order (linear.md's merge, from -0: -0 + p == p). So
@@ -63,11 +62,9 @@ struct Layout {
   static constexpr int kBlockBytes = quantBlockBytes(kType);
   static constexpr int kStageBytes = kStageK / kBlockElems * kBlockBytes;  // one row, one stage
   // Stages start on a 16-byte boundary of an aligned row for every type but Q6_K (210-byte
-  // super-blocks): stage s starts at byte 2 (s % 8) of a piece (the largest power of two that
-  // divides the stage bytes, times s), so its pieces span at most 14 more bytes.
+  // super-blocks): those then span one more piece and are read from shared memory byte by byte.
   static constexpr bool kAlignedStages = kStageBytes % 16 == 0;
-  static constexpr int kMaxOffset = kAlignedStages ? 0 : 16 - (kStageBytes & -kStageBytes);
-  static constexpr int kPieces = (kMaxOffset + kStageBytes + 15) / 16;
+  static constexpr int kPieces = (kStageBytes + 15) / 16 + (kAlignedStages ? 0 : 1);
   static constexpr int kPitch = 16 * (kPieces % 2 == 1 ? kPieces : kPieces + 1);  // odd pieces
   static constexpr int kWBytes = kFeatures * kPitch;
 };
@@ -118,51 +115,22 @@ __device__ __forceinline__ void loadPieceGroups(const unsigned char* stage, uint
   }
 }
 
-// A whole stage (kPieces pieces of every row): lanes 2 r and 2 r + 1 copy the even and the odd
-// pieces of rows r and r + 16, a 32-byte sector of a row per lane pair and copy, at constant
-// offsets from two row pointers. Rows past n_rows copy row n_rows - 1's bytes: their lanes'
-// outputs are never stored.
-template <QuantType kType>
-__device__ __forceinline__ void loadWholeStage(const unsigned char* stage, int64_t w_row_bytes,
-                                               int n_rows, unsigned char* slot, int lane) {
-  using L = Layout<kType>;
-  const int half = lane & 1, row = lane >> 1;
-  const unsigned char* src_a = stage + min(row, n_rows - 1) * w_row_bytes + 16 * half;
-  const unsigned char* src_b = stage + min(row + 16, n_rows - 1) * w_row_bytes + 16 * half;
-  unsigned char* dst = slot + row * L::kPitch + 16 * half;
-#pragma unroll
-  for (int i = 0; i < L::kPieces / 2; ++i) {
-    cpAsync16(dst + 32 * i, src_a + 32 * i, 16);
-    cpAsync16(dst + 16 * L::kPitch + 32 * i, src_b + 32 * i, 16);
-  }
-  if (L::kPieces % 2 == 1 && half == 0) {  // an odd last piece: the even lanes
-    constexpr int kLast = 16 * (L::kPieces - 1);
-    cpAsync16(dst + kLast, src_a + kLast, 16);
-    cpAsync16(dst + 16 * L::kPitch + kLast, src_b + kLast, 16);
-  }
-}
-
 // Copies the weight bytes of stage `s` of the block's rows into `slot`: row r's pieces from the
 // 16-byte boundary at or before the stage's first byte, kPieces of them (the last ones may hold
-// the next stage's bytes; never past the row, whose length is a multiple of 16). Only a last
-// stage that ends K early has fewer pieces (loadPieceGroups: zero-filled).
+// the next stage's bytes; never past the row, whose length is a multiple of 16).
 template <QuantType kType>
 __device__ __forceinline__ void loadStageWeights(const Args& a, int n0, int n_rows, int s,
                                                  unsigned char* slot, int lane) {
   using L = Layout<kType>;
   static_assert(L::kPieces <= 31, "at most 31 pieces per row and stage");
-  // Row bytes fit an int: at most 64 MiB (quant_linear.cu's laneGemvFits).
-  const int row_bytes = a.k / L::kBlockElems * L::kBlockBytes;
-  const int first = s * L::kStageBytes / 16 * 16;
-  const int end = min((s + 1) * L::kStageBytes, row_bytes);
-  const int pieces = (end - first + 15) / 16;
+  const int64_t row_bytes = static_cast<int64_t>(a.k / L::kBlockElems) * L::kBlockBytes;
+  const int64_t first = static_cast<int64_t>(s) * L::kStageBytes / 16 * 16;
+  const int64_t stage_end = static_cast<int64_t>(s + 1) * L::kStageBytes;
+  const int64_t end = stage_end < row_bytes ? stage_end : row_bytes;
+  const int pieces = static_cast<int>((end - first + 15) / 16);
   const unsigned char* stage = a.w + static_cast<int64_t>(n0) * a.w_row_bytes + first;
-  if (pieces == L::kPieces) {
-    loadWholeStage<kType>(stage, a.w_row_bytes, n_rows, slot, lane);
-  } else {
-    loadPieceGroups<kType, 0, largestPowerOfTwoAtMost(L::kPieces)>(
-        stage, static_cast<uint32_t>(a.w_row_bytes), n_rows, pieces, slot, lane);
-  }
+  loadPieceGroups<kType, 0, largestPowerOfTwoAtMost(L::kPieces)>(
+      stage, static_cast<uint32_t>(a.w_row_bytes), n_rows, pieces, slot, lane);
 }
 
 // Copies the x values of stage `s` (kRows rows from m0, zeros past K or M) after the weights.
