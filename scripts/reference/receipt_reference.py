@@ -7,6 +7,7 @@ test checkpoints), so that it shares no code with the C++ implementation.
   receipt_reference.py receipt RECEIPT      recompute every internal hash; print a JSON report
   receipt_reference.py identity MODEL_DIR   config/tokenizer/weights SHA-256 as the doc defines
   receipt_reference.py manifest MODEL_DIR   print the weights manifest (bytes that are hashed)
+  receipt_reference.py gguf-tokenizer FILE  a GGUF file's tokenizer_sha256 (JSON)
   receipt_reference.py reshard MODEL_DIR OUT  the same tensors in 2 shards (other order) + index
   receipt_reference.py canonical RECEIPT    print the canonical body (what receipt_sha256 covers)
 
@@ -21,6 +22,9 @@ import sys
 
 CHAIN_DOMAIN = b"ree-logits-chain/1"
 MANIFEST_VERSION = "ree-weights/1"
+GGUF_TOKENIZER_VERSION = b"ree-gguf-tokenizer/1\n"
+# GGUF metadata value types -> bytes of one value (8 = string, 9 = array: variable).
+GGUF_SCALAR_BYTES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 
 
 def sha256_hex(data):
@@ -123,6 +127,55 @@ def identity(directory):
     }
 
 
+def gguf_value_end(data, pos, value_type):
+    """The offset just past a GGUF value of `value_type` that starts at `pos`."""
+    if value_type in GGUF_SCALAR_BYTES:
+        return pos + GGUF_SCALAR_BYTES[value_type]
+    if value_type == 8:
+        (n,) = struct.unpack_from("<Q", data, pos)
+        return pos + 8 + n
+    if value_type == 9:
+        element_type, count = struct.unpack_from("<IQ", data, pos)
+        pos += 12
+        if element_type in GGUF_SCALAR_BYTES:
+            return pos + count * GGUF_SCALAR_BYTES[element_type]
+        for _ in range(count):
+            pos = gguf_value_end(data, pos, element_type)
+        return pos
+    raise ValueError("unknown GGUF value type %d at offset %d" % (value_type, pos))
+
+
+def gguf_metadata_entries(path):
+    """{key: the entry's bytes as the file holds them (key length, key, type, value)}."""
+    with open(path, "rb") as f:
+        data = f.read()
+    magic, version, _, n_entries = struct.unpack_from("<4sIQQ", data, 0)
+    if magic != b"GGUF" or version not in (2, 3):
+        raise ValueError("%s: not a GGUF file of version 2 or 3" % path)
+    entries, pos = {}, 24
+    for _ in range(n_entries):
+        start = pos
+        (n,) = struct.unpack_from("<Q", data, pos)
+        key = data[pos + 8:pos + 8 + n]
+        (value_type,) = struct.unpack_from("<I", data, pos + 8 + n)
+        pos = gguf_value_end(data, pos + 12 + n, value_type)
+        entries[key] = data[start:pos]
+    return entries
+
+
+def gguf_tokenizer_sha256(path):
+    """docs/receipt.md: the entries whose key begins with "tokenizer." and general.architecture,
+    in ascending byte order of the keys, after a version line; "" when no key begins with
+    "tokenizer.". The entries are the file's own bytes, not re-encoded."""
+    entries = gguf_metadata_entries(path)
+    keys = [k for k in entries if k.startswith(b"tokenizer.")]
+    if not keys:
+        return ""
+    if b"general.architecture" in entries:
+        keys.append(b"general.architecture")
+    return sha256_hex(GGUF_TOKENIZER_VERSION + b"".join(entries[k] for k in sorted(keys)))
+
+
 def write_safetensors_by_hand(path, tensors):
     """tensors: [(name, dtype, shape, bytes)] written in the given order (not sorted)."""
     header, offset = {}, 0
@@ -181,6 +234,9 @@ def main(argv):
         return 0 if report["ok"] else 1
     if command == "identity":
         print(json.dumps(identity(argv[2]), sort_keys=True))
+        return 0
+    if command == "gguf-tokenizer":
+        print(json.dumps({"tokenizer_sha256": gguf_tokenizer_sha256(argv[2])}))
         return 0
     if command == "manifest":
         sys.stdout.buffer.write(weights_manifest(argv[2]))

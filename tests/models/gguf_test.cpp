@@ -193,7 +193,8 @@ TEST(GgufModel, IdentityHashesTheDerivedConfigAndTheDequantizedWeights) {
   ASSERT_EQ(computeModelIdentity(dir + "/llama_quant.gguf", &quant), Status::kSuccess)
       << lastErrorMessage();
   EXPECT_EQ(f32.weights_kind, "gguf");
-  EXPECT_EQ(f32.tokenizer_sha256, "");
+  EXPECT_EQ(f32.tokenizer_sha256.size(), 64u);  // its tokenizer.ggml.bos/eos_token_id
+  EXPECT_EQ(f32.tokenizer_sha256, quant.tokenizer_sha256);
   EXPECT_EQ(f32.config_sha256, quant.config_sha256);  // same metadata
   EXPECT_NE(f32.weights_sha256, quant.weights_sha256);
   std::string manifest;

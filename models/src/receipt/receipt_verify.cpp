@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 #include "receipt_json.h"
 #include "ree/models/tokenizer.h"
@@ -113,9 +114,10 @@ Status Verifier::checkEngine(bool* usable) {
     return couldNotVerify(report_, status);
   }
   if (engine_.options().operation_set != OperationSetKind::kReproducible) {
-    report_->note = "operation set '" + receipt_.operation_set +
-                    "' is not reproducible across hardware, nor between decode steps and the one "
-                    "prefill verify runs: a numeric divergence is inconclusive";
+    report_->note += std::string(report_->note.empty() ? "" : "; ") + "operation set '" +
+                     receipt_.operation_set +
+                     "' is not reproducible across hardware, nor between decode steps and the one "
+                     "prefill verify runs: a numeric divergence is inconclusive";
     numeric_divergence_ = Verdict::kCouldNotVerify;
     numeric_word_ = "could not verify (inconclusive)";
   }
@@ -288,22 +290,47 @@ Status Verifier::verifyRequest(const ReceiptRequest& r, bool* done) {
   return Status::kSuccess;
 }
 
+// Receipts of GGUF models written before tokenizer_sha256 bound a GGUF file's tokenizer metadata
+// (REE 0.3.0 and earlier) say "" there. Such a receipt still verifies, with a note saying what was
+// not compared; a receipt that names a hash must match it.
+bool isPreBindingGgufTokenizer(const Receipt& receipt, const ModelIdentity& actual,
+                               VerifyReport* report) {
+  if (actual.weights_kind != "gguf" || !receipt.identity.tokenizer_sha256.empty() ||
+      actual.tokenizer_sha256.empty()) {
+    return false;
+  }
+  const std::string note =
+      "model.tokenizer_sha256 is \"\": the receipt predates the binding of a GGUF file's "
+      "tokenizer metadata, so --model's tokenizer and chat template were not compared with the "
+      "run's (prompt and output text are still re-derived with --model's tokenizer)";
+  if (report->note.find(note) == std::string::npos) {
+    report->note += (report->note.empty() ? "" : "; ") + note;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool checkModelIdentity(const Receipt& receipt, const ModelIdentity& actual, VerifyReport* report) {
+  const bool gguf = actual.weights_kind == "gguf";
   struct Field {
     const char* name;
     const std::string& claimed;
     const std::string& have;
     const char* what;
   } fields[] = {
-      {"model.config_sha256", receipt.identity.config_sha256, actual.config_sha256, "config.json"},
+      {"model.config_sha256", receipt.identity.config_sha256, actual.config_sha256,
+       gguf ? "the config of the GGUF metadata" : "config.json"},
       {"model.tokenizer_sha256", receipt.identity.tokenizer_sha256, actual.tokenizer_sha256,
-       "tokenizer.json"},
+       gguf ? "the GGUF tokenizer metadata" : "tokenizer.json"},
       {"model.weights_sha256", receipt.identity.weights_sha256, actual.weights_sha256,
        "the weights"},
   };
   for (const Field& f : fields) {
+    if (std::strcmp(f.name, "model.tokenizer_sha256") == 0 &&
+        isPreBindingGgufTokenizer(receipt, actual, report)) {
+      continue;
+    }
     if (f.claimed != f.have) {
       concluded(report, Verdict::kCouldNotVerify, f.name, -1, -1,
                 std::string("could not verify: model identity differs: ") + f.what +

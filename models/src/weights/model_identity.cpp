@@ -11,6 +11,7 @@
 #include "ree/models/builtin.h"
 #include "ree/models/checkpoint.h"
 #include "ree/models/engine.h"
+#include "ree/models/gguf.h"
 #include "ree/models/gguf_config.h"
 #include "ree/models/gguf_source.h"
 #include "ree/models/safetensors.h"
@@ -97,6 +98,19 @@ Status buildManifest(const std::string& directory, std::string* manifest,
   return Status::kSuccess;
 }
 
+// A GGUF file's config_sha256 (the config.json its metadata gives) and tokenizer_sha256 (its
+// tokenizer metadata entries, ggufTokenizerIdentityBytes; "" when it has none).
+Status ggufConfigAndTokenizer(const std::string& path, ModelIdentity* identity) {
+  std::unique_ptr<models::GgufFile> file;
+  REE_RETURN_IF_ERROR(models::GgufFile::open(path, &file));
+  std::string bytes;
+  REE_RETURN_IF_ERROR(models::ggufModelConfigJson(*file, &bytes));
+  identity->config_sha256 = sha256Hex(bytes.data(), bytes.size());
+  REE_RETURN_IF_ERROR(ggufTokenizerIdentityBytes(*file, &bytes));
+  if (!bytes.empty()) identity->tokenizer_sha256 = sha256Hex(bytes.data(), bytes.size());
+  return Status::kSuccess;
+}
+
 }  // namespace
 
 Status weightsManifest(const std::string& model, std::string* manifest) {
@@ -116,12 +130,12 @@ Status computeModelIdentity(const std::string& model, ModelIdentity* out) {
   ModelIdentity identity;
   std::string bytes;
   if (models::isGgufPath(directory)) {
-    REE_RETURN_IF_ERROR(models::readGgufConfigJson(directory, &bytes));
+    REE_RETURN_IF_ERROR(ggufConfigAndTokenizer(directory, &identity));
   } else {
     REE_RETURN_IF_ERROR(
         readRegularFile(directory + "/config.json", kMaxConfigBytes, "config.json", &bytes));
+    identity.config_sha256 = sha256Hex(bytes.data(), bytes.size());
   }
-  identity.config_sha256 = sha256Hex(bytes.data(), bytes.size());
   if (std::filesystem::exists(directory + "/tokenizer.json")) {
     REE_RETURN_IF_ERROR(readRegularFile(directory + "/tokenizer.json", kMaxTokenizerBytes,
                                         "tokenizer.json", &bytes));
