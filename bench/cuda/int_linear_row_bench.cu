@@ -5,7 +5,7 @@
 // exponents found per call) and prepared (prepareIntLinearRowWeights and w_is_constant, as a
 // model's weights are). For M <= 64 the weights rotate through copies that exceed L2, and the w
 // read rate (2 bytes per parameter) is given beside the device's D2D copy bandwidth (read + write).
-// Usage: bench_gpu_int_linear_row_bench [iterations]
+// Usage: bench_gpu_int_linear_row_bench [iterations] [max_m] (max_m: only shapes with M <= max_m)
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -142,7 +142,11 @@ int main(int argc, char** argv) {
                            {256, 4096, 14336},  {128, 4096, 14336},  {64, 4096, 14336},
                            {16, 4096, 4096},    {1, 4096, 4096},     {1, 4096, 14336},
                            {1, 14336, 4096}};
-  for (auto& s : shapes)
+  // argv[2]: only the shapes with M at most this (e.g. 1: the decode rows).
+  const int max_m = argc > 2 ? std::atoi(argv[2]) : 1 << 30;
+  for (auto& s : shapes) {
+    if (s[0] > max_m) continue;
     run(s[0], s[1], s[2], context.iterations, copy_gbs, context.cublas, context.prop.l2CacheSize);
+  }
   return 0;
 }

@@ -8,7 +8,9 @@
 //    plain int8 GEMMs on cuBLASLt plus an epilogue kernel (int_linear_row_gemm.cuh).
 // 3. m <= kSkinnyMaxRows (decode): a skinny mma.sync kernel reads w once in its stored dtype and
 //    quantises it on the fly with the row exponents (int_linear_row_skinny.cuh), which come from a
-//    pre-pass over w or from IntLinearRowDeviceWeights.
+//    pre-pass over w or from IntLinearRowDeviceWeights. At most 8 rows of x with bf16 w (a bf16
+//    model's decode step) take the decode kernel instead (int_linear_row_decode.cuh): the same
+//    integers with the weight stream kept in flight.
 // The class sums are exact integers in every path, so the bits are the CPU reference's whatever
 // the path, tiling, summation order or GPU.
 #include <cuda_runtime.h>
@@ -26,6 +28,7 @@
 #include "int_linear_row_quantize.cuh"
 #include "int_linear_row_output.cuh"
 #include "int_linear_row_skinny.cuh"
+#include "int_linear_row_decode.cuh"
 #include "int_linear_row_gemm.cuh"
 // clang-format on
 
@@ -151,6 +154,7 @@ Status enqueueSkinnyRows(const LinearArgs& args, const RowLayout& l, const RowSc
   s.k_padded = l.kp;
   s.chunks = static_cast<int>(l.kp / kChunk);
   s.w_constant = args.w_is_constant;
+  if (decodeKernelApplies(s, args.w_dtype, rows)) return launchDecode(s, stream);
   return launchSkinny(s, args.w_dtype, skinnyGroups(rows), stream);
 }
 

@@ -156,6 +156,33 @@ TEST(IntLinearRowCuda, SpecialValuesMatchCpu) {
   }
 }
 
+// The decode kernel (at most 8 rows of x, bf16 w, k a multiple of 8; int_linear_row_decode.cuh):
+// last chunks cut short by k, an odd n (a partial tile), special rows, and w rows far below
+// 2^-107 (bf16 subnormals and tiny normals: the blocks holding them take the two-factor form).
+TEST(IntLinearRowCuda, DecodeKernelMatchesCpu) {
+  REE_SKIP_WITHOUT_GPU();
+  for (int64_t m : {int64_t{1}, int64_t{3}, int64_t{8}}) {
+    for (int64_t k : {int64_t{8}, int64_t{296}, int64_t{4104}}) {
+      Problem p;
+      p.m = m;
+      p.n = 35;
+      p.k = k;
+      p.x_dtype = m == 3 ? DType::kBF16 : DType::kF32;
+      p.w_dtype = DType::kBF16;
+      p.has_bias = m != 1;
+      p.fill(static_cast<uint64_t>(m * 1000 + k), /*hostile=*/true, /*non_finite=*/m == 8);
+      if (m == 8 && k >= 296) test::setSpecialRows(p);  // its rows are 300 long
+      for (int64_t i = 0; i < k; ++i) {
+        const float subnormal = bitsFloat(static_cast<uint32_t>(1 + i % 127) << 16);
+        p.w.set(static_cast<size_t>(2 * k + i), i % 3 ? subnormal : -subnormal);
+        p.w.set(static_cast<size_t>(30 * k + i), std::ldexp(1.0f + (i % 5) / 8.0f, -115));
+      }
+      expectSameBits(p, /*prepared=*/m != 3);
+      if (HasFailure()) return;
+    }
+  }
+}
+
 // A row's bits do not depend on the batch it is in (M = 1, 7, 64: skinny; 65, 200: GEMM).
 TEST(IntLinearRowCuda, RowsAreInvariantToBatch) {
   REE_SKIP_WITHOUT_GPU();
