@@ -9,14 +9,23 @@ otherwise), and both devices compute the same bits: the arithmetic is the RepOps
 Non-contiguous inputs are copied to contiguous ones first (a copy changes no value). Outputs are
 new contiguous tensors. What each operator computes, and its rounding points, is in docs/python.md.
 
-Most operators are C++ kernels registered with torch's dispatcher (python/src/torch_ops_*.cpp):
-``ree.ops.sum`` *is* ``torch.ops.ree.sum.default``, and a call goes from torch's argument parsing
-straight to the C++ checks and the kernel, with no Python in between. rope, attention, embedding
-and sample are still Python implementations over ree._C (registered below).
+Most operators are C++ kernels registered with torch's dispatcher (python/src/torch_ops_*.cpp).
+For those, ``torch.ops.ree.sum.default`` is the operator and ``ree.ops.sum`` its fast eager entry
+(a C builtin, python/src/torch_ops_fast.cpp): a plain call (tensors exactly ``torch.Tensor`` or
+``nn.Parameter`` on the CPU or CUDA, no torch function or dispatch mode, nothing for autograd to
+record, no profiler) is parsed by the operator's schema and runs its kernel below autograd, with no
+Python in between; every other call is handed to the operator with the same arguments. Both give
+the same bits and raise the same errors; ``torch.compile`` traces ``ree.ops.sum`` as a call of the
+operator. rope, attention, embedding and sample are still Python implementations over ree._C
+(registered below), and ``ree.ops.rope`` *is* ``torch.ops.ree.rope.default``.
 """
 
 import contextlib
+import importlib.abc
+import importlib.util
 import os
+import sys
+import warnings
 from typing import Optional
 
 import torch
@@ -25,8 +34,10 @@ from torch import Tensor
 from . import _C
 
 # The C++ operators (TORCH_LIBRARY(ree, ...)) are in their own library beside _C, linked like a
-# torch C++ extension (python/CMakeLists.txt); loading it registers them.
+# torch C++ extension (python/CMakeLists.txt); loading it registers them. The same library is the
+# extension module that makes their fast entries (torch_ops_fast.cpp).
 torch.ops.load_library(os.path.join(os.path.dirname(__file__), "libree_torch_ops.so"))
+from . import libree_torch_ops as _fast  # noqa: E402  (after load_library: needs the operators)
 
 __all__ = [
     "matmul", "linear", "rms_norm", "layer_norm", "sum", "mean", "max", "min", "var",
@@ -50,13 +61,69 @@ def _fake(overload):
 
 # ---- the C++ operators ------------------------------------------------------------------------
 #
-# Each is the OpOverload itself (schema defaults and keywords as its C++ schema); its docstring and
-# fake kernel are given here.
+# Each is the fast entry of its OpOverload (a builtin with the C++ schema's parameters, defaults and
+# keywords); its docstring and the operator's fake kernel are given here.
+
+_FAST_OPS = []  # (fast entry, its OpOverload) of every C++ operator
+
+
+def _text_signature(name: str, overload) -> str:
+    """The builtin's signature line as CPython reads it from a docstring (inspect.signature)."""
+    params = []
+    for arg in overload._schema.arguments:
+        if arg.kwarg_only and "*" not in params:
+            params.append("*")
+        default = f"={arg.default_value!r}" if arg.has_default_value() else ""
+        params.append(arg.name + default)
+    return f"{name}({', '.join(params)})\n--\n\n"
+
 
 def _cpp(name: str, doc: str):
     overload = getattr(torch.ops.ree, name).default
     overload.__doc__ = doc
-    return overload
+    fast = _fast.fast_op(name, overload, _text_signature(name, overload) + doc, __name__)
+    _FAST_OPS.append((fast, overload))
+    return fast
+
+
+def _traced_as(overload):
+    """What torch.compile traces for a fast entry (it cannot trace into a builtin): the operator."""
+
+    def call(*args, **kwargs):
+        return overload(*args, **kwargs)
+
+    return call
+
+
+def _register_with_dynamo():
+    for fast, overload in _FAST_OPS:
+        torch.compiler.substitute_in_graph(fast)(_traced_as(overload))
+
+
+class _AfterDynamoImport(importlib.abc.MetaPathFinder):
+    """Runs _register_with_dynamo once torch._dynamo has been imported (importing it with ree would
+    add about a second to every `import ree`); removes itself at that import."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch._dynamo":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        loader, exec_module = spec.loader, spec.loader.exec_module
+
+        def exec_then_register(module):
+            del loader.exec_module
+            exec_module(module)
+            try:
+                _register_with_dynamo()
+            except Exception as error:  # never break torch._dynamo's import itself
+                warnings.warn(f"ree.ops: torch.compile cannot trace ree.ops' C++ operators "
+                              f"({error})", RuntimeWarning)
+
+        loader.exec_module = exec_then_register
+        return spec
 
 
 cast = _cpp("cast", "x converted to float32/bfloat16/float16: one round-to-nearest-even, NaN "
@@ -125,30 +192,41 @@ def _matmul_shape(a: Tensor, b: Tensor):
     return (*lead, *n)
 
 
+if "torch._dynamo" in sys.modules:
+    _register_with_dynamo()
+else:
+    sys.meta_path.insert(0, _AfterDynamoImport())
+
+
+def _fake_cpp(name: str):
+    """Registers the decorated function as the fake kernel of the C++ operator ree::<name>."""
+    return _fake(getattr(torch.ops.ree, name).default)
+
+
 for _name in ("rms_norm", "layer_norm", "softmax", "log_softmax", "silu", "gelu", "swiglu",
               "geglu") + _UNARY:
-    _fake(globals()[_name])(_same_shape)
+    _fake_cpp(_name)(_same_shape)
 for _name in ("sum", "mean", "max", "min", "var"):
-    _fake(globals()[_name])(lambda x, dim=-1, keepdim=False: x.new_empty(
+    _fake_cpp(_name)(lambda x, dim=-1, keepdim=False: x.new_empty(
         _reduced_shape(x, dim, keepdim)))
 
 
-@_fake(argmax)
+@_fake_cpp("argmax")
 def _(x, dim=-1, keepdim=False):
     return x.new_empty(_reduced_shape(x, dim, keepdim), dtype=torch.int64)
 
 
-@_fake(cast)
+@_fake_cpp("cast")
 def _(x, dtype):
     return x.new_empty(x.shape, dtype=dtype)
 
 
-@_fake(linear)
+@_fake_cpp("linear")
 def _(x, weight, bias=None):
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 
-@_fake(matmul)
+@_fake_cpp("matmul")
 def _(a, b):
     return a.new_empty(_matmul_shape(a, b))
 

@@ -3,6 +3,8 @@ library operators with custom_op's schemas; a plain eager call takes the direct 
 other route (inference mode, a dispatch mode, an input requiring grad, torch.compile) gives the
 same bits; backward raises; outputs never alias inputs."""
 
+import inspect
+
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -56,9 +58,17 @@ def calls():
 
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
 def test_operators_keep_their_schemas(name):
-    op = getattr(ree.ops, name)
-    assert op is getattr(torch.ops.ree, name).default
+    op = getattr(torch.ops.ree, name).default
     assert str(op._schema) == SCHEMAS[name]
+    entry = getattr(ree.ops, name)
+    if name in ("attention", "sample"):  # Python operators: ree.ops.<name> is the operator
+        assert entry is op
+    else:  # C++ operators: ree.ops.<name> is its fast entry, with the schema's signature
+        assert (entry, op) in ree.ops._FAST_OPS
+        params = inspect.signature(entry).parameters
+        assert [(p.name, p.default) for p in params.values()] == [
+            (a.name, a.default_value if a.has_default_value() else inspect.Parameter.empty)
+            for a in op._schema.arguments]
 
 
 def test_every_route_gives_the_direct_bits():
