@@ -473,6 +473,19 @@ struct ReduceArgs {
   int kind;
 };
 
+// The arguments every reduction kernel reads (warps_per_row and kind stay 0 for the kernels that
+// do not use them).
+ReduceArgs reduceArgsOf(RowsIn x, void* out, DType out_dtype, int64_t rows, int64_t cols) {
+  ReduceArgs args{};
+  args.x = x.data;
+  args.x_stride = x.row_stride;
+  args.out = out;
+  args.out_dtype = out_dtype;
+  args.rows = rows;
+  args.n = static_cast<int>(cols);
+  return args;
+}
+
 // At least 4 blocks per SM (<= 64 registers): room for the batched loads of stageSubTileVec and
 // forEachRowVector. The static shared memory allows 6 blocks; 4 hold a 4096-row reduction on an
 // H100 in one wave.
@@ -650,13 +663,7 @@ Status launchReduce(int kind, RowsIn x, void* out, DType out_dtype, int64_t rows
   if (done) return Status::kSuccess;
   REE_RETURN_IF_ERROR(launchResidentReduce(kind, x, out, out_dtype, rows, cols, stream, &done));
   if (done) return Status::kSuccess;
-  ReduceArgs args;
-  args.x = x.data;
-  args.x_stride = x.row_stride;
-  args.out = out;
-  args.out_dtype = out_dtype;
-  args.rows = rows;
-  args.n = static_cast<int>(cols);
+  ReduceArgs args = reduceArgsOf(x, out, out_dtype, rows, cols);
   args.warps_per_row = warpsPerRow(cols);
   args.kind = kind;
   const unsigned grid = gridFor(rows, args.warps_per_row);

@@ -142,13 +142,7 @@ Status launchSelectStream(int kind, RowsIn x, void* out, DType out_dtype, int64_
     REE_RETURN_IF_ERROR(selectBlocksPerSm<InT>(kind, device, &blocks_per_sm));
     const int64_t blocks = (rows + kSelectWarps - 1) / kSelectWarps;
     const int64_t grid = std::min<int64_t>(blocks, static_cast<int64_t>(blocks_per_sm) * sms);
-    ReduceArgs args{};
-    args.x = x.data;
-    args.x_stride = x.row_stride;
-    args.out = out;
-    args.out_dtype = out_dtype;
-    args.rows = rows;
-    args.n = static_cast<int>(cols);
+    const ReduceArgs args = reduceArgsOf(x, out, out_dtype, rows, cols);
     launchChained(selectKernelFor<InT>(kind), static_cast<unsigned>(grid), kSelectWarps * 32, 0,
                   stream, args);
     REE_CUDA_CHECK_LAUNCH();
