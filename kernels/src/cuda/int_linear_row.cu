@@ -181,7 +181,10 @@ Status enqueueSkinnyFallback(const LinearArgs& args, const RowLayout& l, const R
 Status enqueueRow(const LinearArgs& args, const RowLayout& l, const int32_t* prepared_exponents,
                   int8_t* scratch, cudaStream_t stream) {
   const RowScratch sc = rowScratchOf(l, scratch, prepared_exponents != nullptr);
-  QuantizeRowsArgs xq{args.xStride(), args.m,      l.m_padded,     args.k,   l.kp,
+  // The skinny kernels never read x's padding rows (nor their sums): only the GEMM path's are
+  // quantised (to zeros).
+  const int64_t x_rows = l.skinny ? args.m : l.m_padded;
+  QuantizeRowsArgs xq{args.xStride(), args.m,      x_rows,         args.k,   l.kp,
                       nullptr,        sc.x_planes, sc.x_exponents, sc.x_sums};
   REE_RETURN_IF_ERROR(launchQuantizeRows<int_linear::kXSlices>(args.x, args.x_dtype, xq, stream));
   const int32_t* w_exponents = prepared_exponents ? prepared_exponents : sc.w_exponents;

@@ -8,8 +8,10 @@
 // registers as it arrived and kept two chunks in flight, so an H100 read w at about 1.1 TB/s
 // (37% of a copy). Here each lane keeps the raw 16-byte loads of kDecodeDepth chunks in flight
 // (the ring is the registers; slot d is refilled as soon as its chunk has been turned into
-// digits), x's digits come one chunk ahead from L1/L2, and u comes from ONE fma: fma(W, 2^(20 -
-// e), 1.5 * 2^23 + B) rounds the exact W * 2^(20 - e) + 1.5 * 2^23 + B once, which is RNE(W * 2^(20
+// digits), x's digits are loaded as each chunk starts (L1 hits once a block of the SM has read
+// them; loading them a chunk ahead cost registers and measured slower), and u comes from ONE fma:
+// fma(W, 2^(20 - e), 1.5 * 2^23 + B) rounds the exact W * 2^(20 - e) + 1.5 * 2^23 + B once, which
+// is RNE(W * 2^(20
 // - e)) + 1.5 * 2^23 + B exactly as the two multiplications and the addition did (the product is
 // exact inside the fma, so no underflow case remains). 2^(20 - e) is a normal float for e >= -107;
 // a block whose tiles hold a row with a smaller exponent takes the two-factor form. Tuned by
@@ -28,8 +30,8 @@ namespace {
 constexpr int kDecodeMaxRows = 8;  // one mma column group
 constexpr int kDecodeWarps = 8;    // warp w takes the chunks w, w + 8, ... of the block's K
 constexpr int kDecodeDepth = 3;    // chunks of w in flight per lane (16 bytes x 2 rows each)
-// Blocks per SM the registers are budgeted for: 80 registers, a few spilled values reloaded from
-// L1; measured faster than 2 blocks without spills (118 registers) on the H100.
+// Blocks per SM the registers are budgeted for (80 registers, a few spilled values reloaded from
+// L1): measured faster than 2 blocks without spills on the H100.
 constexpr int kDecodeMinBlocks = 3;
 
 // True when the decode kernel runs a skinny call: few rows, bf16 w whose rows start on 16 bytes
@@ -134,18 +136,16 @@ __device__ __forceinline__ void decodeChunks(const DecodeLane& d, const int (&ex
     wScale(exponents[r], f1[r], f2[r]);
     if (kOneFma) f1[r] *= f2[r];
   }
-  uint2 x[4];
-  if (d.chunks > 0) loadXChunk(d, 0, x);
   for (int base = 0; base < d.chunks; base += kDecodeDepth) {
 #pragma unroll
     for (int slot = 0; slot < kDecodeDepth; ++slot) {
       const int i = base + slot;
       if (i < d.chunks) {
+        uint2 b[4];
+        loadXChunk(d, i, b);
         uint32_t a[3][4];
         decodeFragments<kOneFma>(w[slot], f1, f2, a);
-        const uint2 b[4] = {x[0], x[1], x[2], x[3]};
         if (i + kDecodeDepth < d.chunks) loadWChunk(d, i + kDecodeDepth, w[slot]);
-        if (i + 1 < d.chunks) loadXChunk(d, i + 1, x);
         decodeMultiply(a, b, acc);
       }
     }

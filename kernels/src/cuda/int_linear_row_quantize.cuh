@@ -183,6 +183,103 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
+// x's digit planes for rows of at most kShortRowK elements (every model's decode activations):
+// the quantizeRowsKernel's integers, with the row read once into registers by 512 threads whose
+// loads are all in flight together, instead of one block of 256 threads walking the row twice
+// with one load per thread outstanding. A block per row, grid-stride; padding rows get zeros.
+constexpr int kShortRowThreads = 512;
+constexpr int kShortRowGroups = 4;  // groups of 8 elements per thread
+constexpr int64_t kShortRowK = int64_t{kShortRowThreads} * kShortRowGroups * 8;
+
+// The block's largest |bits| (every thread gets it); `scratch` holds a word per warp.
+__device__ __forceinline__ uint32_t shortRowMax(uint32_t bits, uint32_t* scratch) {
+  bits = __reduce_max_sync(0xffffffffu, bits);
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = bits;
+  __syncthreads();
+#pragma unroll
+  for (int w = 0; w < kShortRowThreads / 32; ++w)
+    bits = max(bits, scratch[w]);
+  return bits;
+}
+
+// Eight x values' four digit planes (8 bytes each) at k0, and their digit sums.
+__device__ __forceinline__ void storeXDigits(const float (&v)[8], int exponent, int8_t* out,
+                                             int64_t k_padded, int64_t k0,
+                                             int32_t (&digit_sum)[int_linear::kXSlices]) {
+  constexpr int kSlices = int_linear::kXSlices;
+  uint2 packed[kSlices] = {};
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    int8_t d[kSlices];
+    int_linear::splitDigits<kSlices>(int_linear::quantize(v[j], exponent, int_linear::kXShift), d);
+#pragma unroll
+    for (int sl = 0; sl < kSlices; ++sl) {
+      const uint32_t byte = static_cast<uint32_t>(static_cast<uint8_t>(d[sl])) << (8 * (j & 3));
+      if (j < 4) {
+        packed[sl].x |= byte;
+      } else {
+        packed[sl].y |= byte;
+      }
+      digit_sum[sl] += d[sl];
+    }
+  }
+#pragma unroll
+  for (int sl = 0; sl < kSlices; ++sl)
+    *reinterpret_cast<uint2*>(out + sl * k_padded + k0) = packed[sl];
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kShortRowThreads)
+    quantizeShortRowsKernel(const T* __restrict__ src, QuantizeRowsArgs a) {
+  constexpr int kSlices = int_linear::kXSlices;
+  __shared__ uint32_t scratch[kShortRowThreads / 32];
+  __shared__ int32_t sums[kSlices];
+  waitForPredecessor();
+  allowSuccessorLaunch();
+  for (int64_t r = blockIdx.x; r < a.rows_padded; r += gridDim.x) {
+    const bool real = r < a.rows;
+    const T* row = src + (real ? r : 0) * a.stride;
+    float v[kShortRowGroups][8];
+    uint32_t max_bits = 0;
+#pragma unroll
+    for (int i = 0; i < kShortRowGroups; ++i) {
+      const int64_t k0 = (static_cast<int64_t>(i) * kShortRowThreads + threadIdx.x) * 8;
+      if (real && k0 < a.k) {
+        loadEight(row, k0, a.k, v[i]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          v[i][j] = 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        max_bits = max(max_bits, __float_as_uint(v[i][j]) & 0x7fffffffu);
+    }
+    if (threadIdx.x < kSlices) sums[threadIdx.x] = 0;
+    max_bits = shortRowMax(max_bits, scratch);
+    const int exponent = real ? int_linear_row::rowExponentOfMaxBits(max_bits) : 0;
+    int8_t* out = a.planes + r * kSlices * a.k_padded;
+    int32_t digit_sum[kSlices] = {};
+#pragma unroll
+    for (int i = 0; i < kShortRowGroups; ++i) {
+      const int64_t k0 = (static_cast<int64_t>(i) * kShortRowThreads + threadIdx.x) * 8;
+      if (k0 < a.k_padded) storeXDigits(v[i], exponent, out, a.k_padded, k0, digit_sum);
+    }
+    if (a.digit_sums) {
+#pragma unroll
+      for (int sl = 0; sl < kSlices; ++sl) {
+        const int32_t warp_sum = __reduce_add_sync(0xffffffffu, digit_sum[sl]);
+        if ((threadIdx.x & 31) == 0) atomicAdd(&sums[sl], warp_sum);
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0 && a.exponents) a.exponents[r] = exponent;
+    if (threadIdx.x < kSlices && a.digit_sums)
+      a.digit_sums[r * kSlices + threadIdx.x] = sums[threadIdx.x];
+    __syncthreads();  // scratch and sums are reused by the next row
+  }
+}
+
 int rowGrid(int64_t rows) {
   return static_cast<int>(rows < (int64_t{1} << 20) ? rows : (int64_t{1} << 20));
 }
@@ -211,10 +308,35 @@ Status launchRowExponents(const void* src, DType dtype, int64_t stride, int64_t 
   return Status::kSuccess;
 }
 
+// x rows of at most kShortRowK elements whose exponents are found here: the short-row kernel.
+Status launchQuantizeShortRows(const void* src, DType dtype, const QuantizeRowsArgs& a,
+                               cudaStream_t stream) {
+  const int grid = rowGrid(a.rows_padded);
+  switch (dtype) {
+    case DType::kF32:
+      launchChained(quantizeShortRowsKernel<float>, grid, kShortRowThreads, 0, stream,
+                    static_cast<const float*>(src), a);
+      break;
+    case DType::kBF16:
+      launchChained(quantizeShortRowsKernel<bf16_t>, grid, kShortRowThreads, 0, stream,
+                    static_cast<const bf16_t*>(src), a);
+      break;
+    default:
+      launchChained(quantizeShortRowsKernel<f16_t>, grid, kShortRowThreads, 0, stream,
+                    static_cast<const f16_t*>(src), a);
+      break;
+  }
+  REE_CUDA_CHECK_LAUNCH();
+  return Status::kSuccess;
+}
+
 template <int kSlices>
 Status launchQuantizeRows(const void* src, DType dtype, const QuantizeRowsArgs& a,
                           cudaStream_t stream) {
   if (a.rows_padded == 0) return Status::kSuccess;
+  if (kSlices == int_linear::kXSlices && a.given_exponents == nullptr && a.k_padded <= kShortRowK) {
+    return launchQuantizeShortRows(src, dtype, a, stream);
+  }
   const int grid = rowGrid(a.rows_padded);
   switch (dtype) {
     case DType::kF32:
