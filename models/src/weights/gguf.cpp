@@ -39,29 +39,6 @@ constexpr const char* kValueTypeNames[] = {"UINT8",  "INT8",    "UINT16", "INT16
                                            "INT32",  "FLOAT32", "BOOL",   "STRING", "ARRAY",
                                            "UINT64", "INT64",   "FLOAT64"};
 
-// Bytes of a scalar value type; 0 for STRING and ARRAY (and unknown types).
-uint64_t scalarBytes(GgufValueType type) {
-  switch (type) {
-    case GgufValueType::kU8:
-    case GgufValueType::kI8:
-    case GgufValueType::kBool:
-      return 1;
-    case GgufValueType::kU16:
-    case GgufValueType::kI16:
-      return 2;
-    case GgufValueType::kU32:
-    case GgufValueType::kI32:
-    case GgufValueType::kF32:
-      return 4;
-    case GgufValueType::kU64:
-    case GgufValueType::kI64:
-    case GgufValueType::kF64:
-      return 8;
-    default:
-      return 0;
-  }
-}
-
 bool isKnownValueType(uint32_t type) {
   return type <= static_cast<uint32_t>(GgufValueType::kF64);
 }
@@ -137,6 +114,28 @@ Status mapFile(const std::string& path, const std::string& shown, const void** m
 }
 
 }  // namespace
+
+uint64_t ggufScalarBytes(GgufValueType type) {
+  switch (type) {
+    case GgufValueType::kU8:
+    case GgufValueType::kI8:
+    case GgufValueType::kBool:
+      return 1;
+    case GgufValueType::kU16:
+    case GgufValueType::kI16:
+      return 2;
+    case GgufValueType::kU32:
+    case GgufValueType::kI32:
+    case GgufValueType::kF32:
+      return 4;
+    case GgufValueType::kU64:
+    case GgufValueType::kI64:
+    case GgufValueType::kF64:
+      return 8;
+    default:
+      return 0;
+  }
+}
 
 const char* ggufValueTypeName(GgufValueType type) {
   const auto id = static_cast<uint32_t>(type);
@@ -305,7 +304,7 @@ Status GgufParser::readValue(const std::string& what, GgufValue* value) {
   value->type = static_cast<GgufValueType>(type);
   if (value->type == GgufValueType::kString) return readString(what, UINT64_MAX, &value->text);
   if (value->type == GgufValueType::kArray) return readArray(what, value);
-  const uint64_t bytes = scalarBytes(value->type);
+  const uint64_t bytes = ggufScalarBytes(value->type);
   const unsigned char* p = nullptr;
   if (!take(bytes, &p)) return truncated(what + ": " + ggufValueTypeName(value->type) + " value");
   value->scalar = readLittleEndian(p, bytes);
@@ -328,7 +327,7 @@ Status GgufParser::readArray(const std::string& what, GgufValue* value) {
   }
   if (!u64(&value->count)) return truncated(what + ": array length");
   const bool strings = value->element_type == GgufValueType::kString;
-  const uint64_t element_bytes = strings ? 8 : scalarBytes(value->element_type);
+  const uint64_t element_bytes = strings ? 8 : ggufScalarBytes(value->element_type);
   if (value->count > left() / element_bytes) {
     return fail(what + ": array of " + std::to_string(value->count) + " " +
                 ggufValueTypeName(value->element_type) + " elements cannot fit in the " +

@@ -29,29 +29,6 @@ void appendString(std::string_view text, std::string* out) {
   out->append(text.data(), text.size());
 }
 
-// Bytes of one value of a scalar type (the file's own widths); 0 for strings and arrays.
-size_t scalarBytes(GgufValueType type) {
-  switch (type) {
-    case GgufValueType::kU8:
-    case GgufValueType::kI8:
-    case GgufValueType::kBool:
-      return 1;
-    case GgufValueType::kU16:
-    case GgufValueType::kI16:
-      return 2;
-    case GgufValueType::kU32:
-    case GgufValueType::kI32:
-    case GgufValueType::kF32:
-      return 4;
-    case GgufValueType::kU64:
-    case GgufValueType::kI64:
-    case GgufValueType::kF64:
-      return 8;
-    default:
-      return 0;
-  }
-}
-
 // The value as the file encodes it after its type: scalars little-endian, strings as uint64
 // length + bytes, arrays as uint32 element type + uint64 count + the elements (never nested: the
 // reader refuses that).
@@ -61,7 +38,7 @@ void appendValue(const GgufValue& value, std::string* out) {
     return;
   }
   if (value.type != GgufValueType::kArray) {
-    appendLittleEndian(value.scalar, scalarBytes(value.type), out);
+    appendLittleEndian(value.scalar, ggufScalarBytes(value.type), out);
     return;
   }
   appendLittleEndian(static_cast<uint32_t>(value.element_type), 4, out);
@@ -72,7 +49,7 @@ void appendValue(const GgufValue& value, std::string* out) {
   } else if (value.count > 0) {
     // Numbers lie consecutively in the mapping, already little-endian.
     out->append(reinterpret_cast<const char*>(value.elements),
-                value.count * scalarBytes(value.element_type));
+                value.count * ggufScalarBytes(value.element_type));
   }
 }
 

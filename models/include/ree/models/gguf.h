@@ -61,6 +61,9 @@ enum class GgufValueType : uint32_t {
 // "UINT32", "STRING", ...
 const char* ggufValueTypeName(GgufValueType type);
 
+// Bytes of one value of a scalar type as the file stores it; 0 for STRING, ARRAY and unknown types.
+uint64_t ggufScalarBytes(GgufValueType type);
+
 // Tensor types (ggml_type); the ids are the file's.
 enum class GgmlType : uint32_t {
   kF32 = 0,
