@@ -30,6 +30,21 @@ inline std::string ggufString(const std::string& text) {
   return u64le(text.size()) + text;
 }
 
+// An array value's body (after the ARRAY type): element type, count, elements.
+inline std::string stringArray(const std::vector<std::string>& items) {
+  std::string out = u32le(8) + u64le(items.size());
+  for (const std::string& item : items)
+    out += ggufString(item);
+  return out;
+}
+
+inline std::string i32Array(const std::vector<int32_t>& items) {
+  std::string out = u32le(5) + u64le(items.size());
+  for (int32_t item : items)
+    out += u32le(static_cast<uint32_t>(item));
+  return out;
+}
+
 struct GgufTensorSpec {
   std::string name;
   std::vector<uint64_t> dims;      // ne[0] first

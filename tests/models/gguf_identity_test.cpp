@@ -29,6 +29,8 @@ namespace {
 namespace fs = std::filesystem;
 using models::test::GgufBuilder;
 using models::test::ggufString;
+using models::test::i32Array;
+using models::test::stringArray;
 using models::test::u32le;
 using models::test::u64le;
 
@@ -37,20 +39,6 @@ std::string testRoot() {
   std::string root = (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp/ree_models_gguf_identity_test";
   fs::create_directories(root);
   return root;
-}
-
-std::string stringArray(const std::vector<std::string>& items) {
-  std::string out = u32le(8) + u64le(items.size());
-  for (const std::string& item : items)
-    out += ggufString(item);
-  return out;
-}
-
-std::string i32Array(const std::vector<int32_t>& items) {
-  std::string out = u32le(5) + u64le(items.size());
-  for (int32_t item : items)
-    out += u32le(static_cast<uint32_t>(item));
-  return out;
 }
 
 // A one-layer llama (hidden 32, 2 heads of 16, 1 KV head, 8 vocabulary rows) with a byte-level

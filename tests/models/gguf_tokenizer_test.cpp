@@ -40,6 +40,8 @@ namespace {
 namespace fs = std::filesystem;
 using test::GgufBuilder;
 using test::ggufString;
+using test::i32Array;
+using test::stringArray;
 using test::u32le;
 using test::u64le;
 
@@ -247,20 +249,6 @@ TEST(GgufTokenizer, EndTokensComeFromTheMetadata) {
 }
 
 // ---- without Python: a hand-made vocabulary and malformed metadata --------------------------
-
-std::string stringArray(const std::vector<std::string>& items) {
-  std::string out = u32le(8) + u64le(items.size());
-  for (const std::string& item : items)
-    out += ggufString(item);
-  return out;
-}
-
-std::string i32Array(const std::vector<int32_t>& items) {
-  std::string out = u32le(5) + u64le(items.size());
-  for (int32_t item : items)
-    out += u32le(static_cast<uint32_t>(item));
-  return out;
-}
 
 std::string f32Array(const std::vector<float>& items) {
   std::string out = u32le(6) + u64le(items.size());

@@ -61,6 +61,19 @@ __device__ __forceinline__ void loadEight(const T* row, int64_t k0, int64_t k, f
     v[j] = k0 + j < k ? loadFloat(p[j]) : 0.0f;
 }
 
+// loadEight, or eight zeros where `live` is false (padding rows, elements past the row).
+template <typename T>
+__device__ __forceinline__ void loadEightOrZeros(bool live, const T* row, int64_t k0, int64_t k,
+                                                 float (&v)[8]) {
+  if (live) {
+    loadEight(row, k0, k, v);
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+    v[j] = 0.0f;
+}
+
 // The block's maximum of `value` (every thread gets it). Uses `scratch` (kRowWarps words).
 __device__ __forceinline__ uint32_t blockMax(uint32_t value, uint32_t* scratch) {
   value = __reduce_max_sync(0xffffffffu, value);
@@ -116,14 +129,60 @@ struct QuantizeRowsArgs {
   int32_t* digit_sums;             // [rows_padded][kSlices]: sum over k of each digit; or null
 };
 
+// Eight values' digit planes (8 bytes each, at k0 of each plane of the row at `out`) and their
+// digit sums: quantize with shift kXShift (x, four digits) or kWShift (w, three).
+template <int kSlices>
+__device__ __forceinline__ void storeDigits(const float (&v)[8], int exponent, int8_t* out,
+                                            int64_t k_padded, int64_t k0,
+                                            int32_t (&digit_sum)[kSlices]) {
+  constexpr int kShift =
+      kSlices == int_linear::kXSlices ? int_linear::kXShift : int_linear::kWShift;
+  uint2 packed[kSlices] = {};
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    int8_t d[kSlices];
+    int_linear::splitDigits<kSlices>(int_linear::quantize(v[j], exponent, kShift), d);
+#pragma unroll
+    for (int s = 0; s < kSlices; ++s) {
+      const uint32_t byte = static_cast<uint32_t>(static_cast<uint8_t>(d[s])) << (8 * (j & 3));
+      if (j < 4) {
+        packed[s].x |= byte;
+      } else {
+        packed[s].y |= byte;
+      }
+      digit_sum[s] += d[s];
+    }
+  }
+#pragma unroll
+  for (int s = 0; s < kSlices; ++s)
+    *reinterpret_cast<uint2*>(out + planeSlot<kSlices>(s) * k_padded + k0) = packed[s];
+}
+
+// The end of row r's block: the row's digit sums (from every thread's) and its exponent written.
+// `sums` (shared, zeroed before the row's first barrier) is free again on return.
+template <int kSlices>
+__device__ __forceinline__ void finishRow(const QuantizeRowsArgs& a, int64_t r, int exponent,
+                                          const int32_t (&digit_sum)[kSlices], int32_t* sums) {
+  if (a.digit_sums) {
+#pragma unroll
+    for (int s = 0; s < kSlices; ++s) {
+      const int32_t warp_sum = __reduce_add_sync(0xffffffffu, digit_sum[s]);
+      if ((threadIdx.x & 31) == 0) atomicAdd(&sums[s], warp_sum);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && a.exponents) a.exponents[r] = exponent;
+  if (threadIdx.x < kSlices && a.digit_sums)
+    a.digit_sums[r * kSlices + threadIdx.x] = sums[threadIdx.x];
+  __syncthreads();  // sums (and any scratch) are reused by the next row
+}
+
 // Digit planes of every row (a block per row, grid-stride): exponent, integers (quantize with
 // shift kXShift or kWShift), balanced digits, and the row's digit sums (used by the skinny
 // kernel's unsigned-digit correction).
 template <typename T, int kSlices>
 __global__ void __launch_bounds__(kRowThreads)
     quantizeRowsKernel(const T* __restrict__ src, QuantizeRowsArgs a) {
-  constexpr int kShift =
-      kSlices == int_linear::kXSlices ? int_linear::kXShift : int_linear::kWShift;
   __shared__ uint32_t scratch[kRowWarps];
   __shared__ int32_t sums[kSlices];
   waitForPredecessor();
@@ -141,45 +200,10 @@ __global__ void __launch_bounds__(kRowThreads)
     int32_t digit_sum[kSlices] = {};
     for (int64_t k0 = threadIdx.x * 8; k0 < a.k_padded; k0 += kRowThreads * 8) {
       float v[8];
-      if (real) {
-        loadEight(row, k0, a.k, v);
-      } else {
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-          v[j] = 0.0f;
-      }
-      uint2 packed[kSlices] = {};
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        int8_t d[kSlices];
-        int_linear::splitDigits<kSlices>(int_linear::quantize(v[j], exponent, kShift), d);
-#pragma unroll
-        for (int s = 0; s < kSlices; ++s) {
-          const uint32_t byte = static_cast<uint32_t>(static_cast<uint8_t>(d[s])) << (8 * (j & 3));
-          if (j < 4) {
-            packed[s].x |= byte;
-          } else {
-            packed[s].y |= byte;
-          }
-          digit_sum[s] += d[s];
-        }
-      }
-#pragma unroll
-      for (int s = 0; s < kSlices; ++s)
-        *reinterpret_cast<uint2*>(out + planeSlot<kSlices>(s) * a.k_padded + k0) = packed[s];
+      loadEightOrZeros(real, row, k0, a.k, v);
+      storeDigits<kSlices>(v, exponent, out, a.k_padded, k0, digit_sum);
     }
-    if (a.digit_sums) {
-#pragma unroll
-      for (int s = 0; s < kSlices; ++s) {
-        const int32_t warp_sum = __reduce_add_sync(0xffffffffu, digit_sum[s]);
-        if ((threadIdx.x & 31) == 0) atomicAdd(&sums[s], warp_sum);
-      }
-    }
-    __syncthreads();
-    if (threadIdx.x == 0 && a.exponents) a.exponents[r] = exponent;
-    if (threadIdx.x < kSlices && a.digit_sums)
-      a.digit_sums[r * kSlices + threadIdx.x] = sums[threadIdx.x];
-    __syncthreads();  // sums is reset for the next row
+    finishRow<kSlices>(a, r, exponent, digit_sum, sums);
   }
 }
 
@@ -202,32 +226,6 @@ __device__ __forceinline__ uint32_t shortRowMax(uint32_t bits, uint32_t* scratch
   return bits;
 }
 
-// Eight x values' four digit planes (8 bytes each) at k0, and their digit sums.
-__device__ __forceinline__ void storeXDigits(const float (&v)[8], int exponent, int8_t* out,
-                                             int64_t k_padded, int64_t k0,
-                                             int32_t (&digit_sum)[int_linear::kXSlices]) {
-  constexpr int kSlices = int_linear::kXSlices;
-  uint2 packed[kSlices] = {};
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    int8_t d[kSlices];
-    int_linear::splitDigits<kSlices>(int_linear::quantize(v[j], exponent, int_linear::kXShift), d);
-#pragma unroll
-    for (int sl = 0; sl < kSlices; ++sl) {
-      const uint32_t byte = static_cast<uint32_t>(static_cast<uint8_t>(d[sl])) << (8 * (j & 3));
-      if (j < 4) {
-        packed[sl].x |= byte;
-      } else {
-        packed[sl].y |= byte;
-      }
-      digit_sum[sl] += d[sl];
-    }
-  }
-#pragma unroll
-  for (int sl = 0; sl < kSlices; ++sl)
-    *reinterpret_cast<uint2*>(out + sl * k_padded + k0) = packed[sl];
-}
-
 template <typename T>
 __global__ void __launch_bounds__(kShortRowThreads)
     quantizeShortRowsKernel(const T* __restrict__ src, QuantizeRowsArgs a) {
@@ -244,13 +242,7 @@ __global__ void __launch_bounds__(kShortRowThreads)
 #pragma unroll
     for (int i = 0; i < kShortRowGroups; ++i) {
       const int64_t k0 = (static_cast<int64_t>(i) * kShortRowThreads + threadIdx.x) * 8;
-      if (real && k0 < a.k) {
-        loadEight(row, k0, a.k, v[i]);
-      } else {
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-          v[i][j] = 0.0f;
-      }
+      loadEightOrZeros(real && k0 < a.k, row, k0, a.k, v[i]);
 #pragma unroll
       for (int j = 0; j < 8; ++j)
         max_bits = max(max_bits, __float_as_uint(v[i][j]) & 0x7fffffffu);
@@ -263,20 +255,9 @@ __global__ void __launch_bounds__(kShortRowThreads)
 #pragma unroll
     for (int i = 0; i < kShortRowGroups; ++i) {
       const int64_t k0 = (static_cast<int64_t>(i) * kShortRowThreads + threadIdx.x) * 8;
-      if (k0 < a.k_padded) storeXDigits(v[i], exponent, out, a.k_padded, k0, digit_sum);
+      if (k0 < a.k_padded) storeDigits<kSlices>(v[i], exponent, out, a.k_padded, k0, digit_sum);
     }
-    if (a.digit_sums) {
-#pragma unroll
-      for (int sl = 0; sl < kSlices; ++sl) {
-        const int32_t warp_sum = __reduce_add_sync(0xffffffffu, digit_sum[sl]);
-        if ((threadIdx.x & 31) == 0) atomicAdd(&sums[sl], warp_sum);
-      }
-    }
-    __syncthreads();
-    if (threadIdx.x == 0 && a.exponents) a.exponents[r] = exponent;
-    if (threadIdx.x < kSlices && a.digit_sums)
-      a.digit_sums[r * kSlices + threadIdx.x] = sums[threadIdx.x];
-    __syncthreads();  // scratch and sums are reused by the next row
+    finishRow<kSlices>(a, r, exponent, digit_sum, sums);
   }
 }
 
