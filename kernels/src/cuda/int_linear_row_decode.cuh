@@ -11,11 +11,10 @@
 // digits), x's digits are loaded as each chunk starts (L1 hits once a block of the SM has read
 // them; loading them a chunk ahead cost registers and measured slower), and u comes from ONE fma:
 // fma(W, 2^(20 - e), 1.5 * 2^23 + B) rounds the exact W * 2^(20 - e) + 1.5 * 2^23 + B once, which
-// is RNE(W * 2^(20
-// - e)) + 1.5 * 2^23 + B exactly as the two multiplications and the addition did (the product is
-// exact inside the fma, so no underflow case remains). 2^(20 - e) is a normal float for e >= -107;
-// a block whose tiles hold a row with a smaller exponent takes the two-factor form. Tuned by
-// stand-alone variants on an H100 (docs/benchmarks-history.md).
+// is RNE(W * 2^(20 - e)) + 1.5 * 2^23 + B exactly as the two multiplications and the addition did
+// (the product is exact inside the fma, so no underflow case remains). 2^(20 - e) is a normal
+// float for e >= -107; a block whose tiles hold a row with a smaller exponent takes the
+// two-factor form. Tuned by stand-alone variants on an H100 (docs/benchmarks-history.md).
 #pragma once
 
 #include <cuda_runtime.h>
