@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "gguf_builder.h"
+#include "receipt_test_util.h"
 #include "ree/models/engine.h"
 #include "ree/models/model_identity.h"
 #include "ree/models/receipt.h"
@@ -249,15 +250,7 @@ Receipt generateReceipt(const std::string& path) {
   requests[0].max_new_tokens = 6;
   std::vector<GenerationResult> results;
   EXPECT_EQ(engine->generate(requests, &results), Status::kSuccess) << lastErrorMessage();
-  ReceiptRunInfo run;
-  run.model = path;
-  run.identity = identityOf(path);
-  run.options = engine->options();
-  run.max_context = engine->maxContext();
-  run.plan = engine->plan();
-  run.stage_devices.assign(run.plan.size(), "cpu");
-  EXPECT_EQ(makeReceipt(run, requests, results, &receipt), Status::kSuccess) << lastErrorMessage();
-  return receipt;
+  return test::cpuReceipt(*engine, path, identityOf(path), requests, results);
 }
 
 void rehash(Receipt* receipt) {

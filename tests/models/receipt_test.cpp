@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "receipt_test_util.h"
 #include "ree/core/parallel.h"
 #include "ree/models/builtin.h"
 #include "ree/models/engine.h"
@@ -136,15 +137,10 @@ Receipt generateReceipt(bool trace, int n_partitions = 1,
   if (engine == nullptr) return receipt;
   std::vector<GenerationResult> results;
   EXPECT_EQ(engine->generate(requests, &results), Status::kSuccess) << lastErrorMessage();
-  ReceiptRunInfo run;
-  run.model = "builtin:tiny-llama";
-  EXPECT_EQ(computeModelIdentity(run.model, &run.identity), Status::kSuccess) << lastErrorMessage();
-  run.options = engine->options();
-  run.max_context = engine->maxContext();
-  run.plan = engine->plan();
-  run.stage_devices.assign(run.plan.size(), "cpu");
-  EXPECT_EQ(makeReceipt(run, requests, results, &receipt), Status::kSuccess) << lastErrorMessage();
-  return receipt;
+  ModelIdentity identity;
+  EXPECT_EQ(computeModelIdentity("builtin:tiny-llama", &identity), Status::kSuccess)
+      << lastErrorMessage();
+  return test::cpuReceipt(*engine, "builtin:tiny-llama", identity, requests, results);
 }
 
 // Recomputes every internal hash after a deliberate edit, so that only re-execution can tell.
@@ -874,15 +870,10 @@ Receipt stoppedReceipt(std::vector<GenerationRequest> requests, size_t stopped, 
   };
   std::vector<GenerationResult> results;
   EXPECT_EQ(engine->generate(requests, &results, on_token), Status::kSuccess) << lastErrorMessage();
-  ReceiptRunInfo run;
-  run.model = "builtin:tiny-llama";
-  EXPECT_EQ(computeModelIdentity(run.model, &run.identity), Status::kSuccess) << lastErrorMessage();
-  run.options = engine->options();
-  run.max_context = engine->maxContext();
-  run.plan = engine->plan();
-  run.stage_devices.assign(run.plan.size(), "cpu");
-  EXPECT_EQ(makeReceipt(run, requests, results, &receipt), Status::kSuccess) << lastErrorMessage();
-  return receipt;
+  ModelIdentity identity;
+  EXPECT_EQ(computeModelIdentity("builtin:tiny-llama", &identity), Status::kSuccess)
+      << lastErrorMessage();
+  return test::cpuReceipt(*engine, "builtin:tiny-llama", identity, requests, results);
 }
 
 TEST(ReceiptStop, AStoppedGenerationsReceiptValidatesAndVerifies) {
