@@ -5,9 +5,12 @@ Uses only hashlib/json/struct for the hashes (the safetensors package only to wr
 test checkpoints), so that it shares no code with the C++ implementation.
 
   receipt_reference.py receipt RECEIPT      recompute every internal hash; print a JSON report
-  receipt_reference.py identity MODEL_DIR   config/tokenizer/weights SHA-256 as the doc defines
+  receipt_reference.py identity MODEL_DIR   config/tokenizer/generation-config/chat-template/weights
+                                            SHA-256 as the doc defines
   receipt_reference.py manifest MODEL_DIR   print the weights manifest (bytes that are hashed)
   receipt_reference.py gguf-tokenizer FILE  a GGUF file's tokenizer_sha256 (JSON)
+  receipt_reference.py hf-files MODEL_DIR   a directory's generation_config_sha256 and
+                                            chat_template_sha256 (JSON)
   receipt_reference.py reshard MODEL_DIR OUT  the same tensors in 2 shards (other order) + index
   receipt_reference.py canonical RECEIPT    print the canonical body (what receipt_sha256 covers)
 
@@ -23,6 +26,12 @@ import sys
 CHAIN_DOMAIN = b"ree-logits-chain/1"
 MANIFEST_VERSION = "ree-weights/1"
 GGUF_TOKENIZER_VERSION = b"ree-gguf-tokenizer/1\n"
+# A model directory's files bound by generation_config_sha256 and chat_template_sha256, in order.
+MODEL_FILES = {
+    "generation_config_sha256": (b"ree-generation-config/1\n", ["generation_config.json"]),
+    "chat_template_sha256": (b"ree-chat-template/1\n",
+                             ["tokenizer_config.json", "chat_template.jinja"]),
+}
 # GGUF metadata value types -> bytes of one value (8 = string, 9 = array: variable).
 GGUF_SCALAR_BYTES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 
@@ -119,12 +128,34 @@ def file_sha256(path):
         return sha256_hex(f.read())
 
 
+def model_files_bytes(directory, version, names):
+    """docs/receipt.md: the version line, then per file NAME TAB "-" LF when it does not exist
+    (symlinks followed), else NAME TAB SIZE LF and its raw bytes."""
+    out = version
+    for name in names:
+        path = os.path.join(directory, name)
+        if not os.path.exists(path):
+            out += name.encode("utf-8") + b"\t-\n"
+            continue
+        with open(path, "rb") as f:
+            data = f.read()
+        out += b"%s\t%d\n" % (name.encode("utf-8"), len(data)) + data
+    return out
+
+
+def model_files_sha256(directory):
+    return {field: sha256_hex(model_files_bytes(directory, version, names))
+            for field, (version, names) in MODEL_FILES.items()}
+
+
 def identity(directory):
-    return {
+    result = {
         "config_sha256": file_sha256(os.path.join(directory, "config.json")),
         "tokenizer_sha256": file_sha256(os.path.join(directory, "tokenizer.json")),
         "weights_sha256": sha256_hex(weights_manifest(directory)),
     }
+    result.update(model_files_sha256(directory))
+    return result
 
 
 def gguf_value_end(data, pos, value_type):
@@ -237,6 +268,9 @@ def main(argv):
         return 0
     if command == "gguf-tokenizer":
         print(json.dumps({"tokenizer_sha256": gguf_tokenizer_sha256(argv[2])}))
+        return 0
+    if command == "hf-files":
+        print(json.dumps(model_files_sha256(argv[2]), sort_keys=True))
         return 0
     if command == "manifest":
         sys.stdout.buffer.write(weights_manifest(argv[2]))

@@ -2,9 +2,10 @@
 # Receipts through the real ree-launch binary (docs/receipt.md): --receipt-path (with and without
 # --trace-hashes, 2 prompts, greedy and sampled), `validate` and `verify` exit codes (0 / 1 / 2),
 # the verdict line, --json, a tampered-and-rehashed receipt naming the first divergent step and
-# layer, another model's weights or config ("could not verify"), malformed receipts, bad flags,
-# the receipts of earlier releases (tests/launcher/receipts/), and the independent Python
-# recomputation of the receipt hash.
+# layer, another model's weights, config, eos list or chat template ("could not verify"),
+# malformed receipts, bad flags, the receipts of earlier releases (tests/launcher/receipts/, with
+# the note that they predate the binding of the eos list and chat template), and the independent
+# Python recomputation of the receipt hash.
 #   receipt_cli.sh PATH/TO/ree-launch WORK_DIR [PYTHON SOURCE_DIR]
 set -u
 launch="$1"
@@ -68,6 +69,9 @@ for old in "${old_receipts[@]}"; do
   expect 0 "verified: 3 request(s)" "${v[@]}" "$old" "${m[@]}"
   expect 0 "verified: 3 request(s)" "${v[@]}" "$old" "${m[@]}" --n-partitions 3
 done
+# They predate the binding of generation_config.json and the chat template files: a note says so.
+expect 0 "model.generation_config_sha256 is absent" "${v[@]}" "${old_receipts[0]}" "${m[@]}"
+expect 0 "model.chat_template_sha256 is absent" "${v[@]}" "${old_receipts[0]}" "${m[@]}"
 expect 0 "(repops-2)" "$launch" validate "$here/receipts/ree-0.3.0-repops-2-sampled-traced-n2.json"
 expect 0 "(repops-3)" "$launch" validate "$here/receipts/ree-0.3.0-repops-3-sampled-traced-n2.json"
 
@@ -143,6 +147,13 @@ PY
   expect 2 "model.config_sha256" "${v[@]}" "$work/greedy.json" --model "$work/config" --cpu-only
   expect 2 '"verdict":"could-not-verify"' "${v[@]}" "$work/greedy.json" --model "$work/config" \
     --cpu-only --json
+  # Another eos list or chat template (docs/receipt.md, "Model identity"): the field is named.
+  cp -r "$model_dir" "$work/eos"
+  printf '{"bos_token_id": 256, "eos_token_id": [257, 3]}' >"$work/eos/generation_config.json"
+  expect 2 "model.generation_config_sha256" "${v[@]}" "$work/greedy.json" --model "$work/eos" --cpu-only
+  cp -r "$model_dir" "$work/chat"
+  printf '{{ messages[0]["content"] }}' >"$work/chat/chat_template.jinja"
+  expect 2 "model.chat_template_sha256" "${v[@]}" "$work/greedy.json" --model "$work/chat" --cpu-only
 fi
 
 # Hostile receipts (issue 31): a forged twin of a key, sampling no run accepts (re-hashed),

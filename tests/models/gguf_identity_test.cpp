@@ -147,6 +147,9 @@ TEST(GgufIdentity, TheSameEntriesGiveTheSameIdentityInAnyOrder) {
   const ModelIdentity b = identityOf(reordered.write("base_reversed"));
   EXPECT_EQ(a.weights_kind, "gguf");
   EXPECT_EQ(a.tokenizer_sha256.size(), 64u);
+  // The end-of-generation ids and the chat template are tokenizer.* entries: no directory files.
+  EXPECT_EQ(a.generation_config_sha256, "");
+  EXPECT_EQ(a.chat_template_sha256, "");
   EXPECT_EQ(a.tokenizer_sha256, identityOf(spec.write("base_again")).tokenizer_sha256);
   EXPECT_EQ(b.tokenizer_sha256, a.tokenizer_sha256);
   EXPECT_EQ(b.config_sha256, a.config_sha256);
@@ -277,6 +280,11 @@ TEST(GgufIdentityReceipt, ReceiptsBindTheTokenizerAndOldOnesStillVerify) {
   VerifyReport report = verify(receipt, path);
   EXPECT_EQ(report.verdict, Verdict::kVerified) << report.summary;
   EXPECT_EQ(report.note, "");
+  // A GGUF receipt keeps the form it had: no keys for a directory's files.
+  std::string text;
+  ASSERT_EQ(receiptFileText(receipt, &text), Status::kSuccess);
+  EXPECT_EQ(text.find("generation_config_sha256"), std::string::npos);
+  EXPECT_EQ(text.find("chat_template_sha256"), std::string::npos);
 
   // Written before the binding: tokenizer_sha256 "" (and re-hashed, as that release wrote it).
   Receipt old = receipt;

@@ -113,6 +113,14 @@ Json receiptBodyJson(const Receipt& r) {
                 {"tokenizer_sha256", r.identity.tokenizer_sha256},
                 {"weights_sha256", r.identity.weights_sha256},
                 {"weights_kind", r.identity.weights_kind}};
+  // Only when the model is a directory, so that a GGUF receipt, and one of a release before these
+  // files were bound, keeps the form it always had (receipt_sha256 covers the keys present).
+  if (!r.identity.generation_config_sha256.empty()) {
+    j["model"]["generation_config_sha256"] = r.identity.generation_config_sha256;
+  }
+  if (!r.identity.chat_template_sha256.empty()) {
+    j["model"]["chat_template_sha256"] = r.identity.chat_template_sha256;
+  }
   j["run"] = {{"operation_set", r.operation_set},
               {"weight_dtype", r.weight_dtype},
               {"max_context", r.max_context},

@@ -258,7 +258,8 @@ Status parseRuntimeAndModel(const Reader& in, const Json& j, Receipt* r) {
   const Json& model = j["model"];
   REE_RETURN_IF_ERROR(
       in.keys(model, "model",
-              {"source", "config_sha256", "tokenizer_sha256", "weights_sha256", "weights_kind"}));
+              {"source", "config_sha256", "tokenizer_sha256", "weights_sha256", "weights_kind"},
+              {"generation_config_sha256", "chat_template_sha256"}));
   REE_RETURN_IF_ERROR(in.string(model["source"], "model.source", &r->model_source));
   REE_RETURN_IF_ERROR(
       in.sha256(model["config_sha256"], "model.config_sha256", &r->identity.config_sha256));
@@ -266,6 +267,20 @@ Status parseRuntimeAndModel(const Reader& in, const Json& j, Receipt* r) {
                                 &r->identity.tokenizer_sha256, /*allow_empty=*/true));
   REE_RETURN_IF_ERROR(
       in.sha256(model["weights_sha256"], "model.weights_sha256", &r->identity.weights_sha256));
+  // Optional: written only when the model is a directory (receipt_format.cpp); receipts written
+  // before a directory's generation_config.json and chat template files were bound lack them.
+  for (auto [key, digest] :
+       {std::make_pair("generation_config_sha256", &r->identity.generation_config_sha256),
+        std::make_pair("chat_template_sha256", &r->identity.chat_template_sha256)}) {
+    if (!model.contains(key)) continue;
+    const std::string path = std::string("model.") + key;
+    if (model[key] == "") {
+      return in.fail(path,
+                     "is \"\", which is never written: a receipt without the key is one "
+                     "written before these files were bound");
+    }
+    REE_RETURN_IF_ERROR(in.sha256(model[key], path, digest));
+  }
   return in.oneOf(model["weights_kind"], "model.weights_kind", {"safetensors", "gguf", "synthetic"},
                   &r->identity.weights_kind);
 }

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 
 #include "receipt_json.h"
 #include "ree/models/tokenizer.h"
@@ -290,21 +289,25 @@ Status Verifier::verifyRequest(const ReceiptRequest& r, bool* done) {
   return Status::kSuccess;
 }
 
-// Receipts of GGUF models written before tokenizer_sha256 bound a GGUF file's tokenizer metadata
-// (REE 0.3.0 and earlier) say "" there. Such a receipt still verifies, with a note saying what was
-// not compared; a receipt that names a hash must match it.
-bool isPreBindingGgufTokenizer(const Receipt& receipt, const ModelIdentity& actual,
-                               VerifyReport* report) {
-  if (actual.weights_kind != "gguf" || !receipt.identity.tokenizer_sha256.empty() ||
-      actual.tokenizer_sha256.empty()) {
-    return false;
-  }
-  const std::string note =
-      "model.tokenizer_sha256 is \"\": the receipt predates the binding of a GGUF file's "
-      "tokenizer metadata, so --model's tokenizer and chat template were not compared with the "
-      "run's (prompt and output text are still re-derived with --model's tokenizer)";
-  if (report->note.find(note) == std::string::npos) {
-    report->note += (report->note.empty() ? "" : "; ") + note;
+// One field of the model identity. `unbound_note`: the note saying what a receipt written before
+// the field bound its files did not compare; such a receipt says "" there (a GGUF model's
+// tokenizer_sha256, REE 0.3.0 and earlier) or lacks the key (a model directory's
+// generation_config_sha256 and chat_template_sha256, REE 0.3.0 and earlier, read as ""). nullptr:
+// "" is never exempt.
+struct IdentityField {
+  const char* name;
+  const std::string& claimed;
+  const std::string& have;
+  const char* what;
+  const char* unbound_note;
+};
+
+// A receipt from before the binding still verifies, with a note saying what was not compared; a
+// receipt that names a hash must match it.
+bool acceptedAsUnbound(const IdentityField& f, VerifyReport* report) {
+  if (f.unbound_note == nullptr || !f.claimed.empty() || f.have.empty()) return false;
+  if (report->note.find(f.unbound_note) == std::string::npos) {
+    report->note += std::string(report->note.empty() ? "" : "; ") + f.unbound_note;
   }
   return true;
 }
@@ -313,32 +316,39 @@ bool isPreBindingGgufTokenizer(const Receipt& receipt, const ModelIdentity& actu
 
 bool checkModelIdentity(const Receipt& receipt, const ModelIdentity& actual, VerifyReport* report) {
   const bool gguf = actual.weights_kind == "gguf";
-  struct Field {
-    const char* name;
-    const std::string& claimed;
-    const std::string& have;
-    const char* what;
-  } fields[] = {
-      {"model.config_sha256", receipt.identity.config_sha256, actual.config_sha256,
-       gguf ? "the config of the GGUF metadata" : "config.json"},
-      {"model.tokenizer_sha256", receipt.identity.tokenizer_sha256, actual.tokenizer_sha256,
-       gguf ? "the GGUF tokenizer metadata" : "tokenizer.json"},
-      {"model.weights_sha256", receipt.identity.weights_sha256, actual.weights_sha256,
-       "the weights"},
+  const ModelIdentity& claimed = receipt.identity;
+  const IdentityField fields[] = {
+      {"model.config_sha256", claimed.config_sha256, actual.config_sha256,
+       gguf ? "the config of the GGUF metadata" : "config.json", nullptr},
+      {"model.tokenizer_sha256", claimed.tokenizer_sha256, actual.tokenizer_sha256,
+       gguf ? "the GGUF tokenizer metadata" : "tokenizer.json",
+       gguf ? "model.tokenizer_sha256 is \"\": the receipt predates the binding of a GGUF file's "
+              "tokenizer metadata, so --model's tokenizer and chat template were not compared with "
+              "the run's (prompt and output text are still re-derived with --model's tokenizer)"
+            : nullptr},
+      {"model.generation_config_sha256", claimed.generation_config_sha256,
+       actual.generation_config_sha256, "generation_config.json",
+       "model.generation_config_sha256 is absent: the receipt predates the binding of a model "
+       "directory's generation_config.json, so --model's end-of-sequence ids were not compared "
+       "with the run's (finish_reason, and no end token before the last step, are still checked "
+       "with --model's ids)"},
+      {"model.chat_template_sha256", claimed.chat_template_sha256, actual.chat_template_sha256,
+       "the chat template files (tokenizer_config.json, chat_template.jinja)",
+       "model.chat_template_sha256 is absent: the receipt predates the binding of a model "
+       "directory's chat template files (tokenizer_config.json, chat_template.jinja), so --model's "
+       "chat template was not compared with the run's (a --chat prompt is re-tokenised from the "
+       "rendered prompt_text)"},
+      {"model.weights_sha256", claimed.weights_sha256, actual.weights_sha256, "the weights",
+       nullptr},
   };
-  for (const Field& f : fields) {
-    if (std::strcmp(f.name, "model.tokenizer_sha256") == 0 &&
-        isPreBindingGgufTokenizer(receipt, actual, report)) {
-      continue;
-    }
-    if (f.claimed != f.have) {
-      concluded(report, Verdict::kCouldNotVerify, f.name, -1, -1,
-                std::string("could not verify: model identity differs: ") + f.what +
-                    " of --model (" + (f.have.empty() ? "absent" : f.have.substr(0, 16)) +
-                    "...) is not the receipt's " + f.name + " (" +
-                    (f.claimed.empty() ? "absent" : f.claimed.substr(0, 16)) + "...)");
-      return false;
-    }
+  for (const IdentityField& f : fields) {
+    if (f.claimed == f.have || acceptedAsUnbound(f, report)) continue;
+    concluded(report, Verdict::kCouldNotVerify, f.name, -1, -1,
+              std::string("could not verify: model identity differs: ") + f.what + " of --model (" +
+                  (f.have.empty() ? "absent" : f.have.substr(0, 16)) +
+                  "...) is not the receipt's " + f.name + " (" +
+                  (f.claimed.empty() ? "absent" : f.claimed.substr(0, 16)) + "...)");
+    return false;
   }
   return true;
 }

@@ -111,6 +111,14 @@ Status ggufConfigAndTokenizer(const std::string& path, ModelIdentity* identity) 
   return Status::kSuccess;
 }
 
+// generation_config_sha256 or chat_template_sha256 of a model directory.
+Status hashModelFiles(const std::string& directory, ModelFiles files, std::string* digest) {
+  std::string bytes;
+  REE_RETURN_IF_ERROR(modelFilesIdentityBytes(directory, files, &bytes));
+  *digest = sha256Hex(bytes.data(), bytes.size());
+  return Status::kSuccess;
+}
+
 }  // namespace
 
 Status weightsManifest(const std::string& model, std::string* manifest) {
@@ -135,6 +143,12 @@ Status computeModelIdentity(const std::string& model, ModelIdentity* out) {
     REE_RETURN_IF_ERROR(
         readRegularFile(directory + "/config.json", kMaxConfigBytes, "config.json", &bytes));
     identity.config_sha256 = sha256Hex(bytes.data(), bytes.size());
+  }
+  if (!models::isGgufPath(directory)) {
+    REE_RETURN_IF_ERROR(hashModelFiles(directory, ModelFiles::kGenerationConfig,
+                                       &identity.generation_config_sha256));
+    REE_RETURN_IF_ERROR(
+        hashModelFiles(directory, ModelFiles::kChatTemplate, &identity.chat_template_sha256));
   }
   if (std::filesystem::exists(directory + "/tokenizer.json")) {
     REE_RETURN_IF_ERROR(readRegularFile(directory + "/tokenizer.json", kMaxTokenizerBytes,

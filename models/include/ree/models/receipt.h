@@ -144,8 +144,10 @@ struct VerifyReport {
 
 // Compares the model's identity with the receipt's. Returns true when it matches; otherwise fills
 // `report` (verdict kCouldNotVerify, field "model.config_sha256" / "model.tokenizer_sha256" /
-// "model.weights_sha256"): a different model cannot confirm or refute the claim. A GGUF receipt
-// of a build before GGUF tokenizers were bound (tokenizer_sha256 "") passes, with report->note.
+// "model.generation_config_sha256" / "model.chat_template_sha256" / "model.weights_sha256"): a
+// different model cannot confirm or refute the claim. A receipt of a build before a field was bound
+// passes for that field, with report->note: a GGUF receipt whose tokenizer_sha256 is "", a model
+// directory's receipt without generation_config_sha256 or chat_template_sha256 ("" in memory).
 bool checkModelIdentity(const Receipt& receipt, const ModelIdentity& actual, VerifyReport* report);
 
 // Re-executes `receipt` on `engine` (made with receiptEngineOptions() and the receipt's model):
