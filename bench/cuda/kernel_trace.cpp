@@ -8,6 +8,9 @@
 // schedule), and writes one CSV line per activity when the program exits:
 //   kind,start_ns,end_ns,device,stream,name       (kind: kernel | memcpy; name: kernel or copy
 //   kind)
+// With REE_KERNEL_TRACE_API=1 it also records every CUDA runtime API call on the host, on the same
+// clock, as `api,start_ns,end_ns,0,thread_id,cudaFunctionName`: the host's side of a step (which
+// call waits, and the host time between calls) beside what the GPU did.
 // scripts/gpu/profile_decode.sh turns the trace into per-step kernel totals and GPU idle time.
 #include <cupti.h>
 
@@ -79,6 +82,16 @@ void CUPTIAPI bufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
                     static_cast<unsigned long long>(m->end), m->deviceId, m->streamId,
                     copyKindName(m->copyKind), static_cast<unsigned long long>(m->bytes));
       lines.emplace_back(line);
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+      auto* a = reinterpret_cast<CUpti_ActivityAPI*>(record);
+      const char* name = nullptr;
+      if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, a->cbid, &name) != CUPTI_SUCCESS) {
+        name = "?";
+      }
+      std::snprintf(line, sizeof line, "api,%llu,%llu,0,%u,%s",
+                    static_cast<unsigned long long>(a->start),
+                    static_cast<unsigned long long>(a->end), a->threadId, name);
+      lines.emplace_back(line);
     }
   }
   std::free(buffer);
@@ -120,6 +133,11 @@ extern "C" int InitializeInjection(void) {
       !check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
              "enabling kernel records") ||
       !check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enabling copy records")) {
+    return 0;
+  }
+  const char* api = std::getenv("REE_KERNEL_TRACE_API");
+  if (api != nullptr && std::string(api) == "1" &&
+      !check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), "enabling runtime API records")) {
     return 0;
   }
   std::atexit(writeTrace);
