@@ -27,22 +27,24 @@ using namespace attention_detail;  // NOLINT(google-build-using-namespace): one 
 // Uploads the per-call host tables through pinned memory: a cudaMemcpyAsync from pageable memory
 // synchronises the stream, which would serialise the host with every attention call. A small ring
 // of pinned buffers per host thread; a slot is reused once the copy that last read it has run.
+// The ring's events and pinned memory are made at the first upload, all at once: made slot by slot
+// (a cudaMallocHost of tens of us each), a decode step that uploads two tables paid for two new
+// slots in its first layer, with the GPU idle, for the first 16 steps of every run.
 class PinnedUploader {
  public:
   Status upload(void* device_dst, const void* host_src, size_t bytes, cudaStream_t stream) {
+    if (ring_ == nullptr) REE_RETURN_IF_ERROR(makeRing());
     Slot& slot = slots_[next_++ % kSlots];
-    if (slot.event == nullptr) {
-      REE_CUDA_CHECK(cudaEventCreateWithFlags(&slot.event, cudaEventDisableTiming));
-    } else {
-      REE_CUDA_CHECK(cudaEventSynchronize(slot.event));
-    }
+    REE_CUDA_CHECK(cudaEventSynchronize(slot.event));  // never recorded: returns at once
     if (slot.capacity < bytes) {
-      if (slot.host != nullptr) REE_CUDA_CHECK(cudaFreeHost(slot.host));
+      if (slot.owned) REE_CUDA_CHECK(cudaFreeHost(slot.host));
       slot.host = nullptr;
       slot.capacity = 0;
-      const size_t capacity = std::max<size_t>(bytes * 2, 64 * 1024);
+      slot.owned = false;
+      const size_t capacity = std::max<size_t>(bytes * 2, kSlotBytes);
       REE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&slot.host), capacity));
       slot.capacity = capacity;
+      slot.owned = true;
     }
     std::memcpy(slot.host, host_src, bytes);
     REE_CUDA_CHECK(cudaMemcpyAsync(device_dst, slot.host, bytes, cudaMemcpyHostToDevice, stream));
@@ -52,12 +54,29 @@ class PinnedUploader {
 
  private:
   static constexpr int kSlots = 32;  // two uploads per layer: the host may run 16 layers ahead
+  static constexpr size_t kSlotBytes = 64 * 1024;  // a decode step's tables fit many times over
   struct Slot {
     unsigned char* host = nullptr;
     size_t capacity = 0;
+    bool owned = false;  // grown past kSlotBytes: its own cudaMallocHost, not the ring's memory
     cudaEvent_t event = nullptr;
   };
+
+  Status makeRing() {
+    for (Slot& slot : slots_) {
+      if (slot.event != nullptr) continue;  // made by an earlier try that failed later
+      REE_CUDA_CHECK(cudaEventCreateWithFlags(&slot.event, cudaEventDisableTiming));
+    }
+    REE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&ring_), kSlots * kSlotBytes));
+    for (int i = 0; i < kSlots; ++i) {
+      slots_[i].host = ring_ + i * kSlotBytes;
+      slots_[i].capacity = kSlotBytes;
+    }
+    return Status::kSuccess;
+  }
+
   Slot slots_[kSlots];
+  unsigned char* ring_ = nullptr;
   unsigned next_ = 0;
 };
 
