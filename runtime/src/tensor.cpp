@@ -186,6 +186,33 @@ Status Tensor::empty(Device device, DType dtype, std::vector<int64_t> shape, Ten
   return Status::kSuccess;
 }
 
+Status Tensor::pinnedHost(DType dtype, std::vector<int64_t> shape, Tensor* out) {
+#if defined(REE_WITH_CUDA)
+  REE_CHECK_ARG(out != nullptr, "Tensor::pinnedHost: out is null");
+  for (int64_t d : shape) {
+    REE_CHECK_ARG(d >= 0, "Tensor::pinnedHost: negative dimension %lld", static_cast<long long>(d));
+  }
+  Tensor t;
+  t.dtype_ = dtype;
+  t.device_ = Device::cpu();
+  t.shape_ = std::move(shape);
+  const size_t bytes = t.nbytes();
+  if (bytes == 0) {
+    *out = t;
+    return Status::kSuccess;
+  }
+  void* p = nullptr;
+  REE_CUDA_CHECK_MSG(cudaMallocHost(&p, bytes), "allocating %zu bytes of page-locked host memory",
+                     bytes);
+  t.storage_ = std::shared_ptr<void>(p, [](void* q) { cudaFreeHost(q); });
+  t.data_ = p;
+  *out = t;
+  return Status::kSuccess;
+#else
+  return empty(Device::cpu(), dtype, std::move(shape), out);
+#endif
+}
+
 Status Tensor::zeros(Device device, DType dtype, std::vector<int64_t> shape, Tensor* out) {
   REE_RETURN_IF_ERROR(empty(device, dtype, std::move(shape), out));
   if (out->nbytes() == 0) return Status::kSuccess;

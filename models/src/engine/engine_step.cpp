@@ -2,6 +2,8 @@
 // runs at submission and the output waits in a queue. Multi-process: rank 0 runs the first stage
 // and sends the step on (submit), the other ranks run theirs in serve(), and the last stage sends
 // the tokens, then the logits hashes, back to rank 0 (collect, takeLogitsDigests).
+#include <cstring>
+
 #include "engine_state.h"
 #include "generation_sampling.h"
 #include "token_logprobs.h"
@@ -75,6 +77,22 @@ Status EngineState::computeStage(LocalStage& stage, const StepWork& work, Tensor
   return status;
 }
 
+// The logits in host memory: from a GPU through the page-locked landing buffer, then one host copy.
+Status EngineState::logitsToHost(const Tensor& logits, std::vector<float>* host) {
+  host->resize(static_cast<size_t>(logits.numel()));
+  const Tensor dst = Tensor::wrap(host->data(), Device::cpu(), ::ree::DType::kF32, logits.shape());
+  if (!logits.device().isCuda()) return copyTensor(logits, dst);
+  if (logits_landing.numel() < logits.numel()) {
+    logits_landing = Tensor();  // free the smaller buffer first
+    REE_RETURN_IF_ERROR(Tensor::pinnedHost(::ree::DType::kF32, {logits.numel()}, &logits_landing));
+  }
+  const Tensor landing =
+      Tensor::wrap(logits_landing.data(), Device::cpu(), ::ree::DType::kF32, logits.shape());
+  REE_RETURN_IF_ERROR(copyTensor(logits, landing));
+  std::memcpy(host->data(), landing.data(), landing.nbytes());
+  return Status::kSuccess;
+}
+
 // The last stage: logits of the requested rows and the sampled tokens. The rows' SHA-256 is
 // queued on the digester (*digest_ticket); the caller takes it when the digests are needed.
 Status EngineState::finishStep(LocalStage& stage, const StepWork& work, const Tensor& hidden,
@@ -85,9 +103,8 @@ Status EngineState::finishStep(LocalStage& stage, const StepWork& work, const Te
   Tensor logits;
   REE_RETURN_IF_ERROR(setCurrentDevice(stage.ops->device()));
   REE_RETURN_IF_ERROR(stage.model->logits(hidden, work.logits_rows, &logits));
-  std::vector<float> host(static_cast<size_t>(logits.numel()));
-  REE_RETURN_IF_ERROR(copyTensor(
-      logits, Tensor::wrap(host.data(), Device::cpu(), ::ree::DType::kF32, logits.shape())));
+  std::vector<float> host;
+  REE_RETURN_IF_ERROR(logitsToHost(logits, &host));
   const auto copied = Clock::now();
   int64_t vocab = config.vocab_size;
   for (size_t i = 0; i < work.rows.size(); ++i) {

@@ -53,6 +53,11 @@ class Tensor {
   // cudaFreeAsync on cudaStreamLegacy), so it needs no device-wide synchronisation; work on a
   // non-blocking stream must wait for the legacy stream before it uses a new tensor.
   static Status empty(Device device, DType dtype, std::vector<int64_t> shape, Tensor* out);
+  // Uninitialised host (CPU) storage in page-locked memory (cudaMallocHost) when REE has CUDA, so
+  // that a copy from a GPU lands in it directly instead of through the driver's staging buffer and
+  // a second host copy; plain host memory without CUDA. For buffers reused across steps: a
+  // page-locked allocation costs far more than a copy.
+  static Status pinnedHost(DType dtype, std::vector<int64_t> shape, Tensor* out);
   // Same, filled with zero bytes.
   static Status zeros(Device device, DType dtype, std::vector<int64_t> shape, Tensor* out);
   // A non-owning view of memory the caller keeps alive.
