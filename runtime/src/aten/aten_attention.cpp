@@ -158,8 +158,9 @@ bool AtenOperationSet::tryVarlenAttention(const at::Tensor& q, const at::Tensor&
   aten_ops::VarlenLayout layout;
   if (!aten_ops::buildVarlenLayout(batch, k_cache.size(0), k_cache.size(1), &layout)) return false;
   try {
-    aten_ops::varlenAttention(q, k_new, v_new, k_cache, v_cache, layout,
-                              varlen_upload_.get(layout.packed), scale, out);
+    const at::Tensor& packed = varlen_upload_.get(layout.packed);
+    aten_ops::varlenAttention(q, k_new, v_new, k_cache, v_cache, layout, packed,
+                              varlen_rows_.get(packed, layout), scale, out);
     return true;
   } catch (const c10::Error& e) {
     // A LibTorch built without FlashAttention, or a GPU it does not support: the per-sequence

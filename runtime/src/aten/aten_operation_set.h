@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
 #include <exception>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "aten_uploads.h"
+#include "aten_varlen_attention.h"
 #include "ree/core/status.h"
 #include "ree/runtime/operation_set.h"
 
@@ -197,8 +199,11 @@ class AtenOperationSet final : public OperationSet {
   // Zero-copy ATen view of `t` (same dtype, shape and device). The device is given, not looked
   // up: plain from_blob asks the driver which device owns the pointer (cudaPointerGetAttributes)
   // for every view, dozens per layer, which cost more host time than the decode step's kernels.
-  at::Tensor view(const Tensor& t) const {
-    return at::for_blob(t.data(), t.shape())
+  at::Tensor view(const Tensor& t) const { return view(t, t.shape()); }
+  // The same with another shape of t's element count (ree::Tensor is dense), in one step rather
+  // than through ATen's view().
+  at::Tensor view(const Tensor& t, at::IntArrayRef shape) const {
+    return at::for_blob(t.data(), shape)
         .options(at::TensorOptions().dtype(scalarTypeOf(t.dtype())).device(aten_device_))
         .target_device(aten_device_)
         .make_tensor();
@@ -225,6 +230,7 @@ class AtenOperationSet final : public OperationSet {
   // Host vectors every layer of a step passes again, uploaded once (aten_uploads.h).
   aten_ops::UploadCache positions_upload_{aten_device_};
   aten_ops::UploadCache varlen_upload_{aten_device_};
+  aten_ops::VarlenRows varlen_rows_;
   struct RopeTables {
     bool valid = false;
     std::vector<int32_t> positions;
@@ -238,6 +244,7 @@ class AtenOperationSet final : public OperationSet {
 template <typename Body>
 Status AtenOperationSet::run(const char* op, Body&& body) {
   try {
+    c10::InferenceMode inference;
     ModeScope scope(kind_, !device_.isCuda());
     body();
     return Status::kSuccess;

@@ -94,13 +94,20 @@ Status AtenOperationSet::rmsNorm(const Tensor& x, const Tensor& weight, float ep
   REE_CHECK_ARG(eps >= 0.0f, "rmsNorm: eps %g is negative", static_cast<double>(eps));
   if (x.numel() == 0) return Status::kSuccess;
   return run("rmsNorm", [&] {
-    // transformers' LlamaRMSNorm.forward, op for op.
+    // transformers' LlamaRMSNorm.forward with its bits, in fewer launches and temporaries:
+    //   hidden = x.to(float32); variance = hidden.pow(2).mean(-1, keepdim=True)
+    //   hidden = hidden * torch.rsqrt(variance + eps); weight * hidden.to(x.dtype)
+    // `+ eps` and rsqrt run in place on the fresh variance (the same kernels). The product and
+    // its cast to x's dtype are one mul into a tensor of x's dtype: the product is computed in
+    // fp32 and rounded to nearest even on store, as the separate copy kernel rounds it.
     at::Tensor input = view(x);
     at::Tensor hidden = input.to(at::kFloat);
     at::Tensor variance = hidden.pow(2).mean(-1, /*keepdim=*/true);
-    hidden = hidden * at::rsqrt(variance + static_cast<double>(eps));
+    variance.add_(static_cast<double>(eps)).rsqrt_();
+    at::Tensor normalized = at::empty_like(input);
+    at::mul_out(normalized, hidden, variance);
     at::Tensor result = view(out);
-    at::mul_out(result, view(weight), hidden.to(input.scalar_type()));
+    at::mul_out(result, view(weight), normalized);
   });
 }
 
@@ -170,11 +177,11 @@ Status AtenOperationSet::linear(const Tensor& x, const Tensor& weight, const Ten
   return run("linear", [&] {
     std::optional<at::Tensor> aten_bias;
     if (bias != nullptr) aten_bias = view(*bias);
-    at::Tensor result = view(out).view({rows, n});
+    at::Tensor result = view(out, {rows, n});
     if (out.dtype() == x.dtype()) {
-      at::linear_out(result, view(x).view({rows, k}), view(weight), aten_bias);
+      at::linear_out(result, view(x, {rows, k}), view(weight), aten_bias);
     } else {
-      result.copy_(at::linear(view(x).view({rows, k}), view(weight), aten_bias));
+      result.copy_(at::linear(view(x, {rows, k}), view(weight), aten_bias));
     }
   });
 }
@@ -201,8 +208,8 @@ Status AtenOperationSet::linearAccumulate(const Tensor& x, const Tensor& weight,
   return run("linearAccumulate", [&] {
     std::optional<at::Tensor> aten_bias;
     if (bias != nullptr) aten_bias = view(*bias);
-    at::Tensor product = at::linear(view(x).view({rows, weight.dim(1)}), view(weight), aten_bias);
-    view(acc).view({rows, weight.dim(0)}).add_(product);
+    at::Tensor product = at::linear(view(x, {rows, weight.dim(1)}), view(weight), aten_bias);
+    view(acc, {rows, weight.dim(0)}).add_(product);
   });
 }
 
@@ -220,6 +227,28 @@ at::Tensor applyActivation(ActivationKind act, const at::Tensor& x) {
       return at::gelu(x, "none");
   }
   throw std::invalid_argument("unknown activation kind " + std::to_string(static_cast<int>(act)));
+}
+
+void applyActivationOut(ActivationKind act, const at::Tensor& x, at::Tensor& out) {
+  switch (act) {
+    case ActivationKind::kSilu:
+      at::silu_out(out, x);
+      return;
+    case ActivationKind::kGeluTanh:
+      at::gelu_out(out, x, "tanh");
+      return;
+    case ActivationKind::kGeluErf:
+      at::gelu_out(out, x, "none");
+      return;
+  }
+  throw std::invalid_argument("unknown activation kind " + std::to_string(static_cast<int>(act)));
+}
+
+// Whether the bytes of a and b overlap.
+bool overlaps(const Tensor& a, const Tensor& b) {
+  const char* a_begin = static_cast<const char*>(a.data());
+  const char* b_begin = static_cast<const char*>(b.data());
+  return a_begin < b_begin + b.nbytes() && b_begin < a_begin + a.nbytes();
 }
 
 bool knownActivation(ActivationKind act) {
@@ -242,9 +271,15 @@ Status AtenOperationSet::gatedActivation(ActivationKind act, const Tensor& gate,
                 gate.describe().c_str(), up.describe().c_str(), out.describe().c_str());
   if (out.numel() == 0) return Status::kSuccess;
   return run("gatedActivation", [&] {
-    // LlamaMLP: act_fn(gate_proj(x)) * up_proj(x), both ops in the activations' dtype.
+    // LlamaMLP: act_fn(gate_proj(x)) * up_proj(x), both ops in the activations' dtype. The
+    // activation goes straight into out unless out overlaps an input (then to a temporary).
     at::Tensor result = view(out);
-    at::mul_out(result, applyActivation(act, view(gate)), view(up));
+    if (overlaps(out, gate) || overlaps(out, up)) {
+      at::mul_out(result, applyActivation(act, view(gate)), view(up));
+      return;
+    }
+    applyActivationOut(act, view(gate), result);
+    at::mul_out(result, result, view(up));
   });
 }
 
@@ -259,17 +294,7 @@ Status AtenOperationSet::activation(ActivationKind act, const Tensor& x, Tensor&
   if (out.numel() == 0) return Status::kSuccess;
   return run("activation", [&] {
     at::Tensor result = view(out);
-    switch (act) {
-      case ActivationKind::kSilu:
-        at::silu_out(result, view(x));
-        break;
-      case ActivationKind::kGeluTanh:
-        at::gelu_out(result, view(x), "tanh");
-        break;
-      case ActivationKind::kGeluErf:
-        at::gelu_out(result, view(x), "none");
-        break;
-    }
+    applyActivationOut(act, view(x), result);
   });
 }
 

@@ -84,6 +84,26 @@ const std::pair<at::Tensor, at::Tensor>& AtenOperationSet::ropeTables(
   return tables.cos_sin;
 }
 
+namespace {
+
+// rotate_half(x) (or GPT-J's rotate_every_two when interleaved) as a new tensor.
+at::Tensor turnedCopy(const at::Tensor& rotated, const RopeSpec& spec) {
+  if (spec.interleaved) {
+    // rotate_every_two: pairs (x[2i], x[2i+1]) -> (-x[2i+1], x[2i]).
+    at::Tensor even = rotated.slice(-1, 0, spec.rotary_dim, 2);
+    at::Tensor odd = rotated.slice(-1, 1, spec.rotary_dim, 2);
+    return at::stack({-odd, even}, -1).flatten(-2);
+  }
+  // rotate_half: cat((-x2, x1)). The halves are concatenated first and the first one negated in
+  // place: negation is exact, so these are the same bits with one temporary less.
+  const int64_t half = spec.rotary_dim / 2;
+  at::Tensor turned = at::cat({rotated.narrow(-1, half, half), rotated.narrow(-1, 0, half)}, -1);
+  turned.narrow(-1, 0, half).neg_();
+  return turned;
+}
+
+}  // namespace
+
 Status AtenOperationSet::rope(Tensor& x, const std::vector<int32_t>& positions,
                               const RopeSpec& spec) {
   REE_RETURN_IF_ERROR(checkTensor("rope", "x", x));
@@ -115,20 +135,13 @@ Status AtenOperationSet::rope(Tensor& x, const std::vector<int32_t>& positions,
   return run("rope", [&] {
     const auto& [cos, sin] = ropeTables(positions, spec, scalarTypeOf(x.dtype()));
     at::Tensor rotated = view(x).narrow(-1, 0, spec.rotary_dim);
-    at::Tensor turned;
-    if (spec.interleaved) {
-      // GPT-J's rotate_every_two: pairs (x[2i], x[2i+1]) -> (-x[2i+1], x[2i]).
-      at::Tensor even = rotated.slice(-1, 0, spec.rotary_dim, 2);
-      at::Tensor odd = rotated.slice(-1, 1, spec.rotary_dim, 2);
-      turned = at::stack({-odd, even}, -1).flatten(-2);
-    } else {
-      // rotate_half: (x1, x2) -> (-x2, x1) on the two halves.
-      const int64_t half = spec.rotary_dim / 2;
-      turned = at::cat({-rotated.narrow(-1, half, half), rotated.narrow(-1, 0, half)}, -1);
-    }
-    // apply_rotary_pos_emb: (q * cos) + (rotate_half(q) * sin), every op in x's dtype.
-    at::Tensor result = (rotated * cos) + (turned * sin);
-    rotated.copy_(result);
+    at::Tensor turned = turnedCopy(rotated, spec);
+    // apply_rotary_pos_emb: (q * cos) + (rotate_half(q) * sin), every op in x's dtype. The
+    // second product runs in place on the fresh turned copy and the sum is written straight into
+    // x (the same kernels and bits as computing both into temporaries and copying the sum back).
+    at::Tensor cos_term = rotated * cos;
+    turned.mul_(sin);
+    at::add_out(rotated, cos_term, turned);
   });
 }
 

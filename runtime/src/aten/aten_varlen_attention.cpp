@@ -46,13 +46,21 @@ bool varlenAttentionApplies(const at::Tensor& q, const at::Tensor& k_cache) {
   return q.is_cuda() && half && d % 8 == 0 && d <= 256 && k_cache.is_contiguous();
 }
 
+const at::Tensor& VarlenRows::get(const at::Tensor& packed, const VarlenLayout& layout) {
+  if (!packed_.defined() || !packed_.is_same(packed)) {
+    rows_ = packed.narrow(0, 0, layout.tokens).to(at::kLong);
+    packed_ = packed;
+  }
+  return rows_;
+}
+
 void varlenAttention(const at::Tensor& q, const at::Tensor& k_new, const at::Tensor& v_new,
                      at::Tensor& k_cache, at::Tensor& v_cache, const VarlenLayout& layout,
-                     const at::Tensor& packed, double scale, at::Tensor& out) {
+                     const at::Tensor& packed, const at::Tensor& rows, double scale,
+                     at::Tensor& out) {
   const int64_t n = layout.sequences;
   const int64_t kv_heads = k_cache.size(2);
   const int64_t d = k_cache.size(3);
-  at::Tensor rows = packed.narrow(0, 0, layout.tokens).to(at::kLong);
   at::Tensor cu_q = packed.narrow(0, layout.tokens, n + 1);
   at::Tensor cu_k = packed.narrow(0, layout.tokens + n + 1, n + 1);
   at::Tensor used_k = packed.narrow(0, layout.tokens + 2 * (n + 1), n);

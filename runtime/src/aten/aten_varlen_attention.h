@@ -37,11 +37,23 @@ bool buildVarlenLayout(const StepBatch& batch, int64_t slots, int64_t max_len, V
 // otherwise.
 bool varlenAttentionApplies(const at::Tensor& q, const at::Tensor& k_cache);
 
+// The cache rows of the new tokens as int64 (index_copy_'s index type), converted from an upload
+// of layout.packed once for all the layers that reuse that upload.
+class VarlenRows {
+ public:
+  const at::Tensor& get(const at::Tensor& packed, const VarlenLayout& layout);
+
+ private:
+  at::Tensor packed_;  // the upload rows_ came from, held so that identity means the same upload
+  at::Tensor rows_;
+};
+
 // Appends k_new/v_new to the cache rows and writes the attention of every query into `out`
-// [tokens, heads, d]. `packed` is layout.packed on the device.
+// [tokens, heads, d]. `packed` is layout.packed on the device, `rows` its VarlenRows.
 void varlenAttention(const at::Tensor& q, const at::Tensor& k_new, const at::Tensor& v_new,
                      at::Tensor& k_cache, at::Tensor& v_cache, const VarlenLayout& layout,
-                     const at::Tensor& packed, double scale, at::Tensor& out);
+                     const at::Tensor& packed, const at::Tensor& rows, double scale,
+                     at::Tensor& out);
 
 }  // namespace aten_ops
 }  // namespace ree
