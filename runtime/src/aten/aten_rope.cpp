@@ -137,11 +137,17 @@ Status AtenOperationSet::rope(Tensor& x, const std::vector<int32_t>& positions,
     at::Tensor rotated = view(x).narrow(-1, 0, spec.rotary_dim);
     at::Tensor turned = turnedCopy(rotated, spec);
     // apply_rotary_pos_emb: (q * cos) + (rotate_half(q) * sin), every op in x's dtype. The
-    // second product runs in place on the fresh turned copy and the sum is written straight into
-    // x (the same kernels and bits as computing both into temporaries and copying the sum back).
+    // second product runs in place on the fresh turned copy, and the sum of a whole head goes
+    // straight into x: the same kernels and bits as computing it into a temporary and copying
+    // it back. A partial rotation keeps the temporary: ATen's CPU loops for a strided output
+    // encode a bf16 NaN differently from its vectorised ones, which transformers' sum takes.
     at::Tensor cos_term = rotated * cos;
     turned.mul_(sin);
-    at::add_out(rotated, cos_term, turned);
+    if (rotated.is_contiguous()) {
+      at::add_out(rotated, cos_term, turned);
+    } else {
+      rotated.copy_(cos_term + turned);
+    }
   });
 }
 
