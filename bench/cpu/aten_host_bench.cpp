@@ -6,7 +6,7 @@
 // q/k/v and gate/up projections, one rope for q and k); BM_DecodeStep runs 32 such layers with
 // new positions each step, as a Llama-3-8B-shaped decode step at batch 1 does.
 //
-//   bench_aten_host_bench --benchmark_min_time=0.5s
+//   bench_aten_host_bench --benchmark_min_time=0.5 --benchmark_filter=/0
 //
 // Argument 0 is the default set, 1 the deterministic set. Without LibTorch every case skips.
 #include <benchmark/benchmark.h>
