@@ -1,8 +1,8 @@
-// RepOps bindings: thin calls of the kernels' C API on raw pointers. ree/ops.py owns the tensors
+// RepOps bindings: thin calls of the kernels' C API on raw pointers. The caller owns the tensors
 // (allocation, contiguity, dtype checks, device and stream) and passes their data pointers here;
-// `stream` < 0 selects the CPU entry point (binding_util.h). The operators ree.ops.rope, attention,
-// embedding and sample use them; the others are C++ torch operators (torch_ops_*.cpp) calling the
-// same entry points, and python/tests/test_ops_cpp.py checks them bitwise against these calls.
+// `stream` < 0 selects the CPU entry point (binding_util.h). ree.ops.rope_inv_freq uses one; the
+// operators are C++ torch operators (torch_ops_*.cpp) calling the same entry points, and
+// python/tests/test_ops_cpp.py and test_ops_model.py check them bitwise against these calls.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/tuple.h>

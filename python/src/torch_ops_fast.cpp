@@ -36,9 +36,19 @@ namespace ree::torch_ops {
 namespace {
 
 // How the fast path reads an argument of the schema; kOther: never on the fast path.
-enum class ArgKind { kTensor, kOptionalTensor, kInt, kBool, kFloat, kString, kScalarType, kOther };
+enum class ArgKind {
+  kTensor,
+  kOptionalTensor,
+  kInt,
+  kBool,
+  kFloat,
+  kOptionalFloat,
+  kString,
+  kScalarType,
+  kOther
+};
 
-constexpr size_t kMaxArgs = 8;  // the most arguments of a fast operator (the schemas have <= 4)
+constexpr size_t kMaxArgs = 8;  // the most arguments of a fast operator (ree::sample has 7)
 constexpr size_t kMaxOps = 64;  // the most fast operators (one C function per slot, below)
 
 // One operator's fast entry: its schema read once, and the OpOverload of the slow path.
@@ -78,8 +88,9 @@ ArgKind kindOf(const c10::Argument& arg) {
       return ArgKind::kScalarType;
     case c10::TypeKind::OptionalType: {
       const auto& element = type->expectRef<c10::OptionalType>().getElementType();
-      return element->kind() == c10::TypeKind::TensorType ? ArgKind::kOptionalTensor
-                                                          : ArgKind::kOther;
+      if (element->kind() == c10::TypeKind::TensorType) return ArgKind::kOptionalTensor;
+      if (element->kind() == c10::TypeKind::FloatType) return ArgKind::kOptionalFloat;
+      return ArgKind::kOther;
     }
     default:
       return ArgKind::kOther;
@@ -143,6 +154,12 @@ bool pushArg(ArgKind kind, PyObject* obj, Call& call) {
       if (obj != Py_True && obj != Py_False) return false;
       call.stack.emplace_back(obj == Py_True);
       return true;
+    case ArgKind::kOptionalFloat:
+      if (obj == Py_None) {
+        call.stack.emplace_back();
+        return true;
+      }
+      return pushArg(ArgKind::kFloat, obj, call);
     case ArgKind::kFloat: {
       if (PyFloat_CheckExact(obj)) {
         call.stack.emplace_back(PyFloat_AS_DOUBLE(obj));

@@ -1,8 +1,9 @@
 // The library "ree" of torch operators (torch.ops.ree.*, docs/python.md): the schemas of the
 // operators whose kernels are C++ (torch_ops_*.cpp), and their one Autograd kernel. The schemas
 // are those torch.library.custom_op inferred from ree/ops.py's Python signatures, so callers and
-// compiled graphs see the same operators. ree/ops.py adds the remaining operators to the same
-// namespace (a FRAGMENT) and every fake (meta) kernel, for torch.compile.
+// compiled graphs see the same operators. torch_ops_model.cpp adds rope, attention, embedding and
+// sample to the same namespace (a FRAGMENT); ree/ops.py adds every fake (meta) kernel, for
+// torch.compile.
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/basic_ops.h>
 #include <torch/csrc/autograd/functions/utils.h>
@@ -10,6 +11,8 @@
 
 #include <string>
 #include <vector>
+
+#include "torch_ops_util.h"
 
 namespace ree::torch_ops {
 namespace {
@@ -51,6 +54,8 @@ std::string operatorName(const std::string& schema) {
   return schema.substr(0, schema.find('('));
 }
 
+}  // namespace
+
 // The RepOps are forward only. A call runs below autograd; when grad mode is on and an input
 // requires grad, its floating outputs get a backward node that raises naming the operator (as
 // calling backward through ree/ops.py's Python operators did).
@@ -84,8 +89,6 @@ void forwardOnly(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
     if (at::isFloatingType(out.scalar_type())) torch::autograd::set_history(out, node);
   }
 }
-
-}  // namespace
 
 TORCH_LIBRARY(ree, m) {
   for (const char* schema : kSchemas)

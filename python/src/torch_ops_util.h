@@ -5,6 +5,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
 
 #include <initializer_list>
@@ -50,6 +51,10 @@ inline void check(Status status) {
 }
 
 [[noreturn]] void cudaUnavailable();
+
+// The Autograd kernel of every operator (torch_ops_library.cpp): runs it below autograd; outputs of
+// inputs requiring grad get a backward that raises (the RepOps are forward only).
+void forwardOnly(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack);
 
 // x converted to `dtype` by the RepOps cast (one RNE rounding, NaN canonical); x contiguous.
 at::Tensor castRaw(const at::Tensor& x, at::ScalarType dtype);

@@ -22,7 +22,8 @@ from conftest import DTYPES, assert_bits_equal, randn
 
 CPP_OPS = ["cast", "linear", "matmul", "rms_norm", "layer_norm", "sum", "mean", "max", "min", "var",
            "softmax", "log_softmax", "argmax", "sigmoid", "exp", "expm1", "log", "log1p", "tanh",
-           "erf", "sin", "cos", "rsqrt", "softplus", "silu", "gelu", "swiglu", "geglu"]
+           "erf", "sin", "cos", "rsqrt", "softplus", "silu", "gelu", "swiglu", "geglu", "rope",
+           "attention", "embedding", "sample"]
 UNARY = ["sigmoid", "exp", "expm1", "log", "log1p", "tanh", "erf", "sin", "cos", "rsqrt",
          "softplus", "silu"]
 
@@ -67,7 +68,30 @@ def calls_of(name, dtype, seed):
         up = randn(rows, cols, dtype=dtype, seed=seed + 7)
         forms = [((x, up), {}), ((x,), {"up": up})]
         return forms + ([((x, up, "none"), {})] if name == "geglu" else [])
+    if name in ("rope", "attention", "embedding", "sample"):
+        return model_calls_of(name, x, rows, cols, dtype, seed)
     return [((x,), {}), ((), {"x": x})]
+
+
+def model_calls_of(name, x, rows, cols, dtype, seed):
+    """calls_of for the model operators (torch_ops_model.cpp), shaped from x [rows, cols]."""
+    if name == "rope":
+        half = 1 + cols // 8
+        x3 = randn(rows, 3, 2 * half + 1, dtype=dtype, seed=seed + 8)
+        positions, inv = torch.arange(rows) * 7, ree.ops.rope_inv_freq(2 * half)
+        return [((x3, positions, inv), {}), ((x3, positions, inv, True), {}),
+                ((x3,), {"positions": positions, "inv_freq": inv[:1], "interleaved": False})]
+    if name == "attention":
+        d = 1 + cols % 64
+        q = randn(1, rows, 4, d, dtype=dtype, seed=seed + 9)
+        k, v = (randn(1, rows + 3, 2, d, dtype=dtype, seed=seed + s) for s in (10, 11))
+        return [((q, k, v), {}), ((q, k, v, 0.25), {}), ((q, k, v), {"scale": None}),
+                ((q,), {"k": k, "v": v, "scale": 1})]  # int scale -> float
+    if name == "embedding":
+        ids = torch.randint(0, rows, (2, 3), generator=torch.Generator().manual_seed(seed))
+        return [((ids, x), {}), ((), {"ids": ids.to(torch.int32), "table": x})]
+    return [((x,), {}), ((x, 0.7, 5, 0.9, 1, 2, 3), {}), ((x,), {"temperature": 0.0}),
+            ((x[0],), {"top_p": 0.5, "seed": 4, "step": 9}), ((x,), {"temperature": 1, "top_k": 3})]
 
 
 @pytest.mark.parametrize("name", CPP_OPS)

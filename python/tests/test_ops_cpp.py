@@ -18,7 +18,8 @@ from conftest import DTYPES, assert_bits_equal, randn
 
 CPP_OPS = ["cast", "linear", "matmul", "rms_norm", "layer_norm", "sum", "mean", "max", "min", "var",
            "softmax", "log_softmax", "argmax", "sigmoid", "exp", "expm1", "log", "log1p", "tanh",
-           "erf", "sin", "cos", "rsqrt", "softplus", "silu", "gelu", "swiglu", "geglu"]
+           "erf", "sin", "cos", "rsqrt", "softplus", "silu", "gelu", "swiglu", "geglu", "rope",
+           "attention", "embedding", "sample"]
 CODE = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 
 

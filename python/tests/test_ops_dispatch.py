@@ -25,6 +25,9 @@ SCHEMAS = {
     "attention": "ree::attention(Tensor q, Tensor k, Tensor v, float? scale=None) -> Tensor",
     "sample": "ree::sample(Tensor logits, float temperature=1., SymInt top_k=0, float top_p=1., "
               "SymInt seed=0, SymInt sequence=0, SymInt step=0) -> Tensor",
+    "rope": "ree::rope(Tensor x, Tensor positions, Tensor inv_freq, bool interleaved=False) -> "
+            "Tensor",
+    "embedding": "ree::embedding(Tensor ids, Tensor table) -> Tensor",
     "cast": "ree::cast(Tensor x, ScalarType dtype) -> Tensor",
 }
 
@@ -60,15 +63,12 @@ def calls():
 def test_operators_keep_their_schemas(name):
     op = getattr(torch.ops.ree, name).default
     assert str(op._schema) == SCHEMAS[name]
-    entry = getattr(ree.ops, name)
-    if name in ("attention", "sample"):  # Python operators: ree.ops.<name> is the operator
-        assert entry is op
-    else:  # C++ operators: ree.ops.<name> is its fast entry, with the schema's signature
-        assert (entry, op) in ree.ops._FAST_OPS
-        params = inspect.signature(entry).parameters
-        assert [(p.name, p.default) for p in params.values()] == [
-            (a.name, a.default_value if a.has_default_value() else inspect.Parameter.empty)
-            for a in op._schema.arguments]
+    entry = getattr(ree.ops, name)  # the operator's fast entry, with the schema's signature
+    assert (entry, op) in ree.ops._FAST_OPS
+    params = inspect.signature(entry).parameters
+    assert [(p.name, p.default) for p in params.values()] == [
+        (a.name, a.default_value if a.has_default_value() else inspect.Parameter.empty)
+        for a in op._schema.arguments]
 
 
 def test_every_route_gives_the_direct_bits():
