@@ -1,7 +1,7 @@
-"""How ree.ops reach their kernels (python/ree/ops.py "registration"): the operators are torch
-library operators with custom_op's schemas; a plain eager call takes the direct route, and every
-other route (inference mode, a dispatch mode, an input requiring grad, torch.compile) gives the
-same bits; backward raises; outputs never alias inputs."""
+"""How ree.ops reach their kernels (python/src/torch_ops_library.cpp, torch_ops_fast.cpp): the
+operators are torch library operators with custom_op's schemas; a plain eager call takes the direct
+route (the fast entry), and every other route (inference mode, a dispatch mode, an input requiring
+grad, torch.compile) gives the same bits; backward raises; outputs never alias inputs."""
 
 import inspect
 
@@ -47,6 +47,7 @@ class Forwarding(TorchDispatchMode):
 def calls():
     x = randn(5, 300, seed=1)
     w = randn(300, seed=2)
+    inv_freq = ree.ops.rope_inv_freq(30)
     return {
         "sum": lambda t: ree.ops.sum(t),
         "max": lambda t: ree.ops.max(t, 0, True),
@@ -56,6 +57,9 @@ def calls():
         "layer_norm": lambda t: ree.ops.layer_norm(t, w, None, eps=1e-5),
         "softmax": lambda t: ree.ops.softmax(t, 0),
         "silu": ree.ops.silu,
+        "rope": lambda t: ree.ops.rope(t.reshape(5, 10, 30), torch.arange(5) * 3, inv_freq),
+        "attention": lambda t: ree.ops.attention(*[t.reshape(1, 5, 10, 30)] * 3, scale=0.5),
+        "embedding": lambda t: ree.ops.embedding(torch.tensor([[4, 0], [2, 2]]), t),
     }, x
 
 
