@@ -309,12 +309,18 @@ Status CausalLM::logits(const Tensor& hidden, const std::vector<int32_t>& rows, 
   Impl& m = *impl_;
   REE_CHECK_ARG(m.range.head, "logits() on a stage without the head");
   int64_t r = static_cast<int64_t>(rows.size());
-  Tensor selected, normed;
-  REE_RETURN_IF_ERROR(m.scratch(kSelected, {r, m.config.hidden_size}, &selected, m.act_dtype));
   for (int64_t i = 0; i < r; ++i) {
     REE_CHECK_ARG(rows[i] >= 0 && rows[i] < hidden.dim(0), "logits: row %d of %lld", rows[i],
                   static_cast<long long>(hidden.dim(0)));
-    REE_RETURN_IF_ERROR(copyTensor(hidden.rows(rows[i], 1), selected.rows(i, 1)));
+  }
+  // One row (decode at batch 1) is normalised in place: no copy, no launch.
+  Tensor selected, normed;
+  if (r == 1) {
+    selected = hidden.rows(rows[0], 1);
+  } else {
+    REE_RETURN_IF_ERROR(m.scratch(kSelected, {r, m.config.hidden_size}, &selected, m.act_dtype));
+    for (int64_t i = 0; i < r; ++i)
+      REE_RETURN_IF_ERROR(copyTensor(hidden.rows(rows[i], 1), selected.rows(i, 1)));
   }
   REE_RETURN_IF_ERROR(m.scratch(kFinalNorm, {r, m.config.hidden_size}, &normed, m.act_dtype));
   REE_RETURN_IF_ERROR(m.norm(selected, m.final_norm_w, m.final_norm_b, normed));
