@@ -6,7 +6,6 @@ and traced by torch.compile(fullgraph=True) as one node each."""
 
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -71,16 +70,14 @@ def nb_sample(logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, sequence=0, s
 # ---- registration --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", MODEL_OPS)
-def test_operator_kernels_are_cpp_with_a_fast_entry(name):
+def test_operators_are_registered_by_torch_ops_model(name):
+    """test_ops_cpp.py checks every operator's CPU, CUDA and Autograd kernels and its fast entry;
+    these four come from torch_ops_model.cpp and keep a Meta (fake) kernel for torch.compile."""
     qualname = f"ree::{name}"
-    for key in ("CPU", "CUDA", "Autograd", "Meta"):
-        assert torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key), (qualname, key)
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(qualname, "Meta"), qualname
     table = torch._C._dispatch_dump_table(qualname)
     cpu_line = next(line for line in table.splitlines() if line.startswith("CPU:"))
     assert "torch_ops_model.cpp" in cpu_line, cpu_line
-    fast = getattr(ree.ops, name)
-    assert (fast, getattr(torch.ops.ree, name).default) in ree.ops._FAST_OPS
-    assert isinstance(fast, types.BuiltinFunctionType) and fast.__name__ == name
 
 
 def test_public_signatures_are_unchanged():
