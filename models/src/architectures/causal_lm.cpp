@@ -313,7 +313,7 @@ Status CausalLM::logits(const Tensor& hidden, const std::vector<int32_t>& rows, 
     REE_CHECK_ARG(rows[i] >= 0 && rows[i] < hidden.dim(0), "logits: row %d of %lld", rows[i],
                   static_cast<long long>(hidden.dim(0)));
   }
-  // One row (decode at batch 1) is normalised in place: no copy, no launch.
+  // One row (decode at batch 1) is read where it is, a view of hidden: no copy, no launch.
   Tensor selected, normed;
   if (r == 1) {
     selected = hidden.rows(rows[0], 1);
