@@ -41,12 +41,23 @@ fi
 python="${REE_SETUP_PYTHON:-python3}"
 stamp="$venv/.ree-requirements.sha256"
 want="$(cat "$repo/requirements.txt" "$repo/requirements-nodeps.txt" | sha256sum | cut -d' ' -f1)"
+# The environment takes about 5.5 GB (torch's CUDA libraries are most of it). pip runs without its
+# cache, which would hold a second copy of every wheel; when it fails, the free space is said.
+venv_gib=6
+pip_install() {
+  if ! "$venv/bin/python" -m pip install -q --no-cache-dir "$@"; then
+    free_kib=$(df -Pk "$venv" | awk 'NR == 2 { print $4 }')
+    echo "setup: pip install $* failed; $venv has $((free_kib / 1024)) MiB free" \
+      "(the environment needs about ${venv_gib} GiB)" >&2
+    exit 1
+  fi
+}
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: creating Python environment $venv"
   "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q -r "$repo/requirements.txt"
-  "$venv/bin/python" -m pip install -q --no-deps -r "$repo/requirements-nodeps.txt"
+  pip_install --upgrade pip
+  pip_install -r "$repo/requirements.txt"
+  pip_install --no-deps -r "$repo/requirements-nodeps.txt"
   echo "$want" >"$stamp"
 fi
 "$venv/bin/python" -c "import torch, transformers, tokenizers, safetensors, numpy; print('setup: torch', torch.__version__, '| transformers', transformers.__version__, '| tokenizers', tokenizers.__version__)"
