@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include "ree/core/cuda_check.h"
+#include "scoped_device.h"
 #endif
 
 namespace ree {
@@ -62,26 +63,6 @@ Status configureDevicePool(int device) {
   if (device < 64) configured |= 1ull << device;
   return Status::kSuccess;
 }
-
-// Makes `device` current for the scope (a negative index leaves the current device alone), so
-// legacy-stream work lands on that device's legacy stream.
-class ScopedDevice {
- public:
-  explicit ScopedDevice(int device) : device_(device) {
-    if (device_ < 0) return;
-    cudaGetDevice(&previous_);
-    if (previous_ != device_) cudaSetDevice(device_);
-  }
-  ~ScopedDevice() {
-    if (device_ >= 0 && previous_ != device_) cudaSetDevice(previous_);
-  }
-  ScopedDevice(const ScopedDevice&) = delete;
-  ScopedDevice& operator=(const ScopedDevice&) = delete;
-
- private:
-  int device_;
-  int previous_ = -1;
-};
 
 void freeDeviceMemory(int device, void* pointer) {
   ScopedDevice scope(device);

@@ -25,7 +25,7 @@ int AsyncDigester::defaultThreads() {
   return static_cast<int>(std::clamp(hardware / 4, 1u, 8u));
 }
 
-uint64_t AsyncDigester::submit(std::vector<float> data, size_t rows, size_t row_floats) {
+uint64_t AsyncDigester::submit(std::shared_ptr<const Tensor> data, size_t rows, size_t row_floats) {
   auto job = std::make_shared<Job>();
   job->data = std::move(data);
   job->row_floats = row_floats;
@@ -66,12 +66,14 @@ void AsyncDigester::work() {
     }
     Job& job = *task.job;
     // Rows are disjoint: each worker writes only its own digest slot, outside the lock.
-    Digest digest =
-        sha256Digest(job.data.data() + task.row * job.row_floats, job.row_floats * sizeof(float));
+    const float* rows = job.data->as<const float>();
+    Digest digest = sha256Digest(rows + task.row * job.row_floats, job.row_floats * sizeof(float));
     {
       std::lock_guard<std::mutex> lock(mutex_);
       job.digests[task.row] = digest;
       job.remaining -= 1;
+      // The buffer goes back (landing_pool.h) before take() can see the job complete.
+      if (job.remaining == 0) job.data.reset();
     }
     row_done_.notify_all();
   }

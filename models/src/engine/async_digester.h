@@ -3,8 +3,8 @@
 // Every generated token's logits row (vocab x fp32, 0.5 MB for a 128k vocabulary) is hashed for
 // the result and the receipt. On one core that takes about as long as a GPU decode step's
 // non-GEMV work, and nothing in the next step needs the digest, so the engine hands the host
-// copy of the logits to this class and collects the digests later: the hashing of step t runs
-// while the GPU computes step t+1, and the rows of a batch are hashed in parallel.
+// buffer of the logits (landing_pool.h) to this class and collects the digests later: the hashing
+// of step t runs while the GPU computes step t+1, and the rows of a batch are hashed in parallel.
 #pragma once
 
 #include <condition_variable>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "pipeline_step.h"
+#include "ree/runtime/tensor.h"
 
 namespace ree::models {
 
@@ -30,8 +31,9 @@ class AsyncDigester {
   AsyncDigester(const AsyncDigester&) = delete;
   AsyncDigester& operator=(const AsyncDigester&) = delete;
 
-  // Takes `data` (rows x row_floats floats) and returns a ticket for the rows' digests.
-  uint64_t submit(std::vector<float> data, size_t rows, size_t row_floats);
+  // Holds `data` (a host tensor of at least rows x row_floats floats) until its rows are hashed,
+  // then lets go of it, and returns a ticket for the rows' digests.
+  uint64_t submit(std::shared_ptr<const Tensor> data, size_t rows, size_t row_floats);
   // Waits for the ticket's digests (one per row, in row order) and forgets the ticket. A ticket
   // is taken once; tickets may be taken in any order. Returns false for an unknown ticket.
   bool take(uint64_t ticket, std::vector<Digest>* digests);
@@ -41,7 +43,7 @@ class AsyncDigester {
 
  private:
   struct Job {
-    std::vector<float> data;
+    std::shared_ptr<const Tensor> data;  // null once every row is hashed
     size_t row_floats = 0;
     std::vector<Digest> digests;
     size_t remaining = 0;  // rows not hashed yet

@@ -18,10 +18,10 @@ StepProfiler::~StepProfiler() {
   if (!enabled_ || steps_ == 0) return;
   logMessage(LogLevel::kWarning,
              "step profile, mean of %ld steps (ms): enqueue layers %.3f | wait for "
-             "layers %.3f | logits + copy to host %.3f | sample + queue hash %.3f | between "
+             "layers %.3f | logits + tokens to host %.3f | log-probabilities %.3f | between "
              "steps %.3f",
              steps_, 1e3 * enqueue_ / steps_, 1e3 * wait_ / steps_, 1e3 * logits_ / steps_,
-             1e3 * hash_sample_ / steps_, 1e3 * between_ / steps_);
+             1e3 * logprobs_ / steps_, 1e3 * between_ / steps_);
 }
 
 void StepProfiler::stepStarted(Clock::time_point started) {
@@ -39,7 +39,7 @@ void StepProfiler::stepFinished(Clock::time_point started, Clock::time_point cop
   last_end_ = ended;
   if (seen_++ > 0) {
     logits_ += seconds(copied - started);
-    hash_sample_ += seconds(ended - copied);
+    logprobs_ += seconds(ended - copied);
     ++steps_;
   }
 }

@@ -23,15 +23,16 @@ class StepProfiler {
   void stepStarted(Clock::time_point started);
   // A stage's layers took `enqueue` seconds to queue and `wait` seconds to finish on the device.
   void stageTimed(double enqueue, double wait);
-  // The last stage copied the logits to the host at `copied` and sampled / queued their hash by
-  // `ended`, for a step whose logits work began at `started`.
+  // The last stage had the step's tokens on the host at `copied` (logits computed, tokens selected
+  // on the device or sampled from the host copy) and any log-probabilities by `ended`, for a step
+  // whose logits work began at `started`. The logits' hashing is queued at the next step.
   void stepFinished(Clock::time_point started, Clock::time_point copied, Clock::time_point ended);
 
  private:
   bool enabled_ = false;
   long seen_ = 0;   // steps finished; the first (a prefill) is left out of the means
   long steps_ = 0;  // steps measured
-  double enqueue_ = 0, wait_ = 0, logits_ = 0, hash_sample_ = 0, between_ = 0;
+  double enqueue_ = 0, wait_ = 0, logits_ = 0, logprobs_ = 0, between_ = 0;
   Clock::time_point last_end_;
 };
 

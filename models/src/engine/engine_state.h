@@ -23,11 +23,14 @@
 #include "async_digester.h"
 #include "engine_profile.h"
 #include "kv_blocks.h"
+#include "landing_pool.h"
 #include "pipeline_step.h"
 #include "ree/models/causal_lm.h"
 #include "ree/models/checkpoint.h"
 #include "ree/models/engine.h"
 #include "ree/models/tokenizer.h"
+#include "ree/runtime/pending_copy.h"
+#include "ree/runtime/token_select.h"
 
 namespace ree::models {
 
@@ -85,14 +88,24 @@ struct EngineState {
   // Steps submitted and not yet collected (single process: computed at submission).
   std::deque<StepOutput> local_outputs;
   std::deque<uint64_t> in_flight;
+  // The last stage's logits land in buffers of this pool (declared before the digester, which
+  // holds some of them until it is destroyed).
+  LandingPool landings;
   // Logits rows are hashed off the critical path (async_digester.h): the last stage queues them
-  // and the digests are taken later, by step id (single process: ticket of each step).
+  // and the digests are taken later, by step id (the digester's ticket of each step).
   std::unique_ptr<AsyncDigester> digester;
   std::map<uint64_t, uint64_t> digest_tickets;
-  // The last stage's logits land here from a GPU (page-locked, grown to the largest step): a copy
-  // into pageable memory went through the driver's staging buffer and a second host copy, about
-  // 0.1 ms of a batch-1 decode step at a 128k vocabulary with the GPU idle.
-  Tensor logits_landing;
+  // The last step's logits, still being copied to the host when its tokens were already known
+  // (greedy rows are selected on the logits' device): handed to the digester by flushLanding(),
+  // at the next step or when its digests are taken.
+  struct PendingLanding {
+    uint64_t step = 0;
+    std::shared_ptr<Tensor> buffer;  // null: none pending
+    size_t rows = 0;
+    PendingCopy copy;
+  };
+  PendingLanding pending_landing;
+  GreedyTokens greedy_tokens;
   StepProfiler profile;
 
   int rank() const { return transport ? transport->rank() : 0; }
@@ -141,14 +154,18 @@ struct EngineState {
   // `hidden` is ordered after it on the device); profiling always waits, to time the GPU.
   Status computeStage(LocalStage& stage, const StepWork& work, Tensor& hidden,
                       std::vector<std::vector<Digest>>* layer_digests, bool wait = true);
-  Status logitsToHost(const Tensor& logits, std::vector<float>* host);
-  Status finishStep(LocalStage& stage, const StepWork& work, const Tensor& hidden, StepOutput* out,
-                    uint64_t* digest_ticket);
+  // The last stage: the step's tokens in *out; its logits land in a pool buffer (pending_landing).
+  Status finishStep(LocalStage& stage, const StepWork& work, const Tensor& hidden, StepOutput* out);
+  Status selectTokens(const StepWork& work, const Tensor& logits, const Tensor& host,
+                      PendingCopy* copy, StepOutput* out);
+  // Hands pending_landing's rows to the digester once they are on the host (digest_tickets).
+  Status flushLanding();
   // Multi-process: whether a stage sends the step header before queueing its own work.
   bool earlyHeader(const StepWork& work) const {
     return !work.trace && transport != nullptr && transport->queuesReceives();
   }
   Status takeLogitsDigests(uint64_t step_id, std::vector<Digest>* digests);
+  Status takeLocalDigests(uint64_t step_id, std::vector<Digest>* digests);
   // Digests queued by a generate() or replay() that failed before taking them.
   void dropStaleDigests();
   Status submit(StepWork work);

@@ -2,6 +2,7 @@
 // runs at submission and the output waits in a queue. Multi-process: rank 0 runs the first stage
 // and sends the step on (submit), the other ranks run theirs in serve(), and the last stage sends
 // the tokens, then the logits hashes, back to rank 0 (collect, takeLogitsDigests).
+#include <algorithm>
 #include <cstring>
 
 #include "engine_state.h"
@@ -42,17 +43,26 @@ CausalLM::LayerObserver layerTracer(OperationSet& ops, const StepWork& work,
 
 // Log-probabilities of the rows whose request asked for them (GenerationRequest::top_logprobs),
 // from the host logits that were sampled and are hashed; nothing when no row asked.
-Status rowLogprobs(const StepWork& work, const std::vector<float>& host, int64_t vocab,
-                   StepOutput* out) {
+Status rowLogprobs(const StepWork& work, const float* host, int64_t vocab, StepOutput* out) {
   std::vector<float> scratch;
   for (size_t i = 0; i < work.rows.size(); ++i) {
     if (work.rows[i].top_logprobs < 0) continue;
     out->logprobs.resize(work.rows.size());
-    REE_RETURN_IF_ERROR(computeTokenLogprobs(host.data() + i * vocab, vocab, out->tokens[i],
+    REE_RETURN_IF_ERROR(computeTokenLogprobs(host + i * vocab, vocab, out->tokens[i],
                                              work.rows[i].top_logprobs, &scratch,
                                              &out->logprobs[i]));
   }
   return Status::kSuccess;
+}
+
+bool allGreedy(const StepWork& work) {
+  return std::all_of(work.rows.begin(), work.rows.end(),
+                     [](const RowSampling& row) { return row.sampling.temperature == 0.0f; });
+}
+
+bool anyLogprobs(const StepWork& work) {
+  return std::any_of(work.rows.begin(), work.rows.end(),
+                     [](const RowSampling& row) { return row.top_logprobs >= 0; });
 }
 
 }  // namespace
@@ -77,46 +87,85 @@ Status EngineState::computeStage(LocalStage& stage, const StepWork& work, Tensor
   return status;
 }
 
-// The logits in host memory: from a GPU through the page-locked landing buffer, then one host copy.
-Status EngineState::logitsToHost(const Tensor& logits, std::vector<float>* host) {
-  host->resize(static_cast<size_t>(logits.numel()));
-  const Tensor dst = Tensor::wrap(host->data(), Device::cpu(), ::ree::DType::kF32, logits.shape());
-  if (!logits.device().isCuda()) return copyTensor(logits, dst);
-  if (logits_landing.numel() < logits.numel()) {
-    logits_landing = Tensor();  // free the smaller buffer first
-    REE_RETURN_IF_ERROR(Tensor::pinnedHost(::ree::DType::kF32, {logits.numel()}, &logits_landing));
+// The step's tokens, and its logits copied into `host` (*copy: pending until waited for). A step
+// whose rows are all greedy takes its tokens where the logits are (GreedyTokens: on a GPU the
+// argmax and the 4-byte ids are queued ahead of the logits' copy, so the host waits for the ids
+// alone); a step with sampled rows waits for the logits and samples on the host. Both select
+// with the repops kernels of kernels/sampling.h: the same token on every device.
+Status EngineState::selectTokens(const StepWork& work, const Tensor& logits, const Tensor& host,
+                                 PendingCopy* copy, StepOutput* out) {
+  const int64_t vocab = config.vocab_size;
+  if (allGreedy(work)) {
+    REE_RETURN_IF_ERROR(greedy_tokens.start(logits));
+    REE_RETURN_IF_ERROR(PendingCopy::start(logits, host, copy));
+    return greedy_tokens.wait(&out->tokens);
   }
-  const Tensor landing =
-      Tensor::wrap(logits_landing.data(), Device::cpu(), ::ree::DType::kF32, logits.shape());
-  REE_RETURN_IF_ERROR(copyTensor(logits, landing));
-  std::memcpy(host->data(), landing.data(), landing.nbytes());
+  REE_RETURN_IF_ERROR(PendingCopy::start(logits, host, copy));
+  REE_RETURN_IF_ERROR(copy->wait());
+  out->tokens.resize(work.rows.size());
+  for (size_t i = 0; i < work.rows.size(); ++i) {
+    REE_RETURN_IF_ERROR(sampleNextToken(host.as<float>() + i * vocab, vocab, work.rows[i].sampling,
+                                        work.rows[i].request, work.rows[i].step, &out->tokens[i]));
+  }
   return Status::kSuccess;
 }
 
-// The last stage: logits of the requested rows and the sampled tokens. The rows' SHA-256 is
-// queued on the digester (*digest_ticket); the caller takes it when the digests are needed.
+// The last stage: logits of the requested rows and the sampled tokens. The logits land in a pool
+// buffer that goes to the digester at the next step (flushLanding); the caller takes the digests
+// when they are needed.
 Status EngineState::finishStep(LocalStage& stage, const StepWork& work, const Tensor& hidden,
-                               StepOutput* out, uint64_t* digest_ticket) {
+                               StepOutput* out) {
   out->id = work.id;
   if (work.logits_rows.empty()) return Status::kSuccess;
+  REE_RETURN_IF_ERROR(flushLanding());  // the last step's, copied long since
   const auto started = Clock::now();
   Tensor logits;
   REE_RETURN_IF_ERROR(setCurrentDevice(stage.ops->device()));
   REE_RETURN_IF_ERROR(stage.model->logits(hidden, work.logits_rows, &logits));
-  std::vector<float> host;
-  REE_RETURN_IF_ERROR(logitsToHost(logits, &host));
+  std::shared_ptr<Tensor> buffer;
+  REE_RETURN_IF_ERROR(landings.take(logits.numel(), logits.device().isCuda(), &buffer));
+  const Tensor host =
+      Tensor::wrap(buffer->data(), Device::cpu(), ::ree::DType::kF32, logits.shape());
+  PendingCopy copy;
+  REE_RETURN_IF_ERROR(selectTokens(work, logits, host, &copy, out));
   const auto copied = Clock::now();
-  int64_t vocab = config.vocab_size;
-  for (size_t i = 0; i < work.rows.size(); ++i) {
-    int32_t token = 0;
-    REE_RETURN_IF_ERROR(sampleNextToken(host.data() + i * vocab, vocab, work.rows[i].sampling,
-                                        work.rows[i].request, work.rows[i].step, &token));
-    out->tokens.push_back(token);
+  if (anyLogprobs(work)) {
+    REE_RETURN_IF_ERROR(copy.wait());
+    REE_RETURN_IF_ERROR(rowLogprobs(work, host.as<float>(), config.vocab_size, out));
   }
-  REE_RETURN_IF_ERROR(rowLogprobs(work, host, vocab, out));
-  if (!digester) digester = std::make_unique<AsyncDigester>(AsyncDigester::defaultThreads());
-  *digest_ticket = digester->submit(std::move(host), work.rows.size(), static_cast<size_t>(vocab));
+  pending_landing.step = work.id;
+  pending_landing.buffer = std::move(buffer);
+  pending_landing.rows = work.rows.size();
+  pending_landing.copy = std::move(copy);
   profile.stepFinished(started, copied, Clock::now());
+  return Status::kSuccess;
+}
+
+Status EngineState::flushLanding() {
+  PendingLanding& landing = pending_landing;
+  if (landing.buffer == nullptr) return Status::kSuccess;
+  Status status = landing.copy.wait();
+  std::shared_ptr<Tensor> buffer = std::move(landing.buffer);
+  landing.buffer = nullptr;
+  REE_RETURN_IF_ERROR(status);
+  if (!digester) digester = std::make_unique<AsyncDigester>(AsyncDigester::defaultThreads());
+  digest_tickets[landing.step] =
+      digester->submit(std::move(buffer), landing.rows, static_cast<size_t>(config.vocab_size));
+  return Status::kSuccess;
+}
+
+// The digests of a step whose logits this process hashed (the last stage's), waiting for them.
+Status EngineState::takeLocalDigests(uint64_t step_id, std::vector<Digest>* digests) {
+  if (pending_landing.buffer != nullptr && pending_landing.step == step_id) {
+    REE_RETURN_IF_ERROR(flushLanding());
+  }
+  auto it = digest_tickets.find(step_id);
+  REE_CHECK_ARG(it != digest_tickets.end() && digester != nullptr,
+                "no logits digests queued for step %llu", static_cast<unsigned long long>(step_id));
+  uint64_t ticket = it->second;
+  digest_tickets.erase(it);
+  REE_CHECK_ARG(digester->take(ticket, digests), "logits digests of step %llu were taken",
+                static_cast<unsigned long long>(step_id));
   return Status::kSuccess;
 }
 
@@ -124,17 +173,7 @@ Status EngineState::finishStep(LocalStage& stage, const StepWork& work, const Te
 // after the step's tokens, so a rank 0 that takes them before collecting the next step never
 // waits longer than it would for that step.
 Status EngineState::takeLogitsDigests(uint64_t step_id, std::vector<Digest>* digests) {
-  if (!multiProcess()) {
-    auto it = digest_tickets.find(step_id);
-    REE_CHECK_ARG(it != digest_tickets.end() && digester != nullptr,
-                  "no logits digests queued for step %llu",
-                  static_cast<unsigned long long>(step_id));
-    uint64_t ticket = it->second;
-    digest_tickets.erase(it);
-    REE_CHECK_ARG(digester->take(ticket, digests), "logits digests of step %llu were taken",
-                  static_cast<unsigned long long>(step_id));
-    return Status::kSuccess;
-  }
+  if (!multiProcess()) return takeLocalDigests(step_id, digests);
   int last = nStages() - 1;
   std::vector<uint8_t> bytes;
   REE_RETURN_IF_ERROR(transport->recvMessage(last, kTagDigests, &bytes));
@@ -151,6 +190,8 @@ Status EngineState::takeLogitsDigests(uint64_t step_id, std::vector<Digest>* dig
 }
 
 void EngineState::dropStaleDigests() {
+  (void)pending_landing.copy.wait();  // a failed copy is the failed generate()'s to report
+  pending_landing.buffer = nullptr;
   std::vector<Digest> unused;
   for (const auto& [step, ticket] : digest_tickets)
     digester->take(ticket, &unused);
@@ -176,9 +217,7 @@ Status EngineState::submit(StepWork work) {
           computeStage(stages[s], work, hidden, &work.layer_digests, /*wait=*/!last_stage));
     }
     StepOutput out;
-    uint64_t ticket = 0;
-    REE_RETURN_IF_ERROR(finishStep(stages.back(), work, hidden, &out, &ticket));
-    if (!work.logits_rows.empty()) digest_tickets[work.id] = ticket;
+    REE_RETURN_IF_ERROR(finishStep(stages.back(), work, hidden, &out));
     out.layer_digests = std::move(work.layer_digests);
     local_outputs.push_back(std::move(out));
     return Status::kSuccess;
@@ -258,14 +297,13 @@ Status EngineState::serveOneStep(bool* done) {
   }
   REE_RETURN_IF_ERROR(transport->awaitReceives());
   StepOutput out;
-  uint64_t ticket = 0;
-  REE_RETURN_IF_ERROR(finishStep(stage, work, hidden, &out, &ticket));
+  REE_RETURN_IF_ERROR(finishStep(stage, work, hidden, &out));
   out.layer_digests = std::move(work.layer_digests);
   // Tokens first: rank 0 starts the next step while this rank hashes the logits.
   REE_RETURN_IF_ERROR(transport->sendMessage(0, kTagResult, encodeStepOutput(out)));
   if (work.logits_rows.empty()) return Status::kSuccess;
   std::vector<Digest> digests;
-  digester->take(ticket, &digests);
+  REE_RETURN_IF_ERROR(takeLocalDigests(work.id, &digests));
   return transport->sendMessage(0, kTagDigests, encodeStepDigests(work.id, digests));
 }
 

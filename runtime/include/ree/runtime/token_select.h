@@ -1,0 +1,35 @@
+// Greedy token selection where the logits are (CPU or GPU): a GPU engine's next tokens reach the
+// host as 4 bytes a row, without waiting for the logits themselves to be copied.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ree/core/status.h"
+#include "ree/runtime/pending_copy.h"
+#include "ree/runtime/tensor.h"
+
+namespace ree {
+
+class GreedyTokens {
+ public:
+  // The index of the best logit of every row of `logits` (fp32 [rows, vocab], dense): the repops
+  // argmax (kernels/sampling.h: NaN first, then the larger value, then the lower index), so the
+  // CPU and the GPU select the same token. On a GPU the kernel and the copy of the ids to the host
+  // are queued on the device's legacy default stream, after the work queued before them, and
+  // start() returns at once; on the CPU the ids are computed before it returns.
+  Status start(const Tensor& logits);
+  // Waits for the ids of the last start(): (*tokens)[r] is row r's.
+  Status wait(std::vector<int32_t>* tokens);
+
+ private:
+  std::vector<int32_t> cpu_ids_;
+  // GPU: the ids on the device and their page-locked host copy, grown to the largest batch. Both
+  // are 4-byte tensors holding int32 ids (Tensor has no integer dtype).
+  Tensor device_ids_, host_ids_;
+  PendingCopy copy_;
+  int64_t rows_ = 0;  // of the last start(); 0: none
+  bool on_cpu_ = true;
+};
+
+}  // namespace ree

@@ -1,0 +1,73 @@
+#include "ree/runtime/token_select.h"
+
+#include <cstring>
+
+#include "ree/kernels/sampling.h"
+
+#if defined(REE_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include "scoped_device.h"
+#endif
+
+namespace ree {
+namespace {
+
+// int32 ids in a tensor of 4-byte elements on `device`, grown to at least `rows`.
+Status ensureIdBuffer(Device device, int64_t rows, bool pinned, Tensor* buffer) {
+  static_assert(sizeof(float) == sizeof(int32_t), "ids are stored in 4-byte elements");
+  if (buffer->defined() && buffer->numel() >= rows && buffer->device() == device) {
+    return Status::kSuccess;
+  }
+  *buffer = Tensor();
+  return pinned ? Tensor::pinnedHost(DType::kF32, {rows}, buffer)
+                : Tensor::empty(device, DType::kF32, {rows}, buffer);
+}
+
+}  // namespace
+
+Status GreedyTokens::start(const Tensor& logits) {
+  REE_CHECK_ARG(logits.rank() == 2 && logits.dtype() == DType::kF32 && logits.dim(0) > 0,
+                "GreedyTokens: logits must be fp32 [rows >= 1, vocab], got %s",
+                logits.describe().c_str());
+  REE_RETURN_IF_ERROR(copy_.wait());  // the last start()'s ids, if never waited for
+  rows_ = 0;                          // until this start() has queued or computed its ids
+  const int64_t rows = logits.dim(0), vocab = logits.dim(1);
+  on_cpu_ = !logits.device().isCuda();
+  if (on_cpu_) {
+    cpu_ids_.resize(static_cast<size_t>(rows));
+    REE_RETURN_IF_ERROR(repops::cpu::argmax(logits.as<float>(), rows, vocab, cpu_ids_.data()));
+    rows_ = rows;
+    return Status::kSuccess;
+  }
+#if defined(REE_WITH_CUDA)
+  REE_RETURN_IF_ERROR(ensureIdBuffer(logits.device(), rows, false, &device_ids_));
+  REE_RETURN_IF_ERROR(ensureIdBuffer(Device::cpu(), rows, true, &host_ids_));
+  {
+    ScopedDevice scope(logits.device().index);
+    REE_RETURN_IF_ERROR(repops::cuda::argmax(logits.as<float>(), rows, vocab,
+                                             device_ids_.as<int32_t>(), cudaStreamLegacy));
+  }
+  REE_RETURN_IF_ERROR(
+      PendingCopy::start(device_ids_.rows(0, rows), host_ids_.rows(0, rows), &copy_));
+  rows_ = rows;
+  return Status::kSuccess;
+#else
+  return REE_FAIL(Status::kUnsupported, "REE was built without CUDA");
+#endif
+}
+
+Status GreedyTokens::wait(std::vector<int32_t>* tokens) {
+  REE_CHECK_ARG(tokens != nullptr, "GreedyTokens::wait: tokens is null");
+  REE_CHECK_ARG(rows_ > 0, "GreedyTokens::wait: no start()");
+  REE_RETURN_IF_ERROR(copy_.wait());
+  if (on_cpu_) {
+    *tokens = cpu_ids_;
+  } else {
+    tokens->resize(static_cast<size_t>(rows_));
+    std::memcpy(tokens->data(), host_ids_.data(), static_cast<size_t>(rows_) * sizeof(int32_t));
+  }
+  return Status::kSuccess;
+}
+
+}  // namespace ree
