@@ -46,10 +46,11 @@ if [ "${REE_SKIP_SANITIZE:-0}" != "1" ]; then
   cmake --build "$asan" --parallel "${REE_JOBS:-$(nproc)}" --target ree-launch \
     models_safetensors_test models_model_config_test models_tokenizer_test models_reproducible_test \
     models_receipt_test models_pipeline_test models_engine_limits_test models_gguf_test \
-    models_gguf_tokenizer_test core_file_test core_json_guard_test server_request_test compiler_test
+    models_gguf_tokenizer_test models_decode_lookahead_test models_logits_landing_test \
+    core_file_test core_json_guard_test server_request_test compiler_test
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$asan" --output-on-failure -j "${REE_TEST_JOBS:-2}" \
-    -R "models_(safetensors|model_config|tokenizer|reproducible|receipt|pipeline|engine_limits|gguf|gguf_tokenizer)_test|core_(file|json_guard)_test|launcher_(bad|hostile)_input|server_(request_test|openai_client)|compiler_(test|onnx_ops|hostile_onnx|fusion)"
+    -R "models_(safetensors|model_config|tokenizer|reproducible|receipt|pipeline|engine_limits|gguf|gguf_tokenizer|decode_lookahead|logits_landing)_test|core_(file|json_guard)_test|launcher_(bad|hostile)_input|server_(request_test|openai_client)|compiler_(test|onnx_ops|hostile_onnx|fusion)"
 fi
 
 # The fuzz targets (tests/fuzz: safetensors, index, config, tokenizer, receipt, prompt-file and

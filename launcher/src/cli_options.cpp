@@ -10,10 +10,18 @@ constexpr const char* kDescription =
     "REE: reproducible LLM inference. With --operation-set reproducible the output ids and logits\n"
     "are bitwise identical on every supported CPU and GPU, for any batch composition.";
 
-constexpr std::array<const char*, 11> kSwitches = {
-    "no-special-tokens", "cpu-only", "plan", "trace-hashes",        "json",
-    "version",           "help",     "h",    "allow-extra-tensors", "allow-non-finite-weights",
-    "no-prefix-cache"};
+constexpr std::array<const char*, 12> kSwitches = {"no-special-tokens",
+                                                   "cpu-only",
+                                                   "plan",
+                                                   "trace-hashes",
+                                                   "json",
+                                                   "version",
+                                                   "help",
+                                                   "h",
+                                                   "allow-extra-tensors",
+                                                   "allow-non-finite-weights",
+                                                   "no-prefix-cache",
+                                                   "decode-lookahead"};
 
 std::shared_ptr<cxxopts::Value> value(const char* default_value = nullptr) {
   auto v = cxxopts::value<std::string>();
@@ -61,7 +69,10 @@ void addModelAndPrompt(cxxopts::Options& options) {
     ("prefill-chunk", "Prompt tokens per step of a micro-batch, 0..2147483647 (0 = whole prompts): long prompts run "
                       "in chunks beside the running decodes (reproducible set: results never depend on it; off with --trace-hashes)", value("0"))
     ("no-prefix-cache", "Recompute every prompt: no reading of KV cache blocks that hold the same first tokens "
-                        "(reproducible set; it never changes results; off with --trace-hashes)");
+                        "(reproducible set; it never changes results; off with --trace-hashes)")
+    ("decode-lookahead", "Queue a greedy decode step's next step with the tokens the device selects, before the "
+                         "host reads them (one process, the first and last stages on one device; experimental, "
+                         "it never changes results)");
   // clang-format on
 }
 

@@ -49,6 +49,15 @@ Status OperationSet::prepareLinearWeight(const Tensor&) {
   return Status::kSuccess;
 }
 
+bool OperationSet::embedsDeviceIds(const Tensor&) const {
+  return false;
+}
+
+Status OperationSet::embeddingOfDeviceIds(const int32_t*, int64_t, const Tensor&, Tensor&) {
+  return REE_FAIL(Status::kUnsupported, "the %s operation set cannot embed ids in device memory",
+                  name());
+}
+
 Status StepBatch::finalize() {
   int b = batch();
   REE_CHECK_ARG(static_cast<int>(query_offsets.size()) == b + 1 && query_offsets[0] == 0,

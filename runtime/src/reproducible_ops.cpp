@@ -90,14 +90,8 @@ class ReproducibleOps final : public OperationSet {
       return quantizedEmbedding(device_, stream_, ids, device_ids, table, quantized, out);
     }
     if (out.dtype() != table.dtype()) {
-      // Gather in the table's dtype, then widen exactly to fp32.
-      Tensor gathered;
-      REE_RETURN_IF_ERROR(Tensor::empty(device_, table.dtype(), out.shape(), &gathered));
-      REE_RETURN_IF_ERROR(embedding(ids, table, gathered));
-      RowsIn in{gathered.data(), gathered.dtype(), table.dim(1)};
-      RowsOut y{out.data(), out.dtype(), table.dim(1)};
-      if (!device_.isCuda()) return cpu::cast(in, y, count, table.dim(1));
-      return REE_CUDA_ONLY(cuda::cast(in, y, count, table.dim(1), stream_));
+      return gatherThenWiden(table, count, out,
+                             [&](Tensor& gathered) { return embedding(ids, table, gathered); });
     }
     if (!device_.isCuda()) {
       return cpu::embedding(table.dtype(), table.data(), table.dim(0), table.dim(1), ids.data(),
@@ -108,6 +102,31 @@ class ReproducibleOps final : public OperationSet {
     return REE_CUDA_ONLY(cuda::embeddingHostChecked(table.dtype(), table.data(), table.dim(0),
                                                     table.dim(1), device_ids, ids.data(), count,
                                                     out.data(), stream_));
+  }
+
+  // Quantized tables (GGUF blocks) gather through quantizedEmbedding, which reads host ids.
+  bool embedsDeviceIds(const Tensor& table) const override {
+    QuantizedWeightInfo quantized;
+    return !findQuantizedWeight(table, &quantized);
+  }
+
+  Status embeddingOfDeviceIds(const int32_t* ids, int64_t count, const Tensor& table,
+                              Tensor& out) override {
+    REE_CHECK_ARG(embedsDeviceIds(table), "embeddingOfDeviceIds: %s is a quantized table",
+                  table.describe().c_str());
+    REE_CHECK_ARG(out.dtype() == table.dtype() || out.dtype() == DType::kF32,
+                  "embedding: table %s, out %s", table.describe().c_str(), out.describe().c_str());
+    if (out.dtype() != table.dtype()) {
+      return gatherThenWiden(table, count, out, [&](Tensor& gathered) {
+        return embeddingOfDeviceIds(ids, count, table, gathered);
+      });
+    }
+    if (!device_.isCuda()) {
+      return cpu::embedding(table.dtype(), table.data(), table.dim(0), table.dim(1), ids, count,
+                            out.data());
+    }
+    return REE_CUDA_ONLY(cuda::embeddingOfDeviceIds(table.dtype(), table.data(), table.dim(0),
+                                                    table.dim(1), ids, count, out.data(), stream_));
   }
 
   Status addInPlace(Tensor& acc, const Tensor& x) override {
@@ -375,6 +394,19 @@ class ReproducibleOps final : public OperationSet {
         return Activation::kGeluErf;
     }
     return Activation::kSilu;
+  }
+
+  // An fp32 `out` for a narrower table: `gather` fills rows in the table's dtype, then they are
+  // widened exactly.
+  template <typename Gather>
+  Status gatherThenWiden(const Tensor& table, int64_t count, Tensor& out, Gather gather) {
+    Tensor gathered;
+    REE_RETURN_IF_ERROR(Tensor::empty(device_, table.dtype(), out.shape(), &gathered));
+    REE_RETURN_IF_ERROR(gather(gathered));
+    RowsIn in{gathered.data(), gathered.dtype(), table.dim(1)};
+    RowsOut y{out.data(), out.dtype(), table.dim(1)};
+    if (!device_.isCuda()) return cpu::cast(in, y, count, table.dim(1));
+    return REE_CUDA_ONLY(cuda::cast(in, y, count, table.dim(1), stream_));
   }
 
   // A device copy of host int32 metadata (token ids, positions) and the values it holds.

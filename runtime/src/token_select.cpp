@@ -70,4 +70,9 @@ Status GreedyTokens::wait(std::vector<int32_t>* tokens) {
   return Status::kSuccess;
 }
 
+const int32_t* GreedyTokens::ids() const {
+  if (rows_ == 0) return nullptr;
+  return on_cpu_ ? cpu_ids_.data() : device_ids_.as<int32_t>();
+}
+
 }  // namespace ree

@@ -172,14 +172,17 @@ TEST(EngineFeed, RequestsArrivingAtRandomStepBoundariesGetTheirSoloBits) {
   struct Layout {
     const char* name;
     int max_batch, block_size, blocks, micro_batches, prefill_chunk;
+    bool lookahead;
   };
   // Pools of 16 and 20 blocks of 4: the longest request (a 40-token prompt and 24 new tokens)
   // needs 16, so several sequences together must preempt.
-  for (const Layout& layout : {Layout{"one group", 6, 4, 16, 0, 0},
-                               Layout{"2 micro-batches, chunks of 7", 8, 4, 20, 2, 7}}) {
+  for (const Layout& layout : {Layout{"one group", 6, 4, 16, 0, 0, false},
+                               Layout{"2 micro-batches, chunks of 7", 8, 4, 20, 2, 7, false},
+                               Layout{"2 micro-batches, decode lookahead", 8, 4, 20, 2, 0, true}}) {
     EngineOptions options = tinyEngineOptions(layout.max_batch, layout.block_size, layout.blocks);
     options.micro_batches = layout.micro_batches;
     options.prefill_chunk = layout.prefill_chunk;
+    options.decode_lookahead = layout.lookahead;
     std::unique_ptr<Engine> engine = makeEngine(options);
     ASSERT_NE(engine, nullptr);
     const FeedRun run = runFed(*engine, requests, 7);
@@ -197,26 +200,32 @@ TEST(EngineFeed, RequestsArrivingAtRandomStepBoundariesGetTheirSoloBits) {
     }
     EXPECT_GT(engine->kvPreemptions(), 0) << layout.name << ": the pool never forced a preemption";
     EXPECT_EQ(engine->kvCacheBlocksUsed(), 0) << layout.name;
+    if (layout.lookahead) EXPECT_GT(engine->lookaheadSteps(), 0) << layout.name;
   }
 }
 
 TEST(EngineFeed, StopFlagsEndARequestWithAPrefixAndLeaveTheOthers) {
   const std::vector<GenerationRequest> requests = randomRequests(24, 5);
   const std::vector<GenerationResult> solo = soloResults(requests);
-  std::unique_ptr<Engine> engine = makeEngine(tinyEngineOptions(5, 4, 16));
-  std::map<size_t, int> stop_at;
-  for (size_t r = 0; r < requests.size(); r += 3)
-    stop_at[r] = 1 + static_cast<int>(r % 4);
-  const FeedRun run = runFed(*engine, requests, 11, stop_at);
-  expectEveryReportedOnce(run, requests.size());
-  int stopped = 0;
-  for (size_t r = 0; r < requests.size(); ++r) {
-    const GenerationResult& got = run.results.at(idOf(r));
-    expectSoloBits(got, solo[r], stop_at.count(r) > 0, "request " + std::to_string(r));
-    stopped += got.finish_reason == "stop" ? 1 : 0;
+  for (bool lookahead : {false, true}) {
+    EngineOptions options = tinyEngineOptions(5, 4, 16);
+    options.decode_lookahead = lookahead;
+    std::unique_ptr<Engine> engine = makeEngine(options);
+    std::map<size_t, int> stop_at;
+    for (size_t r = 0; r < requests.size(); r += 3)
+      stop_at[r] = 1 + static_cast<int>(r % 4);
+    const FeedRun run = runFed(*engine, requests, 11, stop_at);
+    expectEveryReportedOnce(run, requests.size());
+    int stopped = 0;
+    for (size_t r = 0; r < requests.size(); ++r) {
+      const GenerationResult& got = run.results.at(idOf(r));
+      expectSoloBits(got, solo[r], stop_at.count(r) > 0,
+                     "request " + std::to_string(r) + (lookahead ? ", lookahead" : ""));
+      stopped += got.finish_reason == "stop" ? 1 : 0;
+    }
+    EXPECT_GT(stopped, 0);
+    EXPECT_EQ(engine->kvCacheBlocksUsed(), 0);
   }
-  EXPECT_GT(stopped, 0);
-  EXPECT_EQ(engine->kvCacheBlocksUsed(), 0);
 }
 
 TEST(EngineFeed, ARefusedRequestIsReportedWithItsErrorAndTheOthersRun) {

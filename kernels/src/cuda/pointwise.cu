@@ -585,6 +585,13 @@ Status embeddingHostChecked(DType dtype, const void* table, int64_t vocab, int64
   return gatherRows(table, vocab, dim * dtypeSize(dtype), ids, count, out, nullptr, stream);
 }
 
+Status embeddingOfDeviceIds(DType dtype, const void* table, int64_t vocab, int64_t dim,
+                            const int32_t* ids, int64_t count, void* out, cudaStream_t stream) {
+  REE_RETURN_IF_ERROR(validateEmbeddingArgs(dtype, table, vocab, dim, ids, count, out));
+  if (count == 0) return Status::kSuccess;
+  return gatherRows(table, vocab, dim * dtypeSize(dtype), ids, count, out, nullptr, stream);
+}
+
 Status add(DType dtype, const void* a, const void* b, void* out, int64_t n, cudaStream_t stream) {
   return binary<BinaryOp::kAdd>("add", dtype, a, b, out, n, stream);
 }

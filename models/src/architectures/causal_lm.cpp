@@ -243,20 +243,40 @@ Status CausalLM::embed(const std::vector<int32_t>& ids, const StepBatch& batch, 
   REE_RETURN_IF_ERROR(Tensor::empty(
       m.device(), m.act_dtype, {static_cast<int64_t>(ids.size()), m.config.hidden_size}, hidden));
   REE_RETURN_IF_ERROR(m.ops->embedding(ids, m.embed_tokens, *hidden));
-  if (m.embed_positions.defined()) {
-    for (int32_t pos : batch.positions) {
-      if (pos >= m.config.max_position_embeddings) {
-        return REE_FAIL(Status::kInvalidArgument,
-                        "position %d exceeds the model's %lld learned positions", pos,
-                        static_cast<long long>(m.config.max_position_embeddings));
-      }
+  return addPositionEmbeddings(batch, hidden);
+}
+
+bool CausalLM::embedsDeviceIds() const {
+  const Impl& m = *impl_;
+  return m.range.embedding && m.embed_tokens.dim(0) == m.config.vocab_size &&
+         m.ops->embedsDeviceIds(m.embed_tokens);
+}
+
+Status CausalLM::embedDeviceIds(const int32_t* ids, const StepBatch& batch, Tensor* hidden) {
+  Impl& m = *impl_;
+  REE_CHECK_ARG(embedsDeviceIds(), "embedDeviceIds: this stage cannot embed ids in device memory");
+  REE_RETURN_IF_ERROR(Tensor::empty(m.device(), m.act_dtype,
+                                    {static_cast<int64_t>(batch.tokens()), m.config.hidden_size},
+                                    hidden));
+  REE_RETURN_IF_ERROR(m.ops->embeddingOfDeviceIds(ids, batch.tokens(), m.embed_tokens, *hidden));
+  return addPositionEmbeddings(batch, hidden);
+}
+
+// GPT-2's learned positions, added to the token embeddings (nothing for rotary models).
+Status CausalLM::addPositionEmbeddings(const StepBatch& batch, Tensor* hidden) {
+  Impl& m = *impl_;
+  if (!m.embed_positions.defined()) return Status::kSuccess;
+  for (int32_t pos : batch.positions) {
+    if (pos >= m.config.max_position_embeddings) {
+      return REE_FAIL(Status::kInvalidArgument,
+                      "position %d exceeds the model's %lld learned positions", pos,
+                      static_cast<long long>(m.config.max_position_embeddings));
     }
-    Tensor pos_embed;
-    REE_RETURN_IF_ERROR(m.scratch(kPositions, hidden->shape(), &pos_embed, m.act_dtype));
-    REE_RETURN_IF_ERROR(m.ops->embedding(batch.positions, m.embed_positions, pos_embed));
-    REE_RETURN_IF_ERROR(m.ops->addInPlace(*hidden, pos_embed));
   }
-  return Status::kSuccess;
+  Tensor pos_embed;
+  REE_RETURN_IF_ERROR(m.scratch(kPositions, hidden->shape(), &pos_embed, m.act_dtype));
+  REE_RETURN_IF_ERROR(m.ops->embedding(batch.positions, m.embed_positions, pos_embed));
+  return m.ops->addInPlace(*hidden, pos_embed);
 }
 
 // Every sequence's table covers its positions with blocks of the pool, and no block receives the

@@ -54,6 +54,9 @@ int64_t Engine::kvPreemptions() const {
 int64_t Engine::kvPrefixHitTokens() const {
   return impl_->kv_prefix_hit_tokens;
 }
+int64_t Engine::lookaheadSteps() const {
+  return impl_->lookahead_steps;
+}
 int Engine::kvCacheBlocksUsed() const {
   return impl_->kv_blocks_used.load(std::memory_order_relaxed);
 }

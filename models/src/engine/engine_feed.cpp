@@ -77,7 +77,7 @@ Status Engine::generate(const std::vector<GenerationRequest>& requests,
   REE_CHECK_ARG(m.rank() == 0, "generate() runs on rank 0; rank %d calls serve()", m.rank());
   REE_CHECK_ARG(!m.shut_down, "generate() after shutdown()");
   results->assign(requests.size(), GenerationResult());
-  m.dropStaleDigests();
+  m.dropStaleSteps();
   // Every request is checked before any work, so a bad prompt fails fast.
   for (size_t r = 0; r < requests.size(); ++r)
     REE_RETURN_IF_ERROR(m.prepareRequest(requests[r], r, &(*results)[r]));
@@ -116,7 +116,7 @@ Status Engine::generateFromFeed(RequestFeed& feed, const FeedTokenCallback& on_t
                     "deadline (%.0f s), which an idle feed would trip; use generate() batches",
                     m.nStages() - 1, m.transport->timeoutSeconds());
   }
-  m.dropStaleDigests();
+  m.dropStaleSteps();
   models::GenerationScheduler scheduler(m, on_token, on_finished);
   const Status status = scheduler.run(&feed);
   m.kv_blocks_used.store(m.kv_allocator.usedBlocks(), std::memory_order_relaxed);

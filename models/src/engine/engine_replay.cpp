@@ -52,7 +52,7 @@ Status Engine::replay(const ReplayRequest& request, ReplayResult* result) {
   REE_CHECK_ARG(!request.prompt_ids.empty(), "replay: the prompt is empty");
   REE_CHECK_ARG(!request.output_ids.empty(), "replay: no generated tokens to re-derive");
   REE_RETURN_IF_ERROR(models::validateSampling(request.sampling, request.request_index));
-  m.dropStaleDigests();
+  m.dropStaleSteps();
   models::StepWork work;
   REE_RETURN_IF_ERROR(models::buildReplayStep(request, m.config.vocab_size, m.max_context,
                                               m.options.names.max_context, &work));

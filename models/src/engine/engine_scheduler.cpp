@@ -59,6 +59,7 @@ Status GenerationScheduler::run(RequestFeed* feed) {
     REE_RETURN_IF_ERROR(finishStopped());
     admitWaiting();
     REE_RETURN_IF_ERROR(submitIdleGroups());
+    REE_RETURN_IF_ERROR(submitLookahead());
     m_.kv_blocks_used.store(blocks_.usedBlocks(), std::memory_order_relaxed);
     if (steps_.empty()) {
       if (nothingLeft()) {
@@ -230,6 +231,7 @@ Status GenerationScheduler::submitIdleGroups() {
     StepInFlight step;
     step.group = g;
     REE_RETURN_IF_ERROR(buildGroupStep(g, &work, &step));
+    step.engine_step = m_.next_step_id;  // the id submit() gives it
     REE_RETURN_IF_ERROR(m_.submit(std::move(work)));
     group_busy_[g] = true;
     steps_.push_back(std::move(step));
@@ -243,6 +245,7 @@ Status GenerationScheduler::submitIdleGroups() {
 Status GenerationScheduler::buildGroupStep(int group, StepWork* work, StepInFlight* step) const {
   work->trace = m_.options.trace_layer_hashes;
   work->batch.query_offsets.push_back(0);
+  step->greedy_decode = !work->trace;
   int blocks_per_seq = 1;
   for (const ActiveSequence& seq : active_) {
     if (seq.group == group && seq.step_tokens > 0)
@@ -269,6 +272,7 @@ Status GenerationScheduler::buildGroupStep(int group, StepWork* work, StepInFlig
     if (seq.step_tokens < static_cast<int>(seq.feed.size())) {  // a chunk: no token yet
       work->trace_group_ends.push_back(end);
       step->chunks.emplace_back(seq.request, seq.step_tokens);
+      step->greedy_decode = false;
       continue;
     }
     work->logits_rows.push_back(end - 1);
@@ -281,6 +285,8 @@ Status GenerationScheduler::buildGroupStep(int group, StepWork* work, StepInFlig
     work->rows.push_back({req.sampling_index.value_or(slots_.at(seq.request).id),
                           static_cast<uint64_t>(seq.produced), req.sampling, req.top_logprobs});
     step->members.push_back(seq.request);
+    step->greedy_decode = step->greedy_decode && seq.step_tokens == 1 &&
+                          req.sampling.temperature == 0.0f && req.top_logprobs < 0;
   }
   return work->batch.finalize();
 }
@@ -293,14 +299,25 @@ Status GenerationScheduler::collectStep() {
   StepInFlight step = std::move(steps_.front());
   steps_.pop_front();
   const std::vector<size_t>& members = step.members;
-  group_busy_[step.group] = false;
+  group_busy_[step.group] = std::any_of(
+      steps_.begin(), steps_.end(), [&](const StepInFlight& s) { return s.group == step.group; });
   if (out.tokens.size() != members.size()) {
     return REE_FAIL(Status::kCommError, "a pipeline step returned %zu tokens for %zu sequences",
                     out.tokens.size(), members.size());
   }
   if (!members.empty()) {  // a step of chunks only has no logits to hash
     pending_digests_.push_back({out.id, {}});
-    pending_digests_.back().slots.resize(members.size());
+    // Rows of sequences that ended at an earlier step (decode lookahead) stay dropped.
+    pending_digests_.back().slots.assign(members.size(), {PendingDigests::kDroppedRow, 0});
+  }
+  // A lookahead step was queued before the host had the last step's tokens. A member stopped
+  // before this step's tokens came (a callback of that step, another thread) would not have run
+  // it without lookahead: the boundary in between (finishStopped) ended it, without this token.
+  std::vector<bool> stopped_before(members.size(), false);
+  for (size_t row = 0; row < members.size() && step.lookahead; ++row) {
+    auto slot = slots_.find(members[row]);  // an ended member may be reported and gone
+    stopped_before[row] =
+        slot != slots_.end() && !slot->second.ended && stopRequested(members[row]);
   }
   std::vector<ActiveSequence> still_active;
   for (ActiveSequence& seq : active_) {
@@ -309,7 +326,10 @@ Status GenerationScheduler::collectStep() {
       auto it = std::find(members.begin(), members.end(), seq.request);
       auto chunk = std::find_if(step.chunks.begin(), step.chunks.end(),
                                 [&](const auto& c) { return c.first == seq.request; });
-      if (it != members.end()) {
+      if (it != members.end() && stopped_before[static_cast<size_t>(it - members.begin())]) {
+        REE_RETURN_IF_ERROR(finishSequence(seq, "stop"));
+        finished = true;
+      } else if (it != members.end()) {
         const size_t row = static_cast<size_t>(it - members.begin());
         REE_RETURN_IF_ERROR(acceptToken(seq, out, row, step.trace_groups[row], &finished));
       } else if (chunk != step.chunks.end()) {

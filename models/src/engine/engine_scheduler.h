@@ -2,6 +2,8 @@
 //   engine_scheduler.cpp         admission, preemption, building and collecting steps
 //   engine_scheduler_results.cpp a request's tokens, its end (stop flags, eos, length), its
 //                                logits hashes, and reporting it once it is whole
+//   engine_scheduler_lookahead.cpp decode lookahead (EngineOptions::decode_lookahead): a group's
+//                                next decode step queued before its tokens reach the host
 //   engine_feed.cpp              generate(), generateFromFeed(), the feed's polling, RequestQueue
 // Up to max_batch sequences run together (continuous batching), each holding the KV cache blocks
 // of its positions (kv_blocks.h), grouped into micro-batches, each with at most one step in the
@@ -60,19 +62,26 @@ struct ActiveSequence {
 };
 
 // A collected step whose logits digests are still being computed: for each of the step's rows,
-// the request (slot) and the index of its placeholder in step_logits_sha256.
+// the request (slot) and the index of its placeholder in step_logits_sha256; kDroppedRow for a
+// row whose sequence had ended before the step's token came (decode lookahead).
 struct PendingDigests {
+  static constexpr size_t kDroppedRow = SIZE_MAX;
   uint64_t step = 0;
   std::vector<std::pair<size_t, size_t>> slots;
 };
 
 // A step in flight: its micro-batch, its sequences (slots) that get a token and, for each, its
-// trace group; and those that ran only a chunk of their prompt, with its length.
+// trace group; and those that ran only a chunk of their prompt, with its length. engine_step is
+// the engine's id of the step; greedy_decode says that every member decodes one token greedily
+// (no log-probabilities, no trace), so a lookahead step may follow it; lookahead, that it is one.
 struct StepInFlight {
   int group = 0;
   std::vector<size_t> members;
   std::vector<size_t> trace_groups;
   std::vector<std::pair<size_t, int>> chunks;
+  uint64_t engine_step = 0;
+  bool greedy_decode = false;
+  bool lookahead = false;
 };
 
 class GenerationScheduler {
@@ -105,6 +114,10 @@ class GenerationScheduler {
   void preempt(size_t index);
   Status submitIdleGroups();
   Status buildGroupStep(int group, StepWork* work, StepInFlight* step) const;
+  // ---- engine_scheduler_lookahead.cpp
+  Status submitLookahead();
+  bool lookaheadFits(const StepInFlight& step);
+  Status buildLookaheadStep(const StepInFlight& source, StepWork* work, StepInFlight* step) const;
   Status collectStep();
   // ---- engine_scheduler_results.cpp
   Status acceptToken(ActiveSequence& seq, const StepOutput& out, size_t row, size_t trace_group,
@@ -135,7 +148,7 @@ class GenerationScheduler {
   // Preempted sequences, oldest first: they resume before any new request is admitted.
   std::deque<ActiveSequence> preempted_;
   std::vector<ActiveSequence> active_;
-  std::vector<bool> group_busy_;
+  std::vector<bool> group_busy_;  // a step of the group is in flight (two, with lookahead)
   std::vector<int> group_size_;
   // The steps in flight, in submission order.
   std::deque<StepInFlight> steps_;

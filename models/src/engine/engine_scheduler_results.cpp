@@ -166,6 +166,7 @@ Status GenerationScheduler::resolveDigests(size_t keep) {
     pending_digests_.pop_front();
     for (size_t i = 0; i < digests.size(); ++i) {
       auto [request, index] = done.slots[i];
+      if (request == PendingDigests::kDroppedRow) continue;
       RequestSlot& slot = slots_.at(request);
       slot.result->step_logits_sha256[index] = digestHex(digests[i]);
       slot.unresolved_digests -= 1;

@@ -75,6 +75,7 @@ struct EngineState {
   int kv_blocks = 0;
   int64_t kv_preemptions = 0;
   int64_t kv_prefix_hit_tokens = 0;
+  int64_t lookahead_steps = 0;
   // Blocks the running sequences hold, published by the scheduler for readers on other threads.
   std::atomic<int> kv_blocks_used{0};
   // Rank 0: the pool's blocks and prefix cache, kept across generate() calls.
@@ -85,27 +86,38 @@ struct EngineState {
   StageTransport* transport = nullptr;  // null: single process
   bool shut_down = false;
   uint64_t next_step_id = 0;
-  // Steps submitted and not yet collected (single process: computed at submission).
-  std::deque<StepOutput> local_outputs;
+  // A step's logits on their way to the host, then to the digester (flushLandings).
+  struct Landing {
+    uint64_t step = 0;
+    std::shared_ptr<Tensor> buffer;  // rows x vocab floats (landing_pool.h)
+    size_t rows = 0;
+    PendingCopy copy;
+  };
+  // Single process: a step queued on the devices whose tokens collect() has not taken yet.
+  struct QueuedStep {
+    StepOutput out;                        // id and layer hashes; a sampled step's tokens
+    std::vector<RowSampling> rows;         // the rows' sampling (log-probabilities)
+    std::unique_ptr<GreedyTokens> greedy;  // a greedy step's tokens, selected on the device
+    Landing landing;                       // its logits (no buffer: a step of prompt chunks)
+    StepProfiler::Clock::time_point started;
+  };
+  // Single process: steps queued and not yet collected, oldest first. Their tokens are waited
+  // for at collect(), so the next step can be queued first (EngineOptions::decode_lookahead).
+  std::deque<QueuedStep> queued_steps;
+  std::vector<std::unique_ptr<GreedyTokens>> spare_greedy;  // of collected steps, for reuse
+  // Multi-process rank 0: ids of the steps sent on and not yet collected.
   std::deque<uint64_t> in_flight;
   // The last stage's logits land in buffers of this pool (declared before the digester, which
   // holds some of them until it is destroyed).
-  LandingPool landings;
+  LandingPool landing_pool;
   // Logits rows are hashed off the critical path (async_digester.h): the last stage queues them
   // and the digests are taken later, by step id (the digester's ticket of each step).
   std::unique_ptr<AsyncDigester> digester;
   std::map<uint64_t, uint64_t> digest_tickets;
-  // The last step's logits, still being copied to the host when its tokens were already known
-  // (greedy rows are selected on the logits' device): handed to the digester by flushLanding(),
-  // at the next step or when its digests are taken.
-  struct PendingLanding {
-    uint64_t step = 0;
-    std::shared_ptr<Tensor> buffer;  // null: none pending
-    size_t rows = 0;
-    PendingCopy copy;
-  };
-  PendingLanding pending_landing;
-  GreedyTokens greedy_tokens;
+  // Collected steps' logits still being copied to the host when their tokens were already known
+  // (greedy rows are selected on the logits' device), oldest first: handed to the digester by
+  // flushLandings(), at the next step's collect or when their digests are taken.
+  std::deque<Landing> landings;
   StepProfiler profile;
 
   int rank() const { return transport ? transport->rank() : 0; }
@@ -150,24 +162,30 @@ struct EngineState {
   Status loadStagesOnDevices();
 
   // ---- engine_step.cpp: stage execution.
+  Status embedStep(CausalLM& model, const StepWork& work, Tensor* hidden);
   // wait = false returns once the stage's work is queued (multi-process stages: the send of
   // `hidden` is ordered after it on the device); profiling always waits, to time the GPU.
   Status computeStage(LocalStage& stage, const StepWork& work, Tensor& hidden,
                       std::vector<std::vector<Digest>>* layer_digests, bool wait = true);
-  // The last stage: the step's tokens in *out; its logits land in a pool buffer (pending_landing).
-  Status finishStep(LocalStage& stage, const StepWork& work, const Tensor& hidden, StepOutput* out);
-  Status selectTokens(const StepWork& work, const Tensor& logits, const Tensor& host,
-                      PendingCopy* copy, StepOutput* out);
-  // Hands pending_landing's rows to the digester once they are on the host (digest_tickets).
-  Status flushLanding();
+  // The last stage's end of a step, in two halves: queueFinish() computes the logits and queues
+  // the token selection and the logits' copy to a pool buffer; completeFinish() waits for the
+  // tokens (and log-probabilities) and moves the logits to `landings`.
+  Status queueFinish(LocalStage& stage, const StepWork& work, const Tensor& hidden,
+                     QueuedStep* step);
+  Status completeFinish(QueuedStep* step);
+  // Hands the landings of steps up to `step` to the digester once their rows are on the host.
+  Status flushLandings(uint64_t step);
+  // Decode lookahead is possible: single process, the first and last stages on one device, an
+  // embedding that reads ids in device memory (EngineOptions::decode_lookahead).
+  bool lookaheadPossible() const;
   // Multi-process: whether a stage sends the step header before queueing its own work.
   bool earlyHeader(const StepWork& work) const {
     return !work.trace && transport != nullptr && transport->queuesReceives();
   }
   Status takeLogitsDigests(uint64_t step_id, std::vector<Digest>* digests);
   Status takeLocalDigests(uint64_t step_id, std::vector<Digest>* digests);
-  // Digests queued by a generate() or replay() that failed before taking them.
-  void dropStaleDigests();
+  // Steps and digests queued by a generate() or replay() that failed before taking them.
+  void dropStaleSteps();
   Status submit(StepWork work);
   Status collect(StepOutput* out);
   // serve(): one step received from the previous rank, run and passed on. *done on shutdown.

@@ -43,14 +43,14 @@ CausalLM::LayerObserver layerTracer(OperationSet& ops, const StepWork& work,
 
 // Log-probabilities of the rows whose request asked for them (GenerationRequest::top_logprobs),
 // from the host logits that were sampled and are hashed; nothing when no row asked.
-Status rowLogprobs(const StepWork& work, const float* host, int64_t vocab, StepOutput* out) {
+Status rowLogprobs(const std::vector<RowSampling>& rows, const float* host, int64_t vocab,
+                   StepOutput* out) {
   std::vector<float> scratch;
-  for (size_t i = 0; i < work.rows.size(); ++i) {
-    if (work.rows[i].top_logprobs < 0) continue;
-    out->logprobs.resize(work.rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].top_logprobs < 0) continue;
+    out->logprobs.resize(rows.size());
     REE_RETURN_IF_ERROR(computeTokenLogprobs(host + i * vocab, vocab, out->tokens[i],
-                                             work.rows[i].top_logprobs, &scratch,
-                                             &out->logprobs[i]));
+                                             rows[i].top_logprobs, &scratch, &out->logprobs[i]));
   }
   return Status::kSuccess;
 }
@@ -58,11 +58,6 @@ Status rowLogprobs(const StepWork& work, const float* host, int64_t vocab, StepO
 bool allGreedy(const StepWork& work) {
   return std::all_of(work.rows.begin(), work.rows.end(),
                      [](const RowSampling& row) { return row.sampling.temperature == 0.0f; });
-}
-
-bool anyLogprobs(const StepWork& work) {
-  return std::any_of(work.rows.begin(), work.rows.end(),
-                     [](const RowSampling& row) { return row.top_logprobs >= 0; });
 }
 
 }  // namespace
@@ -75,7 +70,7 @@ Status EngineState::computeStage(LocalStage& stage, const StepWork& work, Tensor
   REE_RETURN_IF_ERROR(setCurrentDevice(stage.ops->device()));
   const auto started = Clock::now();
   if (stage.stage.embedding) profile.stepStarted(started);
-  if (stage.stage.embedding) REE_RETURN_IF_ERROR(model.embed(work.ids, work.batch, &hidden));
+  if (stage.stage.embedding) REE_RETURN_IF_ERROR(embedStep(model, work, &hidden));
   CausalLM::LayerObserver observer;
   std::vector<uint8_t> host;
   if (work.trace) observer = layerTracer(*stage.ops, work, layer_digests, &host);
@@ -87,78 +82,104 @@ Status EngineState::computeStage(LocalStage& stage, const StepWork& work, Tensor
   return status;
 }
 
-// The step's tokens, and its logits copied into `host` (*copy: pending until waited for). A step
-// whose rows are all greedy takes its tokens where the logits are (GreedyTokens: on a GPU the
-// argmax and the 4-byte ids are queued ahead of the logits' copy, so the host waits for the ids
-// alone); a step with sampled rows waits for the logits and samples on the host. Both select
-// with the repops kernels of kernels/sampling.h: the same token on every device.
-Status EngineState::selectTokens(const StepWork& work, const Tensor& logits, const Tensor& host,
-                                 PendingCopy* copy, StepOutput* out) {
-  const int64_t vocab = config.vocab_size;
-  if (allGreedy(work)) {
-    REE_RETURN_IF_ERROR(greedy_tokens.start(logits));
-    REE_RETURN_IF_ERROR(PendingCopy::start(logits, host, copy));
-    return greedy_tokens.wait(&out->tokens);
+// The first stage's embedding: of the step's ids, or (decode lookahead) of the tokens that the
+// queued step ids_of_step selects on the device, before the host has them.
+Status EngineState::embedStep(CausalLM& model, const StepWork& work, Tensor* hidden) {
+  if (!work.ids_of_step) return model.embed(work.ids, work.batch, hidden);
+  REE_CHECK_ARG(lookaheadPossible(), "step %llu: decode lookahead is not possible here",
+                static_cast<unsigned long long>(work.id));
+  for (const QueuedStep& source : queued_steps) {
+    if (source.out.id != *work.ids_of_step) continue;
+    REE_CHECK_ARG(source.greedy != nullptr && source.greedy->rows() == work.batch.tokens(),
+                  "step %llu: step %llu has no %d tokens selected on the device",
+                  static_cast<unsigned long long>(work.id),
+                  static_cast<unsigned long long>(source.out.id), work.batch.tokens());
+    return model.embedDeviceIds(source.greedy->ids(), work.batch, hidden);
   }
-  REE_RETURN_IF_ERROR(PendingCopy::start(logits, host, copy));
-  REE_RETURN_IF_ERROR(copy->wait());
-  out->tokens.resize(work.rows.size());
-  for (size_t i = 0; i < work.rows.size(); ++i) {
-    REE_RETURN_IF_ERROR(sampleNextToken(host.as<float>() + i * vocab, vocab, work.rows[i].sampling,
-                                        work.rows[i].request, work.rows[i].step, &out->tokens[i]));
-  }
-  return Status::kSuccess;
+  return REE_FAIL(Status::kInvalidArgument, "step %llu: step %llu is not queued",
+                  static_cast<unsigned long long>(work.id),
+                  static_cast<unsigned long long>(*work.ids_of_step));
 }
 
-// The last stage: logits of the requested rows and the sampled tokens. The logits land in a pool
-// buffer that goes to the digester at the next step (flushLanding); the caller takes the digests
-// when they are needed.
-Status EngineState::finishStep(LocalStage& stage, const StepWork& work, const Tensor& hidden,
-                               StepOutput* out) {
-  out->id = work.id;
+bool EngineState::lookaheadPossible() const {
+  return options.decode_lookahead && !multiProcess() && !stages.empty() &&
+         stages.front().ops->device() == stages.back().ops->device() &&
+         stages.front().model->embedsDeviceIds();
+}
+
+// The last stage: the logits of the requested rows; a step whose rows are all greedy selects its
+// tokens where the logits are (GreedyTokens: on a GPU the argmax and the 4-byte ids are queued
+// ahead of the logits' copy, and completeFinish waits for the ids alone); a step with sampled
+// rows waits for the logits and samples on the host here. Both select with the repops kernels of
+// kernels/sampling.h: the same token on every device. The logits land in a pool buffer.
+Status EngineState::queueFinish(LocalStage& stage, const StepWork& work, const Tensor& hidden,
+                                QueuedStep* step) {
+  step->out.id = work.id;
+  step->rows = work.rows;
+  step->started = Clock::now();
   if (work.logits_rows.empty()) return Status::kSuccess;
-  REE_RETURN_IF_ERROR(flushLanding());  // the last step's, copied long since
-  const auto started = Clock::now();
   Tensor logits;
   REE_RETURN_IF_ERROR(setCurrentDevice(stage.ops->device()));
   REE_RETURN_IF_ERROR(stage.model->logits(hidden, work.logits_rows, &logits));
-  std::shared_ptr<Tensor> buffer;
-  REE_RETURN_IF_ERROR(landings.take(logits.numel(), logits.device().isCuda(), &buffer));
+  Landing& landing = step->landing;
+  REE_RETURN_IF_ERROR(landing_pool.take(logits.numel(), logits.device().isCuda(), &landing.buffer));
+  landing.step = work.id;
+  landing.rows = work.rows.size();
   const Tensor host =
-      Tensor::wrap(buffer->data(), Device::cpu(), ::ree::DType::kF32, logits.shape());
-  PendingCopy copy;
-  REE_RETURN_IF_ERROR(selectTokens(work, logits, host, &copy, out));
-  const auto copied = Clock::now();
-  if (anyLogprobs(work)) {
-    REE_RETURN_IF_ERROR(copy.wait());
-    REE_RETURN_IF_ERROR(rowLogprobs(work, host.as<float>(), config.vocab_size, out));
+      Tensor::wrap(landing.buffer->data(), Device::cpu(), ::ree::DType::kF32, logits.shape());
+  if (allGreedy(work)) {
+    if (spare_greedy.empty()) spare_greedy.push_back(std::make_unique<GreedyTokens>());
+    step->greedy = std::move(spare_greedy.back());
+    spare_greedy.pop_back();
+    REE_RETURN_IF_ERROR(step->greedy->start(logits));
+    return PendingCopy::start(logits, host, &landing.copy);
   }
-  pending_landing.step = work.id;
-  pending_landing.buffer = std::move(buffer);
-  pending_landing.rows = work.rows.size();
-  pending_landing.copy = std::move(copy);
-  profile.stepFinished(started, copied, Clock::now());
+  REE_RETURN_IF_ERROR(PendingCopy::start(logits, host, &landing.copy));
+  REE_RETURN_IF_ERROR(landing.copy.wait());
+  const int64_t vocab = config.vocab_size;
+  step->out.tokens.resize(work.rows.size());
+  for (size_t i = 0; i < work.rows.size(); ++i) {
+    REE_RETURN_IF_ERROR(sampleNextToken(host.as<float>() + i * vocab, vocab, work.rows[i].sampling,
+                                        work.rows[i].request, work.rows[i].step,
+                                        &step->out.tokens[i]));
+  }
   return Status::kSuccess;
 }
 
-Status EngineState::flushLanding() {
-  PendingLanding& landing = pending_landing;
-  if (landing.buffer == nullptr) return Status::kSuccess;
-  Status status = landing.copy.wait();
-  std::shared_ptr<Tensor> buffer = std::move(landing.buffer);
-  landing.buffer = nullptr;
-  REE_RETURN_IF_ERROR(status);
-  if (!digester) digester = std::make_unique<AsyncDigester>(AsyncDigester::defaultThreads());
-  digest_tickets[landing.step] =
-      digester->submit(std::move(buffer), landing.rows, static_cast<size_t>(config.vocab_size));
+Status EngineState::completeFinish(QueuedStep* step) {
+  if (step->greedy != nullptr) {
+    REE_RETURN_IF_ERROR(step->greedy->wait(&step->out.tokens));
+    spare_greedy.push_back(std::move(step->greedy));
+  }
+  if (step->landing.buffer == nullptr) return Status::kSuccess;
+  const auto copied = Clock::now();
+  const bool logprobs = std::any_of(step->rows.begin(), step->rows.end(),
+                                    [](const RowSampling& row) { return row.top_logprobs >= 0; });
+  if (logprobs) {
+    REE_RETURN_IF_ERROR(step->landing.copy.wait());
+    REE_RETURN_IF_ERROR(
+        rowLogprobs(step->rows, step->landing.buffer->as<float>(), config.vocab_size, &step->out));
+  }
+  landings.push_back(std::move(step->landing));
+  profile.stepFinished(step->started, copied, Clock::now());
+  return Status::kSuccess;
+}
+
+Status EngineState::flushLandings(uint64_t step) {
+  while (!landings.empty() && landings.front().step <= step) {
+    Landing landing = std::move(landings.front());
+    landings.pop_front();
+    REE_RETURN_IF_ERROR(landing.copy.wait());
+    if (!digester) digester = std::make_unique<AsyncDigester>(AsyncDigester::defaultThreads());
+    digest_tickets[landing.step] = digester->submit(std::move(landing.buffer), landing.rows,
+                                                    static_cast<size_t>(config.vocab_size));
+  }
   return Status::kSuccess;
 }
 
 // The digests of a step whose logits this process hashed (the last stage's), waiting for them.
 Status EngineState::takeLocalDigests(uint64_t step_id, std::vector<Digest>* digests) {
-  if (pending_landing.buffer != nullptr && pending_landing.step == step_id) {
-    REE_RETURN_IF_ERROR(flushLanding());
-  }
+  REE_RETURN_IF_ERROR(flushLandings(step_id));
   auto it = digest_tickets.find(step_id);
   REE_CHECK_ARG(it != digest_tickets.end() && digester != nullptr,
                 "no logits digests queued for step %llu", static_cast<unsigned long long>(step_id));
@@ -189,9 +210,9 @@ Status EngineState::takeLogitsDigests(uint64_t step_id, std::vector<Digest>* dig
   return Status::kSuccess;
 }
 
-void EngineState::dropStaleDigests() {
-  (void)pending_landing.copy.wait();  // a failed copy is the failed generate()'s to report
-  pending_landing.buffer = nullptr;
+void EngineState::dropStaleSteps() {
+  queued_steps.clear();  // their copies are waited for by PendingCopy's destructor
+  landings.clear();
   std::vector<Digest> unused;
   for (const auto& [step, ticket] : digest_tickets)
     digester->take(ticket, &unused);
@@ -210,16 +231,16 @@ Status EngineState::submit(StepWork work) {
         REE_RETURN_IF_ERROR(toDevice(hidden, stages[s].ops->device(), &moved));
         hidden = moved;
       }
-      // The last stage's work need not be waited for: finishStep's copy of the logits to the
+      // The last stage's work need not be waited for: queueFinish's copy of the logits to the
       // host follows it on the device (one host round trip per step instead of two).
       const bool last_stage = s + 1 == stages.size();
       REE_RETURN_IF_ERROR(
           computeStage(stages[s], work, hidden, &work.layer_digests, /*wait=*/!last_stage));
     }
-    StepOutput out;
-    REE_RETURN_IF_ERROR(finishStep(stages.back(), work, hidden, &out));
-    out.layer_digests = std::move(work.layer_digests);
-    local_outputs.push_back(std::move(out));
+    QueuedStep step;
+    REE_RETURN_IF_ERROR(queueFinish(stages.back(), work, hidden, &step));
+    step.out.layer_digests = std::move(work.layer_digests);
+    queued_steps.push_back(std::move(step));
     return Status::kSuccess;
   }
   // Over a transport that queues receives (NCCL), the header leaves before the stage's work is
@@ -243,9 +264,13 @@ Status EngineState::submit(StepWork work) {
 
 Status EngineState::collect(StepOutput* out) {
   if (!multiProcess()) {
-    REE_CHECK_ARG(!local_outputs.empty(), "collect() without a submitted step");
-    *out = std::move(local_outputs.front());
-    local_outputs.pop_front();
+    REE_CHECK_ARG(!queued_steps.empty(), "collect() without a submitted step");
+    QueuedStep& step = queued_steps.front();
+    REE_RETURN_IF_ERROR(completeFinish(&step));
+    // The logits of earlier steps were copied before this step ran on the device: hash them.
+    if (step.out.id > 0) REE_RETURN_IF_ERROR(flushLandings(step.out.id - 1));
+    *out = std::move(step.out);
+    queued_steps.pop_front();
     return Status::kSuccess;
   }
   REE_CHECK_ARG(!in_flight.empty(), "collect() without a submitted step");
@@ -296,8 +321,10 @@ Status EngineState::serveOneStep(bool* done) {
     return transport->sendTensor(rank + 1, hidden);
   }
   REE_RETURN_IF_ERROR(transport->awaitReceives());
-  StepOutput out;
-  REE_RETURN_IF_ERROR(finishStep(stage, work, hidden, &out));
+  QueuedStep step;
+  REE_RETURN_IF_ERROR(queueFinish(stage, work, hidden, &step));
+  REE_RETURN_IF_ERROR(completeFinish(&step));
+  StepOutput& out = step.out;
   out.layer_digests = std::move(work.layer_digests);
   // Tokens first: rank 0 starts the next step while this rank hashes the logits.
   REE_RETURN_IF_ERROR(transport->sendMessage(0, kTagResult, encodeStepOutput(out)));

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,8 +32,11 @@ struct RowSampling {
 };
 
 struct StepWork {
-  uint64_t id = 0;                   // identifies the step (micro-batch) in the result stream
-  std::vector<int32_t> ids;          // token ids; the first stage only, never sent
+  uint64_t id = 0;           // identifies the step (micro-batch) in the result stream
+  std::vector<int32_t> ids;  // token ids; the first stage only, never sent
+  // Decode lookahead (single process): no `ids`; the step's tokens are those that step
+  // `ids_of_step` (queued, all rows greedy, one row per token here) selects on the device.
+  std::optional<uint64_t> ids_of_step;
   StepBatch batch;                   // the step's sequences (positions derived by finalize())
   std::vector<int32_t> logits_rows;  // activation rows that need logits, in output order
   std::vector<RowSampling> rows;     // one per logits row

@@ -278,6 +278,13 @@ void checkEmbedding(int64_t vocab, int64_t dim, int64_t count, uint64_t seed) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(test::firstBitDifference(toHost(dout, count * dim), out), -1)
       << "host-checked, vocab " << vocab << " dim " << dim;
+  // The variant for ids the device produced (a decode step's argmax) gathers the same bits.
+  ASSERT_EQ(cudaMemset(dout, 0, count * dim * sizeof(T)), cudaSuccess);
+  ASSERT_EQ(gpu::embeddingOfDeviceIds(dtypeOf<T>(), dtable, vocab, dim, dids, count, dout, nullptr),
+            Status::kSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(test::firstBitDifference(toHost(dout, count * dim), out), -1)
+      << "device ids, vocab " << vocab << " dim " << dim;
   cudaFree(dtable);
   cudaFree(dids);
   cudaFree(dout);

@@ -138,6 +138,11 @@ Status embedding(DType dtype, const void* table, int64_t vocab, int64_t dim, con
 Status embeddingHostChecked(DType dtype, const void* table, int64_t vocab, int64_t dim,
                             const int32_t* ids, const int32_t* host_ids, int64_t count, void* out,
                             cudaStream_t stream);
+// Same gather for ids that the device produced in [0, vocab) (a decode step's argmax over `vocab`
+// logits, runtime/token_select.h) and the host has not seen yet: never synchronizes `stream`. An
+// id outside the table would give a zero row, so the caller must guarantee the range.
+Status embeddingOfDeviceIds(DType dtype, const void* table, int64_t vocab, int64_t dim,
+                            const int32_t* ids, int64_t count, void* out, cudaStream_t stream);
 Status add(DType dtype, const void* a, const void* b, void* out, int64_t n, cudaStream_t stream);
 Status mul(DType dtype, const void* a, const void* b, void* out, int64_t n, cudaStream_t stream);
 Status activation(Activation activation, DType dtype, const void* x, void* out, int64_t n,

@@ -66,6 +66,10 @@ class CausalLM {
 
   // hidden [tokens, hidden_size] = token (+ position, GPT-2) embeddings. Needs the embedding.
   Status embed(const std::vector<int32_t>& ids, const StepBatch& batch, Tensor* hidden);
+  // The same from batch.tokens() ids in the operation set's memory that the device produced in
+  // [0, vocab_size) (OperationSet::embeddingOfDeviceIds), when embedsDeviceIds().
+  Status embedDeviceIds(const int32_t* ids, const StepBatch& batch, Tensor* hidden);
+  bool embedsDeviceIds() const;
   // Called after each layer with its model-wide index and the activations it produced (on the
   // stage's device; the operation set's work may still be in flight).
   using LayerObserver = std::function<Status(int64_t layer, const Tensor& hidden)>;
@@ -78,6 +82,7 @@ class CausalLM {
   struct Impl;
   explicit CausalLM(std::unique_ptr<Impl> impl);
   Status checkBlockTables(const StepBatch& batch) const;
+  Status addPositionEmbeddings(const StepBatch& batch, Tensor* hidden);
   std::unique_ptr<Impl> impl_;
 };
 

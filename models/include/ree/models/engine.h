@@ -83,6 +83,13 @@ struct EngineOptions {
   // running with it; it runs over several steps. Off with trace_layer_hashes. In reproducible
   // mode the bits are those of a whole prefill.
   int prefill_chunk = 0;
+  // Decode lookahead: while a micro-batch's decode step runs, its next step is queued with the
+  // tokens that the device selects (greedy requests; single process, the first and last stages on
+  // one device, a table that can be read with device ids), before the host has read them, so the
+  // device need not wait for the host at the step boundary. A sequence that ends at a step (end of
+  // sequence, stop flag) has its row of the step queued after it computed and dropped. Never
+  // changes results; off by default until it is measured on a GPU (docs/benchmarks.md).
+  bool decode_lookahead = false;
 
   // Pipeline: the model is cut into n_partitions contiguous stages (partitioner/, or the explicit
   // layers per stage in partition_layers). Without a transport every stage runs in this process,
@@ -264,6 +271,9 @@ class Engine {
   int64_t kvPreemptions() const;
   // Prompt positions read from the prefix cache instead of computed, over this engine's life.
   int64_t kvPrefixHitTokens() const;
+  // Decode steps queued before the host had their tokens (EngineOptions::decode_lookahead), over
+  // this engine's life.
+  int64_t lookaheadSteps() const;
   // Blocks of the pool that running sequences hold now (cached but unreferenced blocks count as
   // free). Safe to read from another thread while generate() runs (a server's /metrics).
   int kvCacheBlocksUsed() const;

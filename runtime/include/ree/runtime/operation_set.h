@@ -101,6 +101,14 @@ class OperationSet {
 
   // out[t, :] = table[ids[t], :]; ids are checked against the table's rows.
   virtual Status embedding(const std::vector<int32_t>& ids, const Tensor& table, Tensor& out) = 0;
+  // The same gather of `count` int32 ids already in this set's device memory (host memory for a
+  // CPU set): a decode step's tokens selected where the logits were (runtime/token_select.h),
+  // queued before the host has them. The caller guarantees ids in [0, table rows) (an argmax over
+  // that many logits). Same bits as embedding() of those ids. Default: kUnsupported, and
+  // embedsDeviceIds() false.
+  virtual bool embedsDeviceIds(const Tensor& table) const;
+  virtual Status embeddingOfDeviceIds(const int32_t* ids, int64_t count, const Tensor& table,
+                                      Tensor& out);
   // acc += x, elementwise (same shape and dtype).
   virtual Status addInPlace(Tensor& acc, const Tensor& x) = 0;
   // Row-wise over the last dimension of x (as transformers' LlamaRMSNorm / nn.LayerNorm).

@@ -21,6 +21,12 @@ class GreedyTokens {
   Status start(const Tensor& logits);
   // Waits for the ids of the last start(): (*tokens)[r] is row r's.
   Status wait(std::vector<int32_t>* tokens);
+  // The ids of the last start() where the logits were (device memory on a GPU, with the kernel
+  // that writes them queued; host memory on the CPU), for a next step's embedding to read
+  // without waiting (OperationSet::embeddingOfDeviceIds). Valid until the next start(); null
+  // before the first.
+  const int32_t* ids() const;
+  int64_t rows() const { return rows_; }
 
  private:
   std::vector<int32_t> cpu_ids_;
