@@ -10,10 +10,13 @@
 #      4096 x 14336 (from bench_gpu_linear_bench).
 # --operation-set NAME profiles another set (default, deterministic; repops-3 through
 # --repops-spec); the ATen sets' forward steps are found by their embedding's index_select kernel.
+# --decode-lookahead profiles ree-launch --decode-lookahead (the next step queued with the tokens
+# the GPU selected: the step-boundary idle it removes shows in the timeline's idle per step).
 # ncu runs with --clock-control none (the device README asks to leave the clocks alone).
 #
 #   scripts/gpu/profile_decode.sh [--out DIR] [--build DIR] [--skip-gemv]
 #                                 [--operation-set NAME] [--repops-spec VERSION]
+#                                 [--decode-lookahead]
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="${OUT:-$repo/out/profile}"
@@ -27,6 +30,7 @@ while (($#)); do
     --skip-gemv) skip_gemv=1; shift ;;
     --operation-set) set_flags+=(--operation-set "$2"); shift 2 ;;
     --repops-spec) set_flags+=(--repops-spec "$2"); shift 2 ;;
+    --decode-lookahead) set_flags+=(--decode-lookahead); shift ;;
     *) echo "profile_decode.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
