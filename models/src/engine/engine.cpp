@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 
 #include "engine_state.h"
+#include "ree/core/log.h"
 
 namespace ree {
 
@@ -153,6 +154,10 @@ Status Engine::create(const EngineOptions& options, std::unique_ptr<Engine>* out
         m.transport->agree(local, local == Status::kSuccess ? "" : lastErrorMessage()));
     // A rank whose allocation had to shrink its pool: every rank uses the smallest.
     REE_RETURN_IF_ERROR(m.agreeKvBlocks());
+  }
+  if (options.decode_lookahead && !m.lookaheadPossible() && m.rank() == 0) {
+    logMessage(LogLevel::kWarning, "decode lookahead is off for this run: %s",
+               m.lookaheadUnavailableReason());
   }
   out->reset(new Engine(std::move(impl)));
   return Status::kSuccess;

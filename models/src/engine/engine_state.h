@@ -178,6 +178,8 @@ struct EngineState {
   // Decode lookahead is possible: single process, the first and last stages on one device, an
   // embedding that reads ids in device memory (EngineOptions::decode_lookahead).
   bool lookaheadPossible() const;
+  // Why not, when it is not (a warning for a run that asked for it).
+  const char* lookaheadUnavailableReason() const;
   // Multi-process: whether a stage sends the step header before queueing its own work.
   bool earlyHeader(const StepWork& work) const {
     return !work.trace && transport != nullptr && transport->queuesReceives();

@@ -102,9 +102,20 @@ Status EngineState::embedStep(CausalLM& model, const StepWork& work, Tensor* hid
 }
 
 bool EngineState::lookaheadPossible() const {
-  return options.decode_lookahead && !multiProcess() && !stages.empty() &&
-         stages.front().ops->device() == stages.back().ops->device() &&
-         stages.front().model->embedsDeviceIds();
+  return options.decode_lookahead && lookaheadUnavailableReason() == nullptr;
+}
+
+const char* EngineState::lookaheadUnavailableReason() const {
+  if (multiProcess()) return "a pipeline of several processes";
+  if (stages.empty()) return "no stage is loaded";
+  if (stages.front().ops->device() != stages.back().ops->device()) {
+    return "the first and last stages are on different devices";
+  }
+  if (!stages.front().model->embedsDeviceIds()) {
+    return "this operation set or embedding table cannot read token ids in device memory "
+           "(the ATen sets, quantized GGUF tables)";
+  }
+  return nullptr;
 }
 
 // The last stage: the logits of the requested rows; a step whose rows are all greedy selects its
