@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end generation benchmark on one GPU, every system side by side in one run: REE
-(reproducible under repops-1, repops-2 and repops-3, deterministic, default) and Hugging Face
+(reproducible under repops-1, repops-2 and repops-3, reproducible with --decode-lookahead,
+deterministic, default) and Hugging Face
 transformers (eager; static cache + torch.compile), same GPU, same weights, at each batch size
 of --batches, for prefill and decode, with tokens/s and peak GPU memory.
 
@@ -31,7 +32,7 @@ import e2e_ree
 from e2e_model import make_model, prompt
 from e2e_report import Report, row
 
-REE_LABELS = "reproducible, repops-2, repops-3, deterministic, default"
+REE_LABELS = "reproducible, lookahead, repops-2, repops-3, deterministic, default"
 
 
 def parse_args(argv=None):
@@ -89,7 +90,8 @@ def parse_args(argv=None):
 
 
 def ree_configs(args):
-    """(ree binary, label, operation set, spec) of every REE configuration to measure."""
+    """(ree binary, label, operation set, spec, extra flags) of every REE configuration to
+    measure."""
     if args.sets == "none":
         return []
     skipped = {spec for spec, skip in (("repops-2", args.skip_repops2),
@@ -103,7 +105,7 @@ def ree_configs(args):
                      f"(known: {REE_LABELS})")
         configs = [c for c in configs if c[1].split()[-1] in keep]
     if args.baseline_ree:
-        configs.append((args.baseline_ree, "ree default (baseline)", "default", None))
+        configs.append((args.baseline_ree, "ree default (baseline)", "default", None, ()))
     if args.quick:
         configs = [c for c in configs if c[2] == "reproducible"]
     if configs and not args.ree:

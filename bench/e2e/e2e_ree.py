@@ -16,12 +16,15 @@ def prompt_warmup(length):
     """A prompt of `length` tokens unlike every measured one (no prefix-cache hit)."""
     return prompt(length, seed=1_000_003)
 
-# The REE configurations measured: (label, --operation-set, --repops-spec or None).
-CONFIGS = [("ree reproducible", "reproducible", "repops-1"),
-           ("ree repops-2", "reproducible", "repops-2"),
-           ("ree repops-3", "reproducible", "repops-3"),
-           ("ree deterministic", "deterministic", None),
-           ("ree default", "default", None)]
+# The REE configurations measured: (label, --operation-set, --repops-spec or None, extra flags).
+# "lookahead" is the reproducible set with --decode-lookahead (the next decode step queued with the
+# tokens the GPU selected), beside the plain one in the same run.
+CONFIGS = [("ree reproducible", "reproducible", "repops-1", ()),
+           ("ree lookahead", "reproducible", "repops-1", ("--decode-lookahead",)),
+           ("ree repops-2", "reproducible", "repops-2", ()),
+           ("ree repops-3", "reproducible", "repops-3", ()),
+           ("ree deterministic", "deterministic", None, ()),
+           ("ree default", "default", None, ())]
 
 
 def _nvidia_smi(*query):
@@ -149,8 +152,8 @@ def prefill_tps(results):
 
 def measure(config, prompts, new_tokens, args, timeout):
     """Rows of one REE configuration on one batch: decode and prefill (one run), or only prefill
-    when new_tokens is 1. config = (ree binary, label, operation set, spec)."""
-    ree, label, opset, spec = config
+    when new_tokens is 1. config = (ree binary, label, operation set, spec, extra flags)."""
+    ree, label, opset, spec, flags = config
     prompt_len = len(prompts[0])
     common = dict(operation_set=opset, spec=spec, binary=ree)
     max_context = max_context_for(prompt_len, new_tokens, args.max_context)
@@ -162,7 +165,8 @@ def measure(config, prompts, new_tokens, args, timeout):
     runs = [prompt_warmup(prompt_len)] + prompts if warm else prompts
     try:
         results, info = run(ree, args.model_dir, opset, spec, runs, new_tokens, args.work,
-                            max_context, args.ree_extra, timeout, max_batch=1 if warm else None)
+                            max_context, list(flags) + list(args.ree_extra), timeout,
+                            max_batch=1 if warm else None)
         if warm:
             results = results[1:]
     except RuntimeError as e:

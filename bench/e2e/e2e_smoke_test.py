@@ -56,6 +56,11 @@ def run_fake(tmp):
     configs = e2e_bench.ree_configs(args)
     check([c[1] for c in configs] == ["ree reproducible", "ree deterministic", "ree default"],
           "--sets picks the named configurations in order")
+    look = e2e_bench.ree_configs(e2e_bench.parse_args(
+        ["--ree", ree, "--work", tmp, "--sets", "reproducible,lookahead", "--hf", "none"]))
+    check([(c[1], c[4]) for c in look] == [("ree reproducible", ()),
+                                           ("ree lookahead", ("--decode-lookahead",))],
+          "--sets lookahead is the reproducible set with --decode-lookahead")
     report = Report(dict(gpu="stand-in", commit="test", shape="llama3-8b", prompt_len=64,
                          new_tokens=11), json_path)
     with redirect_stdout(io.StringIO()) as out:
