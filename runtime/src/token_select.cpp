@@ -2,8 +2,6 @@
 
 #include <cstring>
 
-#include "ree/kernels/sampling.h"
-
 #if defined(REE_WITH_CUDA)
 #include <cuda_runtime.h>
 
@@ -26,40 +24,77 @@ Status ensureIdBuffer(Device device, int64_t rows, bool pinned, Tensor* buffer) 
 
 }  // namespace
 
-Status GreedyTokens::start(const Tensor& logits) {
+Status TokenSelection::prepare(const Tensor& logits) {
   REE_CHECK_ARG(logits.rank() == 2 && logits.dtype() == DType::kF32 && logits.dim(0) > 0,
-                "GreedyTokens: logits must be fp32 [rows >= 1, vocab], got %s",
+                "TokenSelection: logits must be fp32 [rows >= 1, vocab], got %s",
                 logits.describe().c_str());
-  REE_RETURN_IF_ERROR(copy_.wait());  // the last start()'s ids, if never waited for
-  rows_ = 0;                          // until this start() has queued or computed its ids
-  const int64_t rows = logits.dim(0), vocab = logits.dim(1);
+  REE_RETURN_IF_ERROR(copy_.wait());  // the last start's ids, if never waited for
+  rows_ = 0;                          // until this start has queued or computed its ids
+  const int64_t rows = logits.dim(0);
   on_cpu_ = !logits.device().isCuda();
   if (on_cpu_) {
     cpu_ids_.resize(static_cast<size_t>(rows));
+    return Status::kSuccess;
+  }
+  REE_RETURN_IF_ERROR(ensureIdBuffer(logits.device(), rows, false, &device_ids_));
+  return ensureIdBuffer(Device::cpu(), rows, true, &host_ids_);
+}
+
+Status TokenSelection::queueCopy(int64_t rows) {
+  REE_RETURN_IF_ERROR(
+      PendingCopy::start(device_ids_.rows(0, rows), host_ids_.rows(0, rows), &copy_));
+  rows_ = rows;
+  return Status::kSuccess;
+}
+
+Status TokenSelection::startArgmax(const Tensor& logits) {
+  REE_RETURN_IF_ERROR(prepare(logits));
+  const int64_t rows = logits.dim(0), vocab = logits.dim(1);
+  if (on_cpu_) {
     REE_RETURN_IF_ERROR(repops::cpu::argmax(logits.as<float>(), rows, vocab, cpu_ids_.data()));
     rows_ = rows;
     return Status::kSuccess;
   }
 #if defined(REE_WITH_CUDA)
-  REE_RETURN_IF_ERROR(ensureIdBuffer(logits.device(), rows, false, &device_ids_));
-  REE_RETURN_IF_ERROR(ensureIdBuffer(Device::cpu(), rows, true, &host_ids_));
   {
     ScopedDevice scope(logits.device().index);
     REE_RETURN_IF_ERROR(repops::cuda::argmax(logits.as<float>(), rows, vocab,
                                              device_ids_.as<int32_t>(), cudaStreamLegacy));
   }
-  REE_RETURN_IF_ERROR(
-      PendingCopy::start(device_ids_.rows(0, rows), host_ids_.rows(0, rows), &copy_));
-  rows_ = rows;
-  return Status::kSuccess;
+  return queueCopy(rows);
 #else
   return REE_FAIL(Status::kUnsupported, "REE was built without CUDA");
 #endif
 }
 
-Status GreedyTokens::wait(std::vector<int32_t>* tokens) {
-  REE_CHECK_ARG(tokens != nullptr, "GreedyTokens::wait: tokens is null");
-  REE_CHECK_ARG(rows_ > 0, "GreedyTokens::wait: no start()");
+Status TokenSelection::startSample(const Tensor& logits,
+                                   const std::vector<repops::SamplingParams>& params) {
+  REE_RETURN_IF_ERROR(prepare(logits));
+  const int64_t rows = logits.dim(0), vocab = logits.dim(1);
+  REE_CHECK_ARG(static_cast<int64_t>(params.size()) == rows,
+                "TokenSelection: %zu sampling parameters for %lld rows", params.size(),
+                static_cast<long long>(rows));
+  if (on_cpu_) {
+    REE_RETURN_IF_ERROR(
+        repops::cpu::sample(logits.as<float>(), rows, vocab, params.data(), cpu_ids_.data()));
+    rows_ = rows;
+    return Status::kSuccess;
+  }
+#if defined(REE_WITH_CUDA)
+  {
+    ScopedDevice scope(logits.device().index);
+    REE_RETURN_IF_ERROR(repops::cuda::sample(logits.as<float>(), rows, vocab, params.data(),
+                                             device_ids_.as<int32_t>(), cudaStreamLegacy));
+  }
+  return queueCopy(rows);
+#else
+  return REE_FAIL(Status::kUnsupported, "REE was built without CUDA");
+#endif
+}
+
+Status TokenSelection::wait(std::vector<int32_t>* tokens) {
+  REE_CHECK_ARG(tokens != nullptr, "TokenSelection::wait: tokens is null");
+  REE_CHECK_ARG(rows_ > 0, "TokenSelection::wait: no start");
   REE_RETURN_IF_ERROR(copy_.wait());
   if (on_cpu_) {
     *tokens = cpu_ids_;
@@ -70,7 +105,7 @@ Status GreedyTokens::wait(std::vector<int32_t>* tokens) {
   return Status::kSuccess;
 }
 
-const int32_t* GreedyTokens::ids() const {
+const int32_t* TokenSelection::ids() const {
   if (rows_ == 0) return nullptr;
   return on_cpu_ ? cpu_ids_.data() : device_ids_.as<int32_t>();
 }

@@ -1,8 +1,9 @@
-// PendingCopy and GreedyTokens on a GPU: the copy completes when waited for, and the tokens
-// selected on the device are the CPU's (and torch.argmax's) for every row.
+// PendingCopy and TokenSelection on a GPU: the copy completes when waited for, and the tokens
+// selected on the device (argmax and sampling) are the CPU's (and torch.argmax's) for every row.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "ree/runtime/pending_copy.h"
@@ -16,6 +17,7 @@ namespace ree {
 namespace {
 
 using token_select_test::referenceArgmax;
+using token_select_test::samplingParams;
 using token_select_test::trickyLogits;
 
 Status upload(std::vector<float>& values, std::vector<int64_t> shape, Tensor* out) {
@@ -47,22 +49,29 @@ TEST(PendingCopy, GpuBytesArriveWhenWaitedFor) {
   EXPECT_EQ(std::memcmp(pinned.data(), src.data(), pinned.nbytes()), 0);
 }
 
-TEST(GreedyTokens, GpuSelectsTheCpuTokenOfEveryRow) {
+TEST(TokenSelection, GpuSelectsTheCpuTokenOfEveryRow) {
   REE_SKIP_WITHOUT_GPU();
   for (int64_t vocab : {7, 1000, 32769, 128256}) {
     for (int64_t rows : {1, 6, 64}) {
       std::vector<float> logits = trickyLogits(rows, vocab, static_cast<uint32_t>(vocab + rows));
       Tensor device;
       ASSERT_EQ(upload(logits, {rows, vocab}, &device), Status::kSuccess) << lastErrorMessage();
-      GreedyTokens gpu, cpu;
-      std::vector<int32_t> got, want;
-      ASSERT_EQ(gpu.start(device), Status::kSuccess) << lastErrorMessage();
-      ASSERT_EQ(gpu.wait(&got), Status::kSuccess) << lastErrorMessage();
-      ASSERT_EQ(cpu.start(Tensor::wrap(logits.data(), Device::cpu(), DType::kF32, {rows, vocab})),
-                Status::kSuccess);
-      ASSERT_EQ(cpu.wait(&want), Status::kSuccess);
-      EXPECT_EQ(got, want) << rows << " x " << vocab;
-      EXPECT_EQ(got, referenceArgmax(logits, rows, vocab)) << rows << " x " << vocab;
+      const Tensor host = Tensor::wrap(logits.data(), Device::cpu(), DType::kF32, {rows, vocab});
+      const std::vector<repops::SamplingParams> params = samplingParams(rows);
+      const std::string where = std::to_string(rows) + " x " + std::to_string(vocab);
+      for (bool sampled : {false, true}) {
+        TokenSelection gpu, cpu;
+        std::vector<int32_t> got, want;
+        ASSERT_EQ(sampled ? gpu.startSample(device, params) : gpu.startArgmax(device),
+                  Status::kSuccess)
+            << lastErrorMessage();
+        ASSERT_EQ(gpu.wait(&got), Status::kSuccess) << lastErrorMessage();
+        ASSERT_EQ(sampled ? cpu.startSample(host, params) : cpu.startArgmax(host),
+                  Status::kSuccess);
+        ASSERT_EQ(cpu.wait(&want), Status::kSuccess);
+        EXPECT_EQ(got, want) << where << (sampled ? " sampled" : " argmax");
+        if (!sampled) EXPECT_EQ(got, referenceArgmax(logits, rows, vocab)) << where;
+      }
     }
   }
 }

@@ -1,5 +1,6 @@
-// Device-to-host copies waited for later (PendingCopy) and greedy token selection where the
-// logits are (GreedyTokens), on the CPU: the engine's last stage takes both paths on every device.
+// Device-to-host copies waited for later (PendingCopy) and token selection where the logits are
+// (TokenSelection: argmax and sampling), on the CPU: the engine's last stage takes these paths on
+// every device.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -16,6 +17,7 @@ namespace ree {
 namespace {
 
 using token_select_test::referenceArgmax;
+using token_select_test::samplingParams;
 using token_select_test::trickyLogits;
 
 TEST(PendingCopy, FromTheCpuCopiesAtOnce) {
@@ -48,45 +50,77 @@ TEST(PendingCopy, RejectsMismatchedTensors) {
   EXPECT_NE(std::string(lastErrorMessage()).find("PendingCopy"), std::string::npos);
 }
 
-TEST(GreedyTokens, CpuSelectsTorchArgmaxOfEveryRow) {
+TEST(TokenSelection, CpuArgmaxIsTorchArgmaxOfEveryRow) {
   for (int64_t vocab : {1, 7, 1000, 32769}) {
     const int64_t rows = 12;
     std::vector<float> logits = trickyLogits(rows, vocab, static_cast<uint32_t>(vocab));
     if (vocab < 4) logits = std::vector<float>(static_cast<size_t>(rows * vocab), 0.25f);
-    GreedyTokens greedy;
-    ASSERT_EQ(greedy.start(Tensor::wrap(logits.data(), Device::cpu(), DType::kF32, {rows, vocab})),
-              Status::kSuccess)
+    TokenSelection select;
+    ASSERT_EQ(
+        select.startArgmax(Tensor::wrap(logits.data(), Device::cpu(), DType::kF32, {rows, vocab})),
+        Status::kSuccess)
         << lastErrorMessage();
     std::vector<int32_t> tokens;
-    ASSERT_EQ(greedy.wait(&tokens), Status::kSuccess) << lastErrorMessage();
+    ASSERT_EQ(select.wait(&tokens), Status::kSuccess) << lastErrorMessage();
     EXPECT_EQ(tokens, referenceArgmax(logits, rows, vocab)) << "vocab " << vocab;
+    EXPECT_EQ(std::vector<int32_t>(select.ids(), select.ids() + rows), tokens);
   }
 }
 
-TEST(GreedyTokens, EachStartReplacesTheLastRows) {
-  GreedyTokens greedy;
+// The sampler over all rows at once gives each row what the one-row kernel call gives it (the
+// engine's earlier host path), greedy rows included (temperature 0: the argmax).
+TEST(TokenSelection, CpuSampleIsTheSamplerRowByRow) {
+  const int64_t rows = 12, vocab = 5003;
+  std::vector<float> logits = trickyLogits(rows, vocab, 3);
+  std::vector<repops::SamplingParams> params = samplingParams(rows);
+  TokenSelection select;
+  ASSERT_EQ(select.startSample(
+                Tensor::wrap(logits.data(), Device::cpu(), DType::kF32, {rows, vocab}), params),
+            Status::kSuccess)
+      << lastErrorMessage();
   std::vector<int32_t> tokens;
-  EXPECT_EQ(greedy.wait(&tokens), Status::kInvalidArgument);  // no start() yet
-  std::vector<float> many = trickyLogits(6, 50, 1), one = trickyLogits(1, 50, 2);
-  ASSERT_EQ(greedy.start(Tensor::wrap(many.data(), Device::cpu(), DType::kF32, {6, 50})),
-            Status::kSuccess);
-  ASSERT_EQ(greedy.start(Tensor::wrap(one.data(), Device::cpu(), DType::kF32, {1, 50})),
-            Status::kSuccess);
-  ASSERT_EQ(greedy.wait(&tokens), Status::kSuccess);
-  EXPECT_EQ(tokens, referenceArgmax(one, 1, 50));
+  ASSERT_EQ(select.wait(&tokens), Status::kSuccess);
+  const std::vector<int32_t> greedy = referenceArgmax(logits, rows, vocab);
+  for (int64_t r = 0; r < rows; ++r) {
+    int32_t one = -1;
+    ASSERT_EQ(repops::cpu::sample(logits.data() + r * vocab, 1, vocab, &params[r], &one),
+              Status::kSuccess);
+    EXPECT_EQ(tokens[r], one) << "row " << r;
+    if (params[r].temperature == 0.0f) EXPECT_EQ(tokens[r], greedy[r]) << "row " << r;
+  }
+  EXPECT_EQ(
+      select.startSample(Tensor::wrap(logits.data(), Device::cpu(), DType::kF32, {rows, vocab}),
+                         std::vector<repops::SamplingParams>(3)),
+      Status::kInvalidArgument);
+  EXPECT_NE(std::string(lastErrorMessage()).find("sampling parameters"), std::string::npos);
 }
 
-TEST(GreedyTokens, RejectsLogitsThatAreNotFp32Rows) {
+TEST(TokenSelection, EachStartReplacesTheLastRows) {
+  TokenSelection select;
+  std::vector<int32_t> tokens;
+  EXPECT_EQ(select.wait(&tokens), Status::kInvalidArgument);  // no start yet
+  EXPECT_EQ(select.ids(), nullptr);
+  std::vector<float> many = trickyLogits(6, 50, 1), one = trickyLogits(1, 50, 2);
+  ASSERT_EQ(select.startArgmax(Tensor::wrap(many.data(), Device::cpu(), DType::kF32, {6, 50})),
+            Status::kSuccess);
+  ASSERT_EQ(select.startArgmax(Tensor::wrap(one.data(), Device::cpu(), DType::kF32, {1, 50})),
+            Status::kSuccess);
+  ASSERT_EQ(select.wait(&tokens), Status::kSuccess);
+  EXPECT_EQ(tokens, referenceArgmax(one, 1, 50));
+  EXPECT_EQ(select.rows(), 1);
+}
+
+TEST(TokenSelection, RejectsLogitsThatAreNotFp32Rows) {
   std::vector<float> flat(10);
   std::vector<uint16_t> half(10);
-  GreedyTokens greedy;
-  EXPECT_EQ(greedy.start(Tensor::wrap(flat.data(), Device::cpu(), DType::kF32, {10})),
+  TokenSelection select;
+  EXPECT_EQ(select.startArgmax(Tensor::wrap(flat.data(), Device::cpu(), DType::kF32, {10})),
             Status::kInvalidArgument);
-  EXPECT_EQ(greedy.start(Tensor::wrap(half.data(), Device::cpu(), DType::kBF16, {2, 5})),
+  EXPECT_EQ(select.startArgmax(Tensor::wrap(half.data(), Device::cpu(), DType::kBF16, {2, 5})),
             Status::kInvalidArgument);
-  EXPECT_EQ(greedy.start(Tensor::wrap(flat.data(), Device::cpu(), DType::kF32, {0, 10})),
+  EXPECT_EQ(select.startSample(Tensor::wrap(flat.data(), Device::cpu(), DType::kF32, {0, 10}), {}),
             Status::kInvalidArgument);
-  EXPECT_NE(std::string(lastErrorMessage()).find("GreedyTokens"), std::string::npos);
+  EXPECT_NE(std::string(lastErrorMessage()).find("TokenSelection"), std::string::npos);
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <random>
 #include <vector>
 
+#include "ree/kernels/sampling.h"
+
 namespace ree::token_select_test {
 
 // [rows, vocab] logits whose rows exercise the selection order: random values, a tie of the
@@ -68,6 +70,22 @@ inline std::vector<int32_t> referenceArgmax(const std::vector<float>& logits, in
     out.push_back(static_cast<int32_t>(best));
   }
   return out;
+}
+
+// Per-row sampler parameters: greedy rows (temperature 0), full-vocabulary draws, top-k, top-p
+// and both, each with its own key.
+inline std::vector<repops::SamplingParams> samplingParams(int64_t rows) {
+  std::vector<repops::SamplingParams> params(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    repops::SamplingParams& p = params[static_cast<size_t>(r)];
+    p.temperature = r % 5 == 0 ? 0.0f : 0.5f + 0.25f * static_cast<float>(r % 4);
+    p.top_k = r % 3 == 1 ? 40 : 0;
+    p.top_p = r % 4 == 2 ? 0.9f : 1.0f;
+    p.seed = 1000 + static_cast<uint64_t>(r);
+    p.sequence = static_cast<uint64_t>(r);
+    p.step = 7;
+  }
+  return params;
 }
 
 }  // namespace ree::token_select_test

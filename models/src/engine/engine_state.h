@@ -95,16 +95,16 @@ struct EngineState {
   };
   // Single process: a step queued on the devices whose tokens collect() has not taken yet.
   struct QueuedStep {
-    StepOutput out;                        // id and layer hashes; a sampled step's tokens
-    std::vector<RowSampling> rows;         // the rows' sampling (log-probabilities)
-    std::unique_ptr<GreedyTokens> greedy;  // a greedy step's tokens, selected on the device
-    Landing landing;                       // its logits (no buffer: a step of prompt chunks)
+    StepOutput out;                          // id and layer hashes; a sampled step's tokens
+    std::vector<RowSampling> rows;           // the rows' sampling (log-probabilities)
+    std::unique_ptr<TokenSelection> tokens;  // its tokens, selected where the logits are
+    Landing landing;                         // its logits (no buffer: a step of prompt chunks)
     StepProfiler::Clock::time_point started;
   };
   // Single process: steps queued and not yet collected, oldest first. Their tokens are waited
   // for at collect(), so the next step can be queued first (EngineOptions::decode_lookahead).
   std::deque<QueuedStep> queued_steps;
-  std::vector<std::unique_ptr<GreedyTokens>> spare_greedy;  // of collected steps, for reuse
+  std::vector<std::unique_ptr<TokenSelection>> spare_tokens;  // of collected steps, for reuse
   // Multi-process rank 0: ids of the steps sent on and not yet collected.
   std::deque<uint64_t> in_flight;
   // The last stage's logits land in buffers of this pool (declared before the digester, which

@@ -90,11 +90,11 @@ Status EngineState::embedStep(CausalLM& model, const StepWork& work, Tensor* hid
                 static_cast<unsigned long long>(work.id));
   for (const QueuedStep& source : queued_steps) {
     if (source.out.id != *work.ids_of_step) continue;
-    REE_CHECK_ARG(source.greedy != nullptr && source.greedy->rows() == work.batch.tokens(),
+    REE_CHECK_ARG(source.tokens != nullptr && source.tokens->rows() == work.batch.tokens(),
                   "step %llu: step %llu has no %d tokens selected on the device",
                   static_cast<unsigned long long>(work.id),
                   static_cast<unsigned long long>(source.out.id), work.batch.tokens());
-    return model.embedDeviceIds(source.greedy->ids(), work.batch, hidden);
+    return model.embedDeviceIds(source.tokens->ids(), work.batch, hidden);
   }
   return REE_FAIL(Status::kInvalidArgument, "step %llu: step %llu is not queued",
                   static_cast<unsigned long long>(work.id),
@@ -118,11 +118,11 @@ const char* EngineState::lookaheadUnavailableReason() const {
   return nullptr;
 }
 
-// The last stage: the logits of the requested rows; a step whose rows are all greedy selects its
-// tokens where the logits are (GreedyTokens: on a GPU the argmax and the 4-byte ids are queued
-// ahead of the logits' copy, and completeFinish waits for the ids alone); a step with sampled
-// rows waits for the logits and samples on the host here. Both select with the repops kernels of
-// kernels/sampling.h: the same token on every device. The logits land in a pool buffer.
+// The last stage: the logits of the requested rows, and their tokens selected where the logits
+// are (TokenSelection: the argmax when every row is greedy, else the sampler) with the repops
+// kernels of kernels/sampling.h, the same token on every device. On a GPU the 4-byte ids are
+// copied ahead of the logits, which land in a pool buffer meanwhile; completeFinish waits for the
+// ids alone (and for the logits only when a row asked for log-probabilities).
 Status EngineState::queueFinish(LocalStage& stage, const StepWork& work, const Tensor& hidden,
                                 QueuedStep* step) {
   step->out.id = work.id;
@@ -132,35 +132,30 @@ Status EngineState::queueFinish(LocalStage& stage, const StepWork& work, const T
   Tensor logits;
   REE_RETURN_IF_ERROR(setCurrentDevice(stage.ops->device()));
   REE_RETURN_IF_ERROR(stage.model->logits(hidden, work.logits_rows, &logits));
+  if (spare_tokens.empty()) spare_tokens.push_back(std::make_unique<TokenSelection>());
+  step->tokens = std::move(spare_tokens.back());
+  spare_tokens.pop_back();
+  if (allGreedy(work)) {
+    REE_RETURN_IF_ERROR(step->tokens->startArgmax(logits));
+  } else {
+    std::vector<repops::SamplingParams> params;
+    for (const RowSampling& row : work.rows)
+      params.push_back(toRepopsSampling(row.sampling, row.request, row.step));
+    REE_RETURN_IF_ERROR(step->tokens->startSample(logits, params));
+  }
   Landing& landing = step->landing;
   REE_RETURN_IF_ERROR(landing_pool.take(logits.numel(), logits.device().isCuda(), &landing.buffer));
   landing.step = work.id;
   landing.rows = work.rows.size();
   const Tensor host =
       Tensor::wrap(landing.buffer->data(), Device::cpu(), ::ree::DType::kF32, logits.shape());
-  if (allGreedy(work)) {
-    if (spare_greedy.empty()) spare_greedy.push_back(std::make_unique<GreedyTokens>());
-    step->greedy = std::move(spare_greedy.back());
-    spare_greedy.pop_back();
-    REE_RETURN_IF_ERROR(step->greedy->start(logits));
-    return PendingCopy::start(logits, host, &landing.copy);
-  }
-  REE_RETURN_IF_ERROR(PendingCopy::start(logits, host, &landing.copy));
-  REE_RETURN_IF_ERROR(landing.copy.wait());
-  const int64_t vocab = config.vocab_size;
-  step->out.tokens.resize(work.rows.size());
-  for (size_t i = 0; i < work.rows.size(); ++i) {
-    REE_RETURN_IF_ERROR(sampleNextToken(host.as<float>() + i * vocab, vocab, work.rows[i].sampling,
-                                        work.rows[i].request, work.rows[i].step,
-                                        &step->out.tokens[i]));
-  }
-  return Status::kSuccess;
+  return PendingCopy::start(logits, host, &landing.copy);
 }
 
 Status EngineState::completeFinish(QueuedStep* step) {
-  if (step->greedy != nullptr) {
-    REE_RETURN_IF_ERROR(step->greedy->wait(&step->out.tokens));
-    spare_greedy.push_back(std::move(step->greedy));
+  if (step->tokens != nullptr) {
+    REE_RETURN_IF_ERROR(step->tokens->wait(&step->out.tokens));
+    spare_tokens.push_back(std::move(step->tokens));
   }
   if (step->landing.buffer == nullptr) return Status::kSuccess;
   const auto copied = Clock::now();

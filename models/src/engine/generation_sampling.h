@@ -1,6 +1,7 @@
-// Token selection for generation: validates sampling parameters and draws the next token from a
-// logits row with the RepOps sampler (kernels/sampling.h), so sampled outputs are reproducible
-// across hardware: the draw is keyed by (seed, request index, step) only.
+// Sampling parameters for generation: a request's parameters checked against the RepOps sampler's
+// limits and keyed for its draws (kernels/sampling.h; the engine draws with
+// runtime/token_select.h where the logits are), so sampled outputs are reproducible across
+// hardware: the draw is keyed by (seed, request index, step) only.
 #pragma once
 
 #include <cstdint>
@@ -30,15 +31,6 @@ inline Status validateSampling(const SamplingParams& sampling, size_t request) {
   char who[64];
   std::snprintf(who, sizeof(who), "requests[%zu].sampling", request);
   return repops::validateSamplingParams(toRepopsSampling(sampling, 0, 0), who);
-}
-
-// Host logits row of `vocab` floats -> token id. Greedy (temperature 0) is argmax with the lowest
-// id winning ties.
-inline Status sampleNextToken(const float* logits, int64_t vocab, const SamplingParams& sampling,
-                              uint64_t sequence, uint64_t step, int32_t* token) {
-  if (sampling.temperature == 0.0f) return repops::cpu::argmax(logits, 1, vocab, token);
-  const repops::SamplingParams params = toRepopsSampling(sampling, sequence, step);
-  return repops::cpu::sample(logits, 1, vocab, &params, token);
 }
 
 }  // namespace ree::models
