@@ -1,5 +1,7 @@
 #include "ree/runtime/token_select.h"
 
+#include <algorithm>
+#include <climits>
 #include <cstring>
 
 #if defined(REE_WITH_CUDA)
@@ -82,9 +84,15 @@ Status TokenSelection::startSample(const Tensor& logits,
   }
 #if defined(REE_WITH_CUDA)
   {
+    // The CUDA sampler takes at most 2^31 - 1 logits a call (a long replay's rows): row chunks.
     ScopedDevice scope(logits.device().index);
-    REE_RETURN_IF_ERROR(repops::cuda::sample(logits.as<float>(), rows, vocab, params.data(),
-                                             device_ids_.as<int32_t>(), cudaStreamLegacy));
+    const int64_t chunk = std::max<int64_t>(1, INT32_MAX / vocab);
+    for (int64_t begin = 0; begin < rows; begin += chunk) {
+      const int64_t count = std::min(chunk, rows - begin);
+      REE_RETURN_IF_ERROR(repops::cuda::sample(
+          logits.as<float>() + begin * vocab, count, vocab, params.data() + begin,
+          device_ids_.as<int32_t>() + begin, cudaStreamLegacy));
+    }
   }
   return queueCopy(rows);
 #else
