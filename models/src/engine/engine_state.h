@@ -95,7 +95,7 @@ struct EngineState {
   };
   // Single process: a step queued on the devices whose tokens collect() has not taken yet.
   struct QueuedStep {
-    StepOutput out;                          // id and layer hashes; a sampled step's tokens
+    StepOutput out;                          // id and layer hashes; tokens at collect()
     std::vector<RowSampling> rows;           // the rows' sampling (log-probabilities)
     std::unique_ptr<TokenSelection> tokens;  // its tokens, selected where the logits are
     Landing landing;                         // its logits (no buffer: a step of prompt chunks)
@@ -114,9 +114,9 @@ struct EngineState {
   // and the digests are taken later, by step id (the digester's ticket of each step).
   std::unique_ptr<AsyncDigester> digester;
   std::map<uint64_t, uint64_t> digest_tickets;
-  // Collected steps' logits still being copied to the host when their tokens were already known
-  // (greedy rows are selected on the logits' device), oldest first: handed to the digester by
-  // flushLandings(), at the next step's collect or when their digests are taken.
+  // Collected steps' logits, possibly still being copied to the host when their tokens were
+  // already known (tokens are selected where the logits are), oldest first: handed to the
+  // digester by flushLandings(), at the next step's collect or when their digests are taken.
   std::deque<Landing> landings;
   StepProfiler profile;
 
