@@ -65,14 +65,20 @@ run_target() {
     return
   fi
   local budget=(-max_total_time="$seconds") limit=$((seconds + 120)) corpus="$work/corpus"
+  local inputs=("$corpus" "$seeds")
   if [ -n "$runs" ]; then
     budget=(-runs="$runs" -seed="${FUZZ_SEED:-1}")
     limit=$((runs / 100 + 300))
     corpus="$work/corpus-runs"
     rm -rf "$corpus" && mkdir -p "$corpus"
+    # The seeds as a list sorted by name, not as a folder: libFuzzer keeps the order in which it
+    # reads its inputs among those of equal size, and a folder's order is the file system's (ext4
+    # hashes names with a per-disk seed), so the same seed would fuzz other inputs elsewhere.
+    find "$seeds" -maxdepth 1 -type f | LC_ALL=C sort | paste -sd, >"$work/seeds.list"
+    inputs=("$corpus" "-seed_inputs=@$work/seeds.list")
   fi
   if ! timeout "$limit" "$binary" "${common[@]}" "${dict[@]}" "${budget[@]}" -print_final_stats=1 \
-    "$corpus" "$seeds" >"$work/fuzz.log" 2>&1; then
+    "${inputs[@]}" >"$work/fuzz.log" 2>&1; then
     echo "fuzz" >"$work/failed"
   fi
 }

@@ -187,9 +187,13 @@ Status inferFromConstants(const Graph& graph, const Node& node, const ValueType&
       }
     }
     out->rank_known = true;
-  } else if (node.op_type == "Unsqueeze" &&
-             (constantInts(graph, node, 1, &values) || node.attribute("axes") != nullptr)) {
-    if (values.empty()) values = node.attribute("axes")->ints;
+  } else if (node.op_type == "Unsqueeze") {
+    // Axes come from a constant input (opset 13+) or the attribute (earlier opsets); with neither,
+    // or an empty list, the run decides.
+    if (!constantInts(graph, node, 1, &values) && node.attribute("axes") != nullptr) {
+      values = node.attribute("axes")->ints;
+    }
+    if (values.empty()) return Status::kSuccess;
     const int64_t out_rank = rank + static_cast<int64_t>(values.size());
     std::vector<bool> inserted(out_rank, false);
     for (int64_t axis : values) {
