@@ -79,18 +79,35 @@ class Engine:
     repops_spec: "repops-1" (default), "repops-2" or "repops-3" (the reproducible set's
         arithmetic; ree.repops_spec_versions lists them; others raise ValueError).
     device: "cpu", "cuda" or "cuda:N". n_partitions: pipeline stages (in this process).
+
+    Scheduling options (keyword only) never change results, as ree-launch's flags of the same
+    names (docs/usage.md): prefix_caching (reuse the KV blocks of an equal prompt prefix; the
+    reproducible set), prefill_chunk (at most this many prompt tokens per step, 0: whole prompts),
+    decode_lookahead (queue a greedy decode step before the host has read the last one's tokens;
+    engines of one process) and kv_blocks (the KV pool's size in blocks, 0: from free memory).
     """
 
     def __init__(self, model: str, operation_set: str = "reproducible", n_partitions: int = 1,
                  device: str = "cpu", repops_spec: str = "repops-1", max_batch: int = 8,
-                 max_context: int = 0, weight_dtype: str = "auto"):
+                 max_context: int = 0, weight_dtype: str = "auto", *,
+                 prefix_caching: bool = True, prefill_chunk: int = 0,
+                 decode_lookahead: bool = False, kv_blocks: int = 0):
         self.model = model
+        scheduling = (bool(prefix_caching), int(prefill_chunk), bool(decode_lookahead),
+                      int(kv_blocks))
         self._engine = _C.Engine(model, operation_set, repops_spec, str(device), n_partitions,
-                                 max_batch, max_context, weight_dtype)
+                                 max_batch, max_context, weight_dtype, scheduling)
 
     @property
     def max_context(self) -> int:
         return self._engine.max_context
+
+    @property
+    def stats(self) -> dict:
+        """Counters over the engine's life: kv_cache_blocks, kv_block_size, kv_cache_blocks_used,
+        kv_preemptions, kv_prefix_hit_tokens (prompt positions read from the prefix cache) and
+        lookahead_steps (decode steps queued ahead of their tokens)."""
+        return dict(self._engine.stats)
 
     def chat_prompt(self, messages: Messages) -> str:
         """The model's chat template applied to messages ({"role", "content"} dicts), ending with

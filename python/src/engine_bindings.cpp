@@ -32,10 +32,14 @@ namespace {
 using RequestTuple = std::tuple<std::optional<std::string>, std::vector<int32_t>, int, float, int,
                                 float, uint64_t, bool>;
 
+// The engine's scheduling options, which never change results: the prefix cache, chunked prefill,
+// decode lookahead and the KV pool's size in blocks (EngineOptions says what each does).
+using SchedulingTuple = std::tuple<bool, int, bool, int64_t>;
+
 EngineOptions makeOptions(const std::string& model, const std::string& operation_set,
                           const std::string& repops_spec, const std::string& device,
                           int n_partitions, int max_batch, int max_context,
-                          const std::string& weight_dtype) {
+                          const std::string& weight_dtype, const SchedulingTuple& scheduling) {
   EngineOptions options;
   options.model = model;
   check(parseOperationSet(operation_set, &options.operation_set));
@@ -44,6 +48,8 @@ EngineOptions makeOptions(const std::string& model, const std::string& operation
   options.n_partitions = n_partitions;
   options.max_batch = max_batch;
   options.max_context = max_context;
+  std::tie(options.prefix_caching, options.prefill_chunk, options.decode_lookahead,
+           options.kv_blocks) = scheduling;
   if (weight_dtype == "f32") {
     options.weight_dtype = DType::kF32;
   } else if (weight_dtype == "bf16") {
@@ -58,6 +64,8 @@ EngineOptions makeOptions(const std::string& model, const std::string& operation
   names.repops_spec = "repops_spec";
   names.max_batch = "max_batch";
   names.max_context = "max_context";
+  names.kv_blocks = "kv_blocks";
+  names.prefill_chunk = "prefill_chunk";
   return options;
 }
 
@@ -98,9 +106,10 @@ class EngineHandle {
  public:
   EngineHandle(const std::string& model, const std::string& operation_set,
                const std::string& repops_spec, const std::string& device, int n_partitions,
-               int max_batch, int max_context, const std::string& weight_dtype) {
+               int max_batch, int max_context, const std::string& weight_dtype,
+               const SchedulingTuple& scheduling) {
     options_ = makeOptions(model, operation_set, repops_spec, device, n_partitions, max_batch,
-                           max_context, weight_dtype);
+                           max_context, weight_dtype, scheduling);
     Status status;
     {
       nb::gil_scoped_release release;
@@ -169,6 +178,18 @@ class EngineHandle {
   }
 
   int maxContext() const { return engine_->maxContext(); }
+
+  // The KV pool and the scheduler's counters over this engine's life (a server's /metrics).
+  nb::dict stats() const {
+    nb::dict out;
+    out["kv_cache_blocks"] = engine_->kvCacheBlocks();
+    out["kv_block_size"] = engine_->kvCacheBlockSize();
+    out["kv_cache_blocks_used"] = engine_->kvCacheBlocksUsed();
+    out["kv_preemptions"] = engine_->kvPreemptions();
+    out["kv_prefix_hit_tokens"] = engine_->kvPrefixHitTokens();
+    out["lookahead_steps"] = engine_->lookaheadSteps();
+    return out;
+  }
   const std::string& modelDirectory() const { return engine_->modelDirectory(); }
 
  private:
@@ -231,13 +252,14 @@ void bindEngine(nb::module_& module) {
            [](const StopFlag& stop) { return stop.flag->load(std::memory_order_acquire); });
   nb::class_<EngineHandle>(module, "Engine")
       .def(nb::init<const std::string&, const std::string&, const std::string&, const std::string&,
-                    int, int, int, const std::string&>(),
+                    int, int, int, const std::string&, const SchedulingTuple&>(),
            "model"_a, "operation_set"_a, "repops_spec"_a, "device"_a, "n_partitions"_a,
-           "max_batch"_a, "max_context"_a, "weight_dtype"_a)
+           "max_batch"_a, "max_context"_a, "weight_dtype"_a, "scheduling"_a)
       .def("generate", &EngineHandle::generate, "requests"_a, "stop"_a.none() = nb::none())
       .def("render_chat", &EngineHandle::renderChat, "messages"_a)
       .def("verify", &EngineHandle::verify, "receipt_text"_a)
       .def_prop_ro("max_context", &EngineHandle::maxContext)
+      .def_prop_ro("stats", &EngineHandle::stats)
       .def_prop_ro("model_directory", &EngineHandle::modelDirectory);
   module.attr("runtime_version") = kRuntimeVersion;
   module.attr("repops_spec_versions") = kRepOpsSpecVersions;

@@ -148,3 +148,39 @@ def test_chat_messages_equal_ree_launch_chat(launcher, tmp_path):
     theirs = json.loads(path.read_text())["requests"][0]
     assert out.completions[0].prompt_ids == theirs["prompt_ids"]
     assert out.ids[0] == theirs["output_ids"] and out.text[0] == theirs["text"]
+
+
+def test_scheduling_options_never_change_results(engine):
+    """Prefix caching off, chunked prefill and decode lookahead give the default engine's ids and
+    step-logits hashes; the stats count what the prefix cache and lookahead did."""
+    shared = [1] + list(range(20, 60))  # 41 tokens: two whole blocks of 16 to reuse
+    prompts = [shared + [7, 8], shared + [9], [1, 3, 5]]
+    want = engine.generate(prompts, max_new_tokens=6)
+    variants = {"no_prefix_cache": dict(prefix_caching=False),
+                "chunked": dict(prefill_chunk=5),
+                "lookahead": dict(decode_lookahead=True)}
+    for name, options in variants.items():
+        other = ree.Engine(MODEL, **options)
+        got = other.generate(prompts, max_new_tokens=6)
+        assert got.ids == want.ids, name
+        assert [c.step_logits_sha256 for c in got.completions] == \
+            [c.step_logits_sha256 for c in want.completions], name
+        again = other.generate([shared + [11]], max_new_tokens=2)
+        stats = other.stats
+        if name == "no_prefix_cache":
+            assert stats["kv_prefix_hit_tokens"] == 0
+        else:
+            assert stats["kv_prefix_hit_tokens"] >= 32, stats  # the two blocks, at least once
+        # Lookahead queues the decode steps of a greedy batch ahead (here on the CPU too).
+        assert (stats["lookahead_steps"] > 0) == (name == "lookahead"), stats
+        assert stats["kv_block_size"] == 16 and stats["kv_cache_blocks"] > 0
+        assert len(again.ids[0]) == 2
+
+
+def test_scheduling_option_errors():
+    with pytest.raises(ValueError, match=r"prefill_chunk must be >= 0 \(got -1\)"):
+        ree.Engine(MODEL, prefill_chunk=-1)
+    with pytest.raises(ValueError, match=r"kv_blocks must be in \[0, "):
+        ree.Engine(MODEL, kv_blocks=-2)
+    with pytest.raises(TypeError):
+        ree.Engine(MODEL, "reproducible", 1, "cpu", "repops-1", 8, 0, "auto", True)

@@ -123,6 +123,8 @@ Status Engine::create(const EngineOptions& options, std::unique_ptr<Engine>* out
                 options.max_batch);
   REE_CHECK_ARG(options.max_context >= 0, "%s must be >= 0 (got %d)",
                 options.names.max_context.c_str(), options.max_context);
+  REE_CHECK_ARG(options.prefill_chunk >= 0, "%s must be >= 0 (got %d)",
+                options.names.prefill_chunk.c_str(), options.prefill_chunk);
   REE_CHECK_ARG(options.micro_batches >= 0, "--micro-batches must be >= 0 (got %d)",
                 options.micro_batches);
   REE_CHECK_ARG(options.repops_spec == kDefaultRepOpsSpec ||

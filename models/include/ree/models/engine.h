@@ -46,6 +46,7 @@ struct EngineOptionNames {
   std::string max_context = "--max-context";
   std::string kv_blocks = "--kv-blocks";
   std::string kv_memory_fraction = "--kv-memory-fraction";
+  std::string prefill_chunk = "--prefill-chunk";
 };
 
 struct EngineOptions {
