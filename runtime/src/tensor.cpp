@@ -234,6 +234,30 @@ Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
   return t;
 }
 
+#if defined(REE_WITH_CUDA)
+namespace {
+
+// Makes the current device's legacy stream wait for the work queued so far on `device`'s. A
+// copy between GPUs is queued on the source's stream, but its destination was allocated on the
+// destination's stream, whose pool may hand back a block that kernels queued there still use
+// (another micro-batch's step, queued without waiting): the copy must follow them.
+Status followDeviceWork(int device) {
+  cudaEvent_t queued = nullptr;
+  cudaError_t err;
+  {
+    ScopedDevice scope(device);
+    err = cudaEventCreateWithFlags(&queued, cudaEventDisableTiming);
+    if (err == cudaSuccess) err = cudaEventRecord(queued, cudaStreamLegacy);
+  }
+  if (err == cudaSuccess) err = cudaStreamWaitEvent(cudaStreamLegacy, queued, 0);
+  if (queued != nullptr) cudaEventDestroy(queued);  // released once the wait is done
+  REE_CUDA_CHECK_MSG(err, "ordering a copy into cuda:%d after its queued work", device);
+  return Status::kSuccess;
+}
+
+}  // namespace
+#endif
+
 Status copyTensor(const Tensor& src, const Tensor& dst, cudaStream_t stream) {
   REE_CHECK_ARG(src.dtype() == dst.dtype() && src.numel() == dst.numel(),
                 "copyTensor: %s into %s (dtype and element count must match)",
@@ -246,14 +270,18 @@ Status copyTensor(const Tensor& src, const Tensor& dst, cudaStream_t stream) {
   }
 #if defined(REE_WITH_CUDA)
   // On the legacy stream, the copy is queued on the device whose work it must follow: the
-  // source's for reads from a GPU (device-to-host, and between GPUs, which then also completes
-  // before returning: the destination device's streams are not ordered with it), else the
-  // destination's. Tensors are allocated in the order of their device's legacy stream.
+  // source's for reads from a GPU (device-to-host, and between GPUs, which then also waits for
+  // the destination's queued work and completes before returning: the destination device's
+  // streams are not otherwise ordered with it), else the destination's. Tensors are allocated in
+  // the order of their device's legacy stream.
   const bool cross_device =
       src.device().isCuda() && dst.device().isCuda() && src.device() != dst.device();
   ScopedDevice scope(stream != nullptr       ? -1
                      : src.device().isCuda() ? src.device().index
                                              : dst.device().index);
+  if (cross_device && stream == nullptr) {
+    REE_RETURN_IF_ERROR(followDeviceWork(dst.device().index));
+  }
   cudaMemcpyKind kind = cudaMemcpyDefault;
   cudaError_t err = cudaMemcpyAsync(dst.data(), src.data(), bytes, kind, stream);
   if (err == cudaSuccess && (!dst.device().isCuda() || (cross_device && stream == nullptr))) {

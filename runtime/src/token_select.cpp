@@ -1,7 +1,6 @@
 #include "ree/runtime/token_select.h"
 
 #include <algorithm>
-#include <climits>
 #include <cstring>
 
 #if defined(REE_WITH_CUDA)
@@ -27,11 +26,12 @@ Status ensureIdBuffer(Device device, int64_t rows, bool pinned, Tensor* buffer) 
 }  // namespace
 
 Status TokenSelection::prepare(const Tensor& logits) {
-  REE_CHECK_ARG(logits.rank() == 2 && logits.dtype() == DType::kF32 && logits.dim(0) > 0,
-                "TokenSelection: logits must be fp32 [rows >= 1, vocab], got %s",
-                logits.describe().c_str());
-  REE_RETURN_IF_ERROR(copy_.wait());  // the last start's ids, if never waited for
+  REE_CHECK_ARG(
+      logits.rank() == 2 && logits.dtype() == DType::kF32 && logits.dim(0) > 0 && logits.dim(1) > 0,
+      "TokenSelection: logits must be fp32 [rows >= 1, vocab >= 1], got %s",
+      logits.describe().c_str());
   rows_ = 0;                          // until this start has queued or computed its ids
+  REE_RETURN_IF_ERROR(copy_.wait());  // the last start's ids, if never waited for
   const int64_t rows = logits.dim(0);
   on_cpu_ = !logits.device().isCuda();
   if (on_cpu_) {
@@ -84,9 +84,13 @@ Status TokenSelection::startSample(const Tensor& logits,
   }
 #if defined(REE_WITH_CUDA)
   {
-    // The CUDA sampler takes at most 2^31 - 1 logits a call (a long replay's rows): row chunks.
+    // Row chunks of at most 2^26 logits (a long replay's rows): the CUDA sampler takes at most
+    // 2^31 - 1 a call and needs about 28 bytes of scratch per logit (keys, sorted keys, weights
+    // and the sort's buffer), so a chunk's scratch stays under 2 GB. Rows are independent: the
+    // chunking never changes a token.
     ScopedDevice scope(logits.device().index);
-    const int64_t chunk = std::max<int64_t>(1, INT32_MAX / vocab);
+    constexpr int64_t kChunkLogits = int64_t{1} << 26;
+    const int64_t chunk = std::max<int64_t>(1, kChunkLogits / vocab);
     for (int64_t begin = 0; begin < rows; begin += chunk) {
       const int64_t count = std::min(chunk, rows - begin);
       REE_RETURN_IF_ERROR(repops::cuda::sample(

@@ -53,6 +53,25 @@ TEST(LandingPool, DropsBuffersTooSmallForAGrownStep) {
   EXPECT_EQ(pool.take(0, false, &large), Status::kInvalidArgument);
 }
 
+TEST(LandingPool, KeepsAtMostItsLimitBetweenSteps) {
+  LandingPool pool(1000 * sizeof(float));
+  std::shared_ptr<Tensor> a, b;
+  ASSERT_EQ(pool.take(1000, false, &a), Status::kSuccess);
+  ASSERT_EQ(pool.take(1000, false, &b), Status::kSuccess);
+  a.reset();
+  EXPECT_EQ(pool.freeBuffers(), 1u);
+  b.reset();
+  EXPECT_EQ(pool.freeBuffers(), 1u);  // a second buffer would pass the limit: freed
+  std::shared_ptr<Tensor> replay;     // a long replay's rows: more than the limit alone
+  ASSERT_EQ(pool.take(2000, false, &replay), Status::kSuccess);
+  EXPECT_EQ(pool.freeBuffers(), 0u);  // the small one was dropped
+  replay.reset();
+  EXPECT_EQ(pool.freeBuffers(), 0u);  // and the large one is not kept either
+  ASSERT_EQ(pool.take(1000, false, &a), Status::kSuccess);
+  a.reset();
+  EXPECT_EQ(pool.freeBuffers(), 1u);  // the pool's count of kept bytes came back to 0 first
+}
+
 TEST(LandingPool, HandlesOutliveThePool) {
   std::shared_ptr<Tensor> kept;
   {

@@ -120,6 +120,10 @@ TEST(TokenSelection, RejectsLogitsThatAreNotFp32Rows) {
             Status::kInvalidArgument);
   EXPECT_EQ(select.startSample(Tensor::wrap(flat.data(), Device::cpu(), DType::kF32, {0, 10}), {}),
             Status::kInvalidArgument);
+  // An empty vocabulary: no token to choose (and no division by it when chunking rows).
+  EXPECT_EQ(select.startArgmax(Tensor::wrap(flat.data(), Device::cpu(), DType::kF32, {2, 0})),
+            Status::kInvalidArgument);
+  EXPECT_NE(std::string(lastErrorMessage()).find("vocab >= 1"), std::string::npos);
   EXPECT_NE(std::string(lastErrorMessage()).find("TokenSelection"), std::string::npos);
 }
 

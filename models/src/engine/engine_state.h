@@ -91,6 +91,8 @@ struct EngineState {
     uint64_t step = 0;
     std::shared_ptr<Tensor> buffer;  // rows x vocab floats (landing_pool.h)
     size_t rows = 0;
+    // Declared after `buffer`, so destroyed first: its destructor waits for the copy before the
+    // buffer can go back to the pool (the copy holds only a view of it).
     PendingCopy copy;
   };
   // Single process: a step queued on the devices whose tokens collect() has not taken yet.
