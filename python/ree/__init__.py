@@ -9,7 +9,7 @@ import torch  # noqa: F401  (LibTorch is loaded before the native module, which 
 
 from . import _C
 from . import ops
-from .engine import Completion, Engine, Generation, StopFlag, VerifyReport
+from .engine import Completion, Engine, Generation, StopFlag, TokenLogprobs, VerifyReport
 from .onnx_compiler import CompiledModule, CompileOptions, compile
 from .reproducible import reproducible
 
@@ -19,6 +19,7 @@ repops_spec_versions = _C.repops_spec_versions
 
 has_compiler = _C.has_compiler  # whether ree.compile is available (REE_COMPILER in the build)
 
-__all__ = ["ops", "Engine", "Generation", "Completion", "StopFlag", "VerifyReport", "reproducible",
+__all__ = ["ops", "Engine", "Generation", "Completion", "StopFlag", "TokenLogprobs", "VerifyReport",
+           "reproducible",
            "compile", "CompileOptions", "CompiledModule", "has_compiler", "runtime_version",
            "repops_spec_versions", "__version__"]

@@ -8,7 +8,7 @@ the same model, prompts and options. Receipts made here verify with ``ree-launch
 import json
 import os
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 from . import _C
 
@@ -26,6 +26,18 @@ class Completion:
     finish_reason: str             # "eos", "length", or "stop" (Engine.generate's stop flag)
     output_hash: str               # SHA-256 (hex) of ids as little-endian int32
     step_logits_sha256: List[str]  # SHA-256 of each step's fp32 logits
+    # With generate(logprobs=n): one TokenLogprobs per generated token, else None.
+    logprobs: Optional[List["TokenLogprobs"]] = None
+
+
+@dataclass
+class TokenLogprobs:
+    """A generated token's log-probability under the model's distribution (before temperature,
+    top-k and top-p) and the n most likely tokens of its step as (token id, log-probability),
+    largest first, equal values by lower id. REE's RepOps log_softmax of the fp32 logits row
+    that step_logits_sha256 hashes: the same bits on every device in reproducible mode."""
+    logprob: float
+    top: List[Tuple[int, float]]
 
 
 @dataclass
@@ -123,24 +135,34 @@ class Engine:
                  *, messages: Union[Messages, Sequence[Messages], None] = None,
                  max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0,
                  top_k: int = 0, seed: int = 0, add_special_tokens: bool = True,
-                 stop: Optional["StopFlag"] = None) -> Generation:
+                 stop: Optional["StopFlag"] = None,
+                 logprobs: Optional[int] = None) -> Generation:
         """Generates for every prompt (a text, a list of texts, or lists of token ids) or every
         conversation (`messages`: one list of {"role", "content"} dicts, or a list of them).
         Request i draws with the key (seed, i, step): the same tokens as ree-launch's i-th prompt.
         stop: a ree.StopFlag; its set() from another thread (or before the call) ends every request
         after the token it is producing, with finish_reason "stop" and the tokens so far (a prefix
         of what it would have generated).
+        logprobs: None (default, no cost) or n in [0, 20]: every generated token's
+        log-probability and the n most likely tokens of its step (Completion.logprobs).
         """
         requests = self._requests(prompts, messages, add_special_tokens)
         if not 0 <= seed < 2**64:
             raise ValueError(f"seed must be in [0, 2^64), got {seed}")
+        if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int)
+                                     or not 0 <= logprobs <= 20):
+            raise ValueError(f"logprobs must be None or an integer in [0, 20], got {logprobs!r}")
+        top_logprobs = -1 if logprobs is None else logprobs
         tuples = [(text, ids, int(max_new_tokens), float(temperature), int(top_k), float(top_p),
-                   int(seed), special) for text, ids, special in requests]
+                   int(seed), special, top_logprobs) for text, ids, special in requests]
         results, receipt_text = self._engine.generate(tuples, stop)
         completions = [
             Completion(prompt_ids=list(r["prompt_ids"]), ids=list(r["output_ids"]), text=r["text"],
                        finish_reason=r["finish_reason"], output_hash=r["output_ids_sha256"],
-                       step_logits_sha256=list(r["step_logits_sha256"])) for r in results]
+                       step_logits_sha256=list(r["step_logits_sha256"]),
+                       logprobs=None if logprobs is None else [
+                           TokenLogprobs(logprob=lp, top=[tuple(t) for t in top])
+                           for lp, top in r["token_logprobs"]]) for r in results]
         return Generation(completions=completions, receipt_text=receipt_text or None)
 
     def verify(self, receipt: Union[dict, str, os.PathLike, Generation]) -> VerifyReport:

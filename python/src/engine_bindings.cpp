@@ -28,9 +28,9 @@ namespace ree::python {
 namespace {
 
 // One request from Python: prompt text (or None with ids), ids, max_new_tokens, temperature,
-// top_k, top_p, seed, add_special_tokens.
+// top_k, top_p, seed, add_special_tokens, top_logprobs (-1: none).
 using RequestTuple = std::tuple<std::optional<std::string>, std::vector<int32_t>, int, float, int,
-                                float, uint64_t, bool>;
+                                float, uint64_t, bool, int>;
 
 // The engine's scheduling options, which never change results: the prefix cache, chunked prefill,
 // decode lookahead and the KV pool's size in blocks (EngineOptions says what each does).
@@ -71,7 +71,8 @@ EngineOptions makeOptions(const std::string& model, const std::string& operation
 
 GenerationRequest toRequest(const RequestTuple& tuple) {
   GenerationRequest request;
-  const auto& [text, ids, max_new_tokens, temperature, top_k, top_p, seed, special] = tuple;
+  const auto& [text, ids, max_new_tokens, temperature, top_k, top_p, seed, special, top_logprobs] =
+      tuple;
   if (text) request.prompt_text = *text;
   request.prompt_ids = ids;
   request.max_new_tokens = max_new_tokens;
@@ -80,6 +81,7 @@ GenerationRequest toRequest(const RequestTuple& tuple) {
   request.sampling.top_p = top_p;
   request.sampling.seed = seed;
   request.add_special_tokens = special;
+  request.top_logprobs = top_logprobs;
   return request;
 }
 
@@ -93,6 +95,15 @@ nb::dict toDict(const GenerationResult& result) {
   out["step_logits_sha256"] = result.step_logits_sha256;
   out["prefill_seconds"] = result.prefill_seconds;
   out["decode_seconds"] = result.decode_seconds;
+  // Per output token: (its log-probability, [(token, log-probability) of the most likely]).
+  std::vector<std::pair<float, std::vector<std::pair<int32_t, float>>>> logprobs;
+  for (const TokenLogprobs& step : result.token_logprobs) {
+    std::vector<std::pair<int32_t, float>> top;
+    for (const TokenLogprob& alternative : step.top)
+      top.emplace_back(alternative.token, alternative.logprob);
+    logprobs.emplace_back(step.logprob, std::move(top));
+  }
+  out["token_logprobs"] = std::move(logprobs);
   return out;
 }
 

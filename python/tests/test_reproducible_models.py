@@ -165,6 +165,51 @@ def assert_same_bits_as_ree_runtime(name, model, directory):
     assert int(ours[-1].argmax()) == produced[-1]
 
 
+def test_engine_logprobs_are_transformers_log_softmax(tmp_path):
+    """ree.Engine's logprobs (REE's fp32 log_softmax of each step's logits row) against torch's
+    float64 log_softmax of transformers' own fp32 logits (within the logits' TOLERANCE, doubled:
+    a log-probability is a logit less the log-sum-exp) and of the runtime's own rows (the same
+    logits bits: within 4 fp32 ulps), for a greedy and a sampled run; the top alternatives are
+    the largest, largest first."""
+    model = model_for("llama3")
+    directory = tmp_path / "llama3"
+    model.save_pretrained(directory, safe_serialization=True)
+    engine = ree.Engine(str(directory), operation_set="reproducible", device="cpu")
+    for sampling in (dict(), dict(temperature=0.9, top_k=20, seed=5)):
+        out = engine.generate([PROMPT], max_new_tokens=STEPS, logprobs=5, **sampling)
+        completion = out.completions[0]
+        assert len(completion.logprobs) == len(completion.ids) == STEPS
+        ids = torch.tensor([PROMPT + completion.ids[:-1]])
+        reference = logits(model, ids)[0, len(PROMPT) - 1:].double()
+        with ree.reproducible(model):
+            runtime_rows = logits(model, ids)[0, len(PROMPT) - 1:]
+        assert [sha256(row) for row in runtime_rows] == completion.step_logits_sha256
+        want = torch.log_softmax(reference, dim=-1)
+        exact = torch.log_softmax(runtime_rows.double(), dim=-1)
+        bound = 2 * TOLERANCE * reference.abs().max().item()
+        for step, (token, got) in enumerate(zip(completion.ids, completion.logprobs)):
+            assert abs(got.logprob - want[step, token].item()) <= bound, (step, got.logprob)
+            assert abs(got.logprob - exact[step, token].item()) <= \
+                4 * 2**-24 * max(1.0, abs(got.logprob)), (step, got.logprob)
+            assert len(got.top) == 5
+            values = [value for _, value in got.top]
+            assert values == sorted(values, reverse=True)
+            assert got.top[0][0] == int(runtime_rows[step].argmax())
+            assert {t for t, _ in got.top} == set(exact[step].topk(5).indices.tolist())
+            for alternative, value in got.top:
+                assert abs(value - exact[step, alternative].item()) <= \
+                    4 * 2**-24 * max(1.0, abs(value))
+        if not sampling:
+            assert all(got.logprob == got.top[0][1] for got in completion.logprobs)
+    plain = engine.generate([PROMPT], max_new_tokens=2)
+    assert plain.completions[0].logprobs is None
+    assert [len(s.top) for s in engine.generate([PROMPT], max_new_tokens=2,
+                                                logprobs=0).completions[0].logprobs] == [0, 0]
+    for bad in (21, -1, True, 2.0):
+        with pytest.raises(ValueError, match="logprobs must be None or an integer in"):
+            engine.generate([PROMPT], max_new_tokens=1, logprobs=bad)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_same_bits_as_ree_runtime(name, tmp_path):
     assert_same_bits_as_ree_runtime(name, model_for(name), tmp_path / name)
