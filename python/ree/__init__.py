@@ -9,7 +9,8 @@ import torch  # noqa: F401  (LibTorch is loaded before the native module, which 
 
 from . import _C
 from . import ops
-from .engine import Completion, Engine, Generation, StopFlag, TokenLogprobs, VerifyReport
+from .engine import (Completion, Engine, Generation, GenerationStream, StopFlag, TokenEvent,
+                     TokenLogprobs, VerifyReport)
 from .onnx_compiler import CompiledModule, CompileOptions, compile
 from .reproducible import reproducible
 
@@ -19,7 +20,7 @@ repops_spec_versions = _C.repops_spec_versions
 
 has_compiler = _C.has_compiler  # whether ree.compile is available (REE_COMPILER in the build)
 
-__all__ = ["ops", "Engine", "Generation", "Completion", "StopFlag", "TokenLogprobs", "VerifyReport",
-           "reproducible",
+__all__ = ["ops", "Engine", "Generation", "GenerationStream", "Completion", "StopFlag", "TokenEvent",
+           "TokenLogprobs", "VerifyReport", "reproducible",
            "compile", "CompileOptions", "CompiledModule", "has_compiler", "runtime_version",
            "repops_spec_versions", "__version__"]

@@ -8,7 +8,9 @@ the same model, prompts and options. Receipts made here verify with ``ree-launch
 import json
 import os
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Tuple, Union
+import queue
+import threading
+from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _C
 
@@ -105,6 +107,8 @@ class Engine:
                  prefix_caching: bool = True, prefill_chunk: int = 0,
                  decode_lookahead: bool = False, kv_blocks: int = 0):
         self.model = model
+        # One generation at a time: the C++ engine is not re-entrant (see generate).
+        self._busy = threading.Lock()
         scheduling = (bool(prefix_caching), int(prefill_chunk), bool(decode_lookahead),
                       int(kv_blocks))
         self._engine = _C.Engine(model, operation_set, repops_spec, str(device), n_partitions,
@@ -136,7 +140,8 @@ class Engine:
                  max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0,
                  top_k: int = 0, seed: int = 0, add_special_tokens: bool = True,
                  stop: Optional["StopFlag"] = None,
-                 logprobs: Optional[int] = None) -> Generation:
+                 logprobs: Optional[int] = None,
+                 on_token: Optional[Callable[[int, int, str], None]] = None) -> Generation:
         """Generates for every prompt (a text, a list of texts, or lists of token ids) or every
         conversation (`messages`: one list of {"role", "content"} dicts, or a list of them).
         Request i draws with the key (seed, i, step): the same tokens as ree-launch's i-th prompt.
@@ -145,6 +150,11 @@ class Engine:
         of what it would have generated).
         logprobs: None (default, no cost) or n in [0, 20]: every generated token's
         log-probability and the n most likely tokens of its step (Completion.logprobs).
+        on_token(index, token, text): called as each token comes (index: the request's position
+        in the list; text: the characters it completed, possibly ""), on this thread. If it
+        raises, every request stops (stop, if given, is set) and generate raises that exception.
+        An Engine runs one generation at a time: a call while another runs (another thread, an
+        open stream) raises RuntimeError.
         """
         requests = self._requests(prompts, messages, add_special_tokens)
         if not 0 <= seed < 2**64:
@@ -155,7 +165,15 @@ class Engine:
         top_logprobs = -1 if logprobs is None else logprobs
         tuples = [(text, ids, int(max_new_tokens), float(temperature), int(top_k), float(top_p),
                    int(seed), special, top_logprobs) for text, ids, special in requests]
-        results, receipt_text = self._engine.generate(tuples, stop)
+        if on_token is not None and not callable(on_token):
+            raise TypeError("on_token must be callable")
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError("this Engine is already generating (on another thread, or an open "
+                               "stream): one generation at a time; close the stream first")
+        try:
+            results, receipt_text = self._engine.generate(tuples, stop, on_token)
+        finally:
+            self._busy.release()
         completions = [
             Completion(prompt_ids=list(r["prompt_ids"]), ids=list(r["output_ids"]), text=r["text"],
                        finish_reason=r["finish_reason"], output_hash=r["output_ids_sha256"],
@@ -164,6 +182,20 @@ class Engine:
                            TokenLogprobs(logprob=lp, top=[tuple(t) for t in top])
                            for lp, top in r["token_logprobs"]]) for r in results]
         return Generation(completions=completions, receipt_text=receipt_text or None)
+
+    def stream(self, prompts: Union[str, Sequence[str], Sequence[Sequence[int]], None] = None,
+               buffer: int = 64, **options) -> "GenerationStream":
+        """generate() on a background thread, its tokens as they come: iterate the returned
+        GenerationStream for TokenEvent(index, token, text) items; its `result` is the
+        Generation once iteration has ended. At most `buffer` events wait to be read: a reader
+        that falls behind holds the engine back. Leaving early (close(), a `with` block's end)
+        stops the requests and waits for the engine. Takes generate()'s arguments except
+        on_token; stop may be given (close() sets it)."""
+        if "on_token" in options:
+            raise TypeError("stream() reports tokens itself; use generate() for on_token")
+        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 1:
+            raise ValueError(f"buffer must be an integer >= 1, got {buffer!r}")
+        return GenerationStream(self, prompts, buffer, options)
 
     def verify(self, receipt: Union[dict, str, os.PathLike, Generation]) -> VerifyReport:
         """Re-executes a receipt (a dict, its JSON text, a file path or a Generation) on this
@@ -198,3 +230,87 @@ class Engine:
             else:
                 raise ValueError(f"prompts[{i}] must be a string or a non-empty list of token ids")
         return requests
+
+
+class TokenEvent(NamedTuple):
+    """A token as it comes: the request's index, the token id and the text it completed."""
+    index: int
+    token: int
+    text: str
+
+
+class GenerationStream:
+    """Engine.stream's result: an iterator of TokenEvent while the engine generates on a
+    background thread; `result` is the Generation after the last event. Closing it before the
+    end (close(), leaving a `with` block, dropping a half-read stream) stops the requests, as a
+    stop flag does, and waits for the engine: their completions then end with "stop"."""
+
+    _END = object()
+
+    def __init__(self, engine: Engine, prompts, buffer: int, options: dict):
+        self._stop = options.pop("stop", None) or StopFlag()
+        self._events: "queue.Queue" = queue.Queue(maxsize=buffer)
+        self._outcome: dict = {}  # "result" or "error", set by the engine thread
+        self._done = False
+        # The thread holds the queue and the outcome, never this object, so that dropping a
+        # half-read stream reaches __del__ (which stops and drains it).
+        self._thread = threading.Thread(
+            target=GenerationStream._run,
+            args=(engine, prompts, options, self._stop, self._events, self._outcome),
+            name="ree-stream", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _run(engine, prompts, options, stop, events, outcome):
+        try:
+            outcome["result"] = engine.generate(
+                prompts, stop=stop, on_token=lambda i, t, text: events.put(TokenEvent(i, t, text)),
+                **options)
+        except BaseException as error:  # noqa: B902 - handed to the reading thread
+            outcome["error"] = error
+        finally:
+            events.put(GenerationStream._END)
+
+    def __iter__(self) -> Iterator[TokenEvent]:
+        return self
+
+    def __next__(self) -> TokenEvent:
+        if self._done:
+            raise StopIteration
+        event = self._events.get()
+        if event is self._END:
+            self._done = True
+            self._thread.join()
+            if "error" in self._outcome:
+                raise self._outcome["error"]
+            raise StopIteration
+        return event
+
+    @property
+    def result(self) -> Generation:
+        """The Generation, once every event has been read (or after close())."""
+        if not self._done:
+            raise RuntimeError("the stream has not ended: read it to the end or close() it")
+        if "error" in self._outcome:
+            raise self._outcome["error"]
+        return self._outcome["result"]
+
+    def close(self) -> None:
+        """Stops the requests (after the tokens being produced) and waits for the engine."""
+        if self._done:
+            return
+        self._stop.set()
+        while self._events.get() is not self._END:  # the engine may wait for room to put
+            pass
+        self._thread.join()
+        self._done = True
+
+    def __enter__(self) -> "GenerationStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        if not getattr(self, "_done", True):
+            self.close()

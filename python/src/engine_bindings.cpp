@@ -9,6 +9,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <atomic>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -131,25 +132,45 @@ class EngineHandle {
 
   // The results as dicts and the run's receipt (docs/receipt.md) as its file text; no receipt
   // ("") when `stop` ended a request before its first token (a receipt holds >= 1 per request).
-  std::pair<std::vector<nb::dict>, std::string> generate(const std::vector<RequestTuple>& tuples,
-                                                         const StopFlag* stop) {
+  // on_token(request, token, text) is called as each token comes, with the GIL; if it raises, the
+  // requests stop (as by `stop`, which is set, if given) and generate raises that exception.
+  std::pair<std::vector<nb::dict>, std::string> generate(
+      const std::vector<RequestTuple>& tuples, const StopFlag* stop,
+      const std::optional<nb::callable>& on_token) {
+    const std::shared_ptr<std::atomic<bool>> flag =
+        stop != nullptr ? stop->flag : std::make_shared<std::atomic<bool>>(false);
     std::vector<GenerationRequest> requests;
     for (const RequestTuple& tuple : tuples) {
       requests.push_back(toRequest(tuple));
-      if (stop != nullptr) requests.back().stop = stop->flag;
+      if (stop != nullptr || on_token) requests.back().stop = flag;
+    }
+    std::exception_ptr callback_error;  // the first exception of on_token
+    TokenCallback callback;
+    if (on_token) {
+      callback = [&](size_t request, int32_t token, const std::string& text) {
+        nb::gil_scoped_acquire gil;
+        if (callback_error) return;
+        try {
+          (*on_token)(request, token, text);
+        } catch (...) {
+          callback_error = std::current_exception();
+          flag->store(true, std::memory_order_release);
+        }
+      };
     }
     std::vector<GenerationResult> results;
     std::string receipt_text;
     Status status;
     {
       nb::gil_scoped_release release;
-      status = engine_->generate(requests, &results);
+      status = engine_->generate(requests, &results, callback);
       bool every_one_has_tokens = true;
       for (const GenerationResult& result : results)
         every_one_has_tokens = every_one_has_tokens && !result.output_ids.empty();
       if (status == Status::kSuccess && every_one_has_tokens)
         status = receiptText(requests, results, &receipt_text);
     }
+    if (callback_error) std::rethrow_exception(callback_error);
     check(status);
     std::vector<nb::dict> dicts;
     for (const GenerationResult& result : results)
@@ -266,7 +287,8 @@ void bindEngine(nb::module_& module) {
                     int, int, int, const std::string&, const SchedulingTuple&>(),
            "model"_a, "operation_set"_a, "repops_spec"_a, "device"_a, "n_partitions"_a,
            "max_batch"_a, "max_context"_a, "weight_dtype"_a, "scheduling"_a)
-      .def("generate", &EngineHandle::generate, "requests"_a, "stop"_a.none() = nb::none())
+      .def("generate", &EngineHandle::generate, "requests"_a, "stop"_a.none() = nb::none(),
+           "on_token"_a.none() = nb::none())
       .def("render_chat", &EngineHandle::renderChat, "messages"_a)
       .def("verify", &EngineHandle::verify, "receipt_text"_a)
       .def_prop_ro("max_context", &EngineHandle::maxContext)

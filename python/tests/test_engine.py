@@ -184,3 +184,75 @@ def test_scheduling_option_errors():
         ree.Engine(MODEL, kv_blocks=-2)
     with pytest.raises(TypeError):
         ree.Engine(MODEL, "reproducible", 1, "cpu", "repops-1", 8, 0, "auto", True)
+
+
+def test_on_token_sees_every_token_as_it_comes(engine):
+    prompts = ["Hello world", [1, 5, 9, 2], "a third prompt"]
+    seen = {i: [] for i in range(len(prompts))}
+    texts = {i: "" for i in range(len(prompts))}
+
+    def on_token(index, token, text):
+        seen[index].append(token)
+        texts[index] += text
+
+    out = engine.generate(prompts, max_new_tokens=7, temperature=0.8, seed=9, on_token=on_token)
+    want = engine.generate(prompts, max_new_tokens=7, temperature=0.8, seed=9)
+    assert out.ids == want.ids and out.output_hash == want.output_hash
+    assert [seen[i] for i in range(len(prompts))] == out.ids
+    assert [texts[i] for i in range(len(prompts))] == out.text
+
+
+def test_on_token_exception_stops_the_generation_and_is_raised(engine):
+    calls = []
+
+    def failing(index, token, text):
+        calls.append(token)
+        raise KeyError("from the callback")
+
+    with pytest.raises(KeyError, match="from the callback"):
+        engine.generate(["Hello", "world"], max_new_tokens=40, on_token=failing)
+    assert len(calls) == 1  # not called again once it raised
+    with pytest.raises(TypeError, match="on_token must be callable"):
+        engine.generate("Hello", max_new_tokens=2, on_token=3)
+    again = engine.generate("Hello", max_new_tokens=3)  # the engine is still usable
+    assert len(again.ids[0]) == 3
+
+
+def test_stream_yields_the_tokens_then_the_result(engine):
+    prompts = ["Hello world", [1, 5, 9, 2]]
+    want = engine.generate(prompts, max_new_tokens=6)
+    stream = engine.stream(prompts, max_new_tokens=6)
+    with pytest.raises(RuntimeError, match="has not ended"):
+        stream.result
+    events = list(stream)
+    assert all(isinstance(e, ree.TokenEvent) for e in events)
+    assert [[e.token for e in events if e.index == i] for i in range(2)] == want.ids
+    assert stream.result.ids == want.ids
+    assert stream.result.receipt == want.receipt
+    with pytest.raises(TypeError, match="reports tokens itself"):
+        engine.stream("Hello", on_token=print)
+
+
+def test_stream_closed_early_stops_with_a_prefix(engine):
+    full = engine.generate("Hello", max_new_tokens=40).ids[0]
+    assert len(full) >= 12  # its end of sequence comes well after where the stream stops
+    # A buffer of one event: the engine is at most a few tokens ahead of this reader, so closing
+    # after 3 stops it well before 40 whatever the machine's speed.
+    with engine.stream("Hello", max_new_tokens=40, buffer=1) as stream:
+        first = [next(stream).token for _ in range(3)]
+        with pytest.raises(RuntimeError, match="already generating"):
+            engine.generate("Hello", max_new_tokens=1)  # one generation at a time
+    result = stream.result.completions[0]
+    assert first == full[:3]
+    assert result.finish_reason == "stop"
+    assert 3 <= len(result.ids) <= 8 and result.ids == full[:len(result.ids)]
+    assert list(stream) == []  # closed: no more events
+    with pytest.raises(ValueError, match="buffer must be an integer >= 1"):
+        engine.stream("Hello", buffer=0)
+
+
+def test_a_dropped_stream_stops_and_frees_the_engine(engine):
+    stream = engine.stream("Hello", max_new_tokens=40, buffer=1)
+    next(stream)
+    del stream  # never read again: its engine thread must not stay blocked on the full buffer
+    assert len(engine.generate("Hello", max_new_tokens=2).ids[0]) == 2
