@@ -70,7 +70,9 @@ TEST(TokenSelection, GpuSelectsTheCpuTokenOfEveryRow) {
                   Status::kSuccess);
         ASSERT_EQ(cpu.wait(&want), Status::kSuccess);
         EXPECT_EQ(got, want) << where << (sampled ? " sampled" : " argmax");
-        if (!sampled) EXPECT_EQ(got, referenceArgmax(logits, rows, vocab)) << where;
+        if (!sampled) {
+          EXPECT_EQ(got, referenceArgmax(logits, rows, vocab)) << where;
+        }
       }
     }
   }

@@ -86,7 +86,9 @@ TEST(TokenSelection, CpuSampleIsTheSamplerRowByRow) {
     ASSERT_EQ(repops::cpu::sample(logits.data() + r * vocab, 1, vocab, &params[r], &one),
               Status::kSuccess);
     EXPECT_EQ(tokens[r], one) << "row " << r;
-    if (params[r].temperature == 0.0f) EXPECT_EQ(tokens[r], greedy[r]) << "row " << r;
+    if (params[r].temperature == 0.0f) {
+      EXPECT_EQ(tokens[r], greedy[r]) << "row " << r;
+    }
   }
   EXPECT_EQ(
       select.startSample(Tensor::wrap(logits.data(), Device::cpu(), DType::kF32, {rows, vocab}),

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "common/sampling_args.h"
+#include "pinned_upload.cuh"
 #include "ree/core/cuda_check.h"
 #include "ree/kernels/sampling.h"
 
@@ -221,11 +222,9 @@ Status sample(const float* logits, int64_t batch, int64_t vocab, const SamplingP
   REE_CUDA_CHECK(scratch.get(&weights, sizeof(float) * total));
   REE_CUDA_CHECK(scratch.get(&partials, sizeof(float) * batch * chunk_stride));
   REE_CUDA_CHECK(scratch.get(&bases, sizeof(float) * batch * chunk_stride));
-  REE_CUDA_CHECK(cudaMemcpyAsync(device_params, params, sizeof(SamplingParams) * batch,
-                                 cudaMemcpyHostToDevice, stream));
-  // A pageable-memory copy may still read `params` after returning; wait so the caller's array
-  // can go away as soon as we return.
-  REE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  // Through pinned memory: a copy from the caller's pageable array would make the host wait for
+  // everything queued on the stream (the forward pass whose logits these are).
+  REE_RETURN_IF_ERROR(uploadPinned(device_params, params, sizeof(SamplingParams) * batch, stream));
 
   int64_t blocks = (total + 255) / 256;
   sortKeysKernel<<<static_cast<unsigned>(blocks < 65536 ? blocks : 65536), 256, 0, stream>>>(

@@ -138,7 +138,9 @@ Status sample(const float* logits, int64_t batch, int64_t vocab, const SamplingP
 
 namespace ree::repops::cuda {
 
-// logits and out are device pointers; params is a host array of `batch` entries.
+// logits and out are device pointers; params is a host array of `batch` entries, read before the
+// call returns (it may be reused at once). Neither call waits for the stream: out is written in
+// its order.
 Status argmax(const float* logits, int64_t batch, int64_t vocab, int32_t* out, cudaStream_t stream);
 Status sample(const float* logits, int64_t batch, int64_t vocab, const SamplingParams* params,
               int32_t* out, cudaStream_t stream);
