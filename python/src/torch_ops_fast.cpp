@@ -63,6 +63,9 @@ struct FastOp {
   std::vector<std::optional<c10::IValue>> defaults;  // per argument
   std::string name, doc;  // the builtin's __name__ and __doc__ (text signature first)
   PyMethodDef def{};
+  // Its CUDA kernel may wait for the GPU (host tables through a full pinned ring, embedding's id
+  // check): the operators tagged cudagraph_unsafe (torch_ops_model.cpp).
+  bool cuda_may_wait = false;
 };
 
 std::array<FastOp*, kMaxOps> g_ops{};  // slot -> operator (never freed: the module stays loaded)
@@ -274,7 +277,7 @@ class GilRelease {
 void redispatchBelowAutograd(const FastOp& fast, c10::DispatchKey backend,
                              torch::jit::Stack& stack) {
   at::AutoDispatchBelowAutograd below_autograd;
-  if (backend == c10::DispatchKey::CPU) {
+  if (backend == c10::DispatchKey::CPU || fast.cuda_may_wait) {
     GilRelease no_gil;
     fast.op.redispatchBoxed(c10::DispatchKeySet(backend), &stack);
   } else {  // CUDA: the kernel only queues work; keep the GIL rather than pay for its release
@@ -350,6 +353,7 @@ PyObject* makeFastOp(PyObject* module, PyObject* args) {
   fast->overload = overload;
   fast->name = name;
   fast->doc = doc;
+  fast->cuda_may_wait = fast->op.hasTag(at::Tag::cudagraph_unsafe);
   fast->def = {
       fast->name.c_str(),
       reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(kSlotFunctions[g_op_count])),

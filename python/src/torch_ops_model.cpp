@@ -29,6 +29,22 @@ constexpr const char* kSchemas[] = {
     "SymInt sequence=0, SymInt step=0) -> Tensor",
 };
 
+#if REE_WITH_CUDA
+// attention, embedding and sample cannot be captured in a CUDA graph: their small host tables
+// and parameters go through reused pinned buffers whose addresses a graph would keep (a replay
+// would read a later call's values), and embedding waits for its id check. Refused by name rather
+// than failing inside the capture; their schemas carry torch.Tag.cudagraph_unsafe.
+Status refuseCapture(const char* op, cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) cudaGetLastError();
+  REE_CHECK_ARG(capture == cudaStreamCaptureStatusNone,
+                "ree.ops.%s cannot run while a CUDA graph is captured (torch.cuda.graph, "
+                "torch.compile mode='reduce-overhead'): it reads host tables at run time",
+                op);
+  return Status::kSuccess;
+}
+#endif
+
 // Python's str() of a dtype ("torch.float32"), as the messages of integer arguments print it.
 std::string torchDtype(const at::Tensor& t) {
   return "torch." + dtypeText(t.scalar_type());
@@ -137,13 +153,17 @@ at::Tensor attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::T
   args.cache.block_size = kv_len;
   args.cache.max_blocks_per_seq = 1;
   args.scale = scale ? static_cast<float>(*scale) : 0.0f;  // 0: the default crRsqrt(head_dim)
-  REE_TORCH_RUN(device, repops::cpu::attention(args), repops::cuda::attention(args, cuda_stream));
+  REE_TORCH_RUN(device, repops::cpu::attention(args), [&] {
+    REE_RETURN_IF_ERROR(refuseCapture("attention", cuda_stream));
+    return repops::cuda::attention(args, cuda_stream);
+  }());
   return out;
 }
 
 // ids [n] as the kernels' int32 ids, an id beyond int32 as -1 (so that the kernel reports it
 // rather than seeing it wrapped). On the CPU the first id outside [0, vocab) raises here, naming
-// its position; on CUDA the kernel checks them (no host round trip unless one is bad).
+// its position; on CUDA the kernel checks them, and the call waits for that check (one 8-byte
+// read back per call: a clean error rather than a device-side assert).
 at::Tensor embeddingIds(const at::Device& device, const at::Tensor& ids, int64_t vocab) {
   const at::Tensor flat = ids.reshape(-1).to(at::kLong).contiguous();
   if (!device.is_cpu()) {
@@ -179,8 +199,19 @@ at::Tensor embedding(const at::Tensor& ids_in, const at::Tensor& table_in) {
     const void* t = table.data_ptr();
     const auto* id = ids.data_ptr<int32_t>();
     void* o = out.data_ptr();
-    REE_TORCH_RUN(device, repops::cpu::embedding(dtype, t, vocab, dim, id, count, o),
-                  repops::cuda::embedding(dtype, t, vocab, dim, id, count, o, cuda_stream));
+    try {
+      REE_TORCH_RUN(device, repops::cpu::embedding(dtype, t, vocab, dim, id, count, o), [&] {
+        REE_RETURN_IF_ERROR(refuseCapture("embedding", cuda_stream));
+        return repops::cuda::embedding(dtype, t, vocab, dim, id, count, o, cuda_stream);
+      }());
+    } catch (const c10::ValueError& error) {
+      // The device check saw an id outside the vocabulary: raise the CPU's message, which names
+      // the first such id as given (the kernel sees ids beyond int32 as -1).
+      const bool bad_id =
+          std::string(error.what()).find("outside the vocabulary") != std::string::npos;
+      if (!device.is_cpu() && bad_id) embeddingIds(at::Device(at::kCPU), ids_in.cpu(), vocab);
+      throw;
+    }
   }
   std::vector<int64_t> shape(ids_in.sizes().begin(), ids_in.sizes().end());
   shape.push_back(dim);
@@ -217,8 +248,10 @@ at::Tensor sample(const at::Tensor& logits, double temperature, int64_t top_k, d
   }
   const auto* in = rows.data_ptr<float>();
   auto* out = tokens.data_ptr<int32_t>();
-  REE_TORCH_RUN(device, repops::cpu::sample(in, batch, vocab, params.data(), out),
-                repops::cuda::sample(in, batch, vocab, params.data(), out, cuda_stream));
+  REE_TORCH_RUN(device, repops::cpu::sample(in, batch, vocab, params.data(), out), [&] {
+    REE_RETURN_IF_ERROR(refuseCapture("sample", cuda_stream));
+    return repops::cuda::sample(in, batch, vocab, params.data(), out, cuda_stream);
+  }());
   return tokens.to(at::kLong).reshape(logits.sizes().slice(0, logits.dim() - 1));
 }
 
@@ -237,8 +270,12 @@ void registerModelOps(torch::Library& m) {
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(ree, m) {
-  for (const char* schema : kSchemas)
-    m.def(schema);
+  for (const char* schema : kSchemas) {
+    const bool host_tables = operatorName(schema) != "rope";  // see refuseCapture
+    const std::vector<at::Tag> tags =
+        host_tables ? std::vector<at::Tag>{at::Tag::cudagraph_unsafe} : std::vector<at::Tag>{};
+    m.def(schema, tags);  // an lvalue: a temporary would pick the def(schema, function) template
+  }
 }
 
 TORCH_LIBRARY_IMPL(ree, Autograd, m) {

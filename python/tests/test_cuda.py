@@ -78,6 +78,34 @@ def test_attention_rope_embedding_sample(dtype):
         same_on_both(lambda t: ree.ops.sample(t, **params), logits, what=f"sample {params}")
 
 
+def test_embedding_errors_on_cuda_are_the_cpu_s():
+    table = randn(3, 4, seed=94)
+    for ids in ([0, 1, 9], [[0, -1], [5, 1]], [2**40], [-(2**40)]):
+        with pytest.raises(ValueError) as on_cpu:
+            ree.ops.embedding(torch.tensor(ids), table)
+        with pytest.raises(ValueError) as on_cuda:
+            ree.ops.embedding(torch.tensor(ids).cuda(), table.cuda())
+        assert str(on_cuda.value) == str(on_cpu.value), ids
+        assert "ree.ops.embedding: ids[" in str(on_cuda.value)
+    same_on_both(ree.ops.embedding, torch.tensor([2, 0]), table, what="embedding after errors")
+
+
+def test_host_table_operators_refuse_graph_capture():
+    q = randn(1, 3, 2, 8, seed=95, device="cuda")
+    ids, table = torch.tensor([0, 2], device="cuda"), randn(3, 4, seed=96, device="cuda")
+    logits = randn(2, 50, seed=97, device="cuda")
+    for name, call in (("attention", lambda: ree.ops.attention(q, q, q)),
+                       ("embedding", lambda: ree.ops.embedding(ids, table)),
+                       ("sample", lambda: ree.ops.sample(logits, temperature=0.7))):
+        call()  # warm: allocations before the capture
+        graph = torch.cuda.CUDAGraph()
+        with pytest.raises(ValueError, match=f"ree.ops.{name} cannot run while a CUDA graph is "
+                                             "captured"):
+            with torch.cuda.graph(graph):
+                call()
+    same_on_both(ree.ops.embedding, torch.tensor([2, 0]), table.cpu(), what="after the captures")
+
+
 def test_compile_on_cuda():
     x, w = randn(5, 64, seed=92, device="cuda"), randn(32, 64, seed=93, device="cuda")
     fn = lambda a, b: ree.ops.softmax(ree.ops.linear(ree.ops.rms_norm(a), b))  # noqa: E731

@@ -80,6 +80,15 @@ def test_operators_are_registered_by_torch_ops_model(name):
     assert "torch_ops_model.cpp" in cpu_line, cpu_line
 
 
+def test_operators_with_host_tables_are_marked_cudagraph_unsafe():
+    """attention, embedding and sample read host tables through reused pinned buffers (and
+    embedding waits for its id check), so a CUDA graph must not capture them: their schemas say
+    so (torch.compile's cudagraph trees split there) and a capture is refused by name (test_cuda.py)."""
+    for name in MODEL_OPS:
+        tags = getattr(torch.ops.ree, name).default.tags
+        assert (torch.Tag.cudagraph_unsafe in tags) == (name != "rope"), (name, tags)
+
+
 def test_public_signatures_are_unchanged():
     import inspect
 
