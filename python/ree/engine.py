@@ -7,9 +7,9 @@ the same model, prompts and options. Receipts made here verify with ``ree-launch
 
 import json
 import os
-from dataclasses import dataclass, field
 import queue
 import threading
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _C
