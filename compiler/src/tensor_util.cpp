@@ -130,9 +130,9 @@ GraphTensor reshapedView(const GraphTensor& in, const Shape& shape) {
 }
 
 Status normalizeAxis(int64_t axis, int64_t rank, const std::string& what, int64_t* out) {
-  REE_CHECK_ARG(axis >= -rank && axis < std::max<int64_t>(rank, 1),
-                "%s: axis %lld is out of range for rank %lld", what.c_str(),
-                static_cast<long long>(axis), static_cast<long long>(rank));
+  // A scalar has no axis: every caller indexes the shape with the result.
+  REE_CHECK_ARG(axis >= -rank && axis < rank, "%s: axis %lld is out of range for rank %lld",
+                what.c_str(), static_cast<long long>(axis), static_cast<long long>(rank));
   *out = axis < 0 ? axis + rank : axis;
   return Status::kSuccess;
 }

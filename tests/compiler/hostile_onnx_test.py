@@ -183,6 +183,28 @@ def cases(work):
                        [], [value("y", None)], attention_inputs)
     yield "REE's fused attention, not causal", fused.SerializeToString(), \
         "'fused' (ReeCausalAttention): the inputs are not a causal attention", []
+    # Ops with an axis given scalars (found by fuzz_onnx: an axis 0 of a rank-0 shape was used
+    # as an index), in shape inference and in constant folding.
+    cat = make_model([helper.make_node("Concat", ["a", "b"], ["y"], name="cat", axis=0)],
+                     [value("a", []), value("b", [])], [value("y", None)])
+    yield "concat of scalars", cat.SerializeToString(), \
+        "'cat' (Concat): axis 0 is out of range for rank 0", []
+    scalars = [numpy_helper.from_array(np.array(1.5, np.float32), n) for n in ("a", "b")]
+    cat_folded = make_model([helper.make_node("Concat", ["a", "b"], ["y"], name="cat", axis=0)],
+                            [], [value("y", None)], scalars)
+    yield "concat of scalar constants", cat_folded.SerializeToString(), \
+        "'cat' (Concat): axis 0 is out of range for rank 0", []
+    axes = numpy_helper.from_array(np.array([0], np.int64), "axes")
+    for op, name, extra, more in [
+            ("Split", "cut", {"axis": 0, "num_outputs": 1}, []),
+            ("Squeeze", "sq", {}, [axes]),
+            ("Slice", "sl", {}, [numpy_helper.from_array(np.array([0], np.int64), "starts"),
+                                 numpy_helper.from_array(np.array([1], np.int64), "ends"), axes])]:
+        inputs = ["a"] + [t.name for t in more]
+        folded = make_model([helper.make_node(op, inputs, ["y"], name=name, **extra)], [],
+                            [value("y", None)], scalars[:1] + more, opset=18)
+        yield f"{op.lower()} of a scalar constant", folded.SerializeToString(), \
+            f"'{name}' ({op}): axis 0 is out of range for rank 0", []
     yield "wrong input rank", relu_model().SerializeToString(), "input 'x': rank 1, expected 2", \
         ["--run", "INPUT_6"]
     yield "input not npy", relu_model().SerializeToString(), "not an .npy file", \
