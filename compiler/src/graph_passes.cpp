@@ -135,6 +135,7 @@ Status runGraphPasses(Graph* graph, OperationSet* cpu_ops, bool fuse, PassStats*
                       printableText(node.domain, 60).c_str());
     }
     if (node.op_type == "Shape" && !node.inputs.empty() && node.inputs[0] >= 0 &&
+        node.outputs.size() == 1 && node.outputs[0] >= 0 &&
         staticShape(graph->values[node.inputs[0]].info)) {
       // Only the dims matter: a stand-in of the same shape (no data) is enough.
       GraphTensor stand_in;

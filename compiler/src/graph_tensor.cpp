@@ -23,14 +23,17 @@ ScopedTensorByteLimit::~ScopedTensorByteLimit() {
 }
 
 Status checkTensorBytes(ElementType type, const std::vector<int64_t>& shape) {
+  // A 0 dim counts as 1: every dim and every partial product stays within the limit, so code
+  // that multiplies some of the dims (strides, rows) never overflows when another dim is 0.
   uint64_t bytes = static_cast<uint64_t>(elementTypeSize(type));
   for (int64_t d : shape) {
     REE_CHECK_ARG(d >= 0, "tensor dim %lld is negative", static_cast<long long>(d));
-    REE_CHECK_ARG(d == 0 || bytes <= t_tensor_byte_limit / static_cast<uint64_t>(d),
+    const uint64_t factor = d == 0 ? 1 : static_cast<uint64_t>(d);
+    REE_CHECK_ARG(bytes <= t_tensor_byte_limit / factor,
                   "a %s tensor of %zu dims is larger than the limit of %llu bytes",
                   elementTypeName(type), shape.size(),
                   static_cast<unsigned long long>(t_tensor_byte_limit));
-    bytes *= static_cast<uint64_t>(d);
+    bytes *= factor;
   }
   return Status::kSuccess;
 }

@@ -2,6 +2,7 @@
 // cannot: the opset, names, the topological order, types and shapes of the declared values.
 #include "onnx_import.h"
 
+#include <algorithm>
 #include <climits>
 #include <unordered_set>
 
@@ -125,6 +126,11 @@ Status importNode(const onnx::NodeProto& proto, int index, TensorImportContext* 
                   node.label().c_str(), quoted(output).c_str());
     node.outputs.push_back(id);
   }
+  // Every operator writes its first output; a node with none (or only omitted ones) computes
+  // nothing a graph can read.
+  REE_CHECK_ARG(
+      std::any_of(node.outputs.begin(), node.outputs.end(), [](int id) { return id >= 0; }),
+      "%s: has no output", node.label().c_str());
   for (const auto& attribute : proto.attribute()) {
     std::string what = node.label() + " attribute " + quoted(attribute.name());
     REE_RETURN_IF_ERROR(

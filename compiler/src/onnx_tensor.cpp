@@ -223,11 +223,12 @@ Status tensorFromProto(const TensorProto& proto, const std::string& what,
   REE_CHECK_ARG(shape.size() <= 16, "%s: rank %zu exceeds the limit of 16", what.c_str(),
                 shape.size());
   int64_t bytes = 8;
-  for (int64_t d : shape) {
+  for (int64_t d : shape) {  // a 0 dim counts as 1 (checkTensorBytes says why)
     REE_CHECK_ARG(d >= 0, "%s: dim %lld is negative", what.c_str(), static_cast<long long>(d));
-    REE_CHECK_ARG(d == 0 || bytes <= (int64_t{1} << 40) / d,
-                  "%s: shape beyond the limit of 2^40 bytes", what.c_str());
-    bytes *= d;
+    const int64_t factor = std::max<int64_t>(d, 1);
+    REE_CHECK_ARG(bytes <= (int64_t{1} << 40) / factor, "%s: shape beyond the limit of 2^40 bytes",
+                  what.c_str());
+    bytes *= factor;
   }
   GraphTensor tensor;
   REE_RETURN_IF_ERROR(GraphTensor::empty(type, shape, &tensor));

@@ -18,9 +18,26 @@ Status OpContext::floatInput(size_t i, const GraphTensor** out) const {
   return Status::kSuccess;
 }
 
+namespace {
+
+// Every output a graph names must have been made: an operator fills only the outputs it has, and
+// a model may name more (an empty tensor would reach the next node or the caller).
+Status checkOutputsMade(const OpContext& context) {
+  if (context.use_fallback) return Status::kSuccess;  // its original nodes make them
+  const std::vector<int>& named = context.node.outputs;
+  for (size_t i = 0; i < named.size(); ++i) {
+    REE_CHECK_ARG(
+        named[i] < 0 || (i < context.outputs.size() && context.outputs[i].storage.defined()),
+        "%s: output %zu is not one this operator makes", context.node.label().c_str(), i);
+  }
+  return Status::kSuccess;
+}
+
+}  // namespace
+
 Status runNode(const OpDef& def, OpContext& context) {
   const Status status = def.run(context);
-  if (status == Status::kSuccess) return status;
+  if (status == Status::kSuccess) return checkOutputsMade(context);
   const std::string message = lastErrorMessage(), label = context.node.label();
   if (message.compare(0, label.size(), label) == 0) return status;
   return setError(status, nullptr, 0, "%s: %s", label.c_str(), message.c_str());

@@ -52,15 +52,16 @@ Status runConstantOfShape(OpContext& c) {
                   "%s: value must be a one-element tensor", c.node.label().c_str());
     value = a->tensor;
   }
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    REE_CHECK_ARG(d >= 0 && (d == 0 || n <= (int64_t{1} << 36) / d),
+  int64_t bound = 1;
+  for (int64_t d : shape) {  // a 0 dim counts as 1 (checkTensorBytes says why)
+    REE_CHECK_ARG(d >= 0 && bound <= (int64_t{1} << 36) / std::max<int64_t>(d, 1),
                   "%s: shape %s is negative or beyond 2^36 elements", c.node.label().c_str(),
                   shapeText(shape).c_str());
-    n *= d;
+    bound *= std::max<int64_t>(d, 1);
   }
   GraphTensor& out = c.outputs[0];
   REE_RETURN_IF_ERROR(GraphTensor::empty(value.type, shape, &out));
+  const int64_t n = out.numel();
   const int size = elementTypeSize(value.type);
   for (int64_t i = 0; i < n; ++i)
     std::memcpy(static_cast<char*>(out.data()) + i * size, value.data(), size);

@@ -16,11 +16,11 @@ constexpr int64_t kMaxElements = int64_t{1} << 36;
 
 Status checkedShape(const OpContext& c, const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) {
-    REE_CHECK_ARG(d >= 0 && (d == 0 || n <= kMaxElements / d),
+  for (int64_t d : shape) {  // a 0 dim counts as 1 (checkTensorBytes says why)
+    REE_CHECK_ARG(d >= 0 && n <= kMaxElements / std::max<int64_t>(d, 1),
                   "%s: output shape %s is negative or beyond 2^36 elements", c.node.label().c_str(),
                   shapeText(shape).c_str());
-    n *= d;
+    n *= std::max<int64_t>(d, 1);
   }
   return Status::kSuccess;
 }
@@ -110,6 +110,7 @@ Status runGather(OpContext& c) {
   shape.insert(shape.end(), data->shape.begin() + axis + 1, data->shape.end());
   REE_RETURN_IF_ERROR(checkedShape(c, shape));
   REE_RETURN_IF_ERROR(checkTensorBytes(data->type, shape));
+  REE_RETURN_IF_ERROR(checkIndexMap(shape));
   const int64_t outer = shapeProduct(data->shape, 0, axis),
                 inner = shapeProduct(data->shape, axis + 1);
   std::vector<int64_t> index;
@@ -169,6 +170,8 @@ Status runSlice(OpContext& c) {
       s = std::clamp<int64_t>(s, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
       shape[axis] = e > s ? (e - s - 1) / st + 1 : 0;
+    } else if (dim == 0) {
+      shape[axis] = 0;  // nothing to take (and no range to clamp into)
     } else {
       s = std::clamp<int64_t>(s, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
@@ -180,6 +183,7 @@ Status runSlice(OpContext& c) {
     step[axis] = st;
   }
   REE_RETURN_IF_ERROR(checkTensorBytes(x->type, shape));
+  REE_RETURN_IF_ERROR(checkIndexMap(shape));
   std::vector<int64_t> strides(rank, 1);
   for (int64_t i = rank - 1; i > 0; --i)
     strides[i - 1] = strides[i] * x->shape[i];

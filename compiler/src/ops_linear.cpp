@@ -137,7 +137,10 @@ Status runGemm(OpContext& c) {
   const float beta = c.node.floatAttribute("beta", 1.0f);
   REE_CHECK_ARG(bias == nullptr || (beta == 1.0f && bias->type == ElementType::kFloat32),
                 "%s: a float C with beta = 1 is supported", c.node.label().c_str());
-  if (bias != nullptr && bias->numel() == n && (bias->shape.size() == 1 || bias->shape[0] == 1)) {
+  const bool row_bias =
+      bias != nullptr && bias->numel() == n &&
+      (bias->shape.size() == 1 || (bias->shape.size() == 2 && bias->shape[0] == 1));
+  if (row_bias) {
     return linearRows(c, a, w, bias, m, n, k, &c.outputs[0]);
   }
   GraphTensor product, c_full;

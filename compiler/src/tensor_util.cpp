@@ -79,6 +79,7 @@ Status broadcastTo(const GraphTensor& in, const Shape& shape, GraphTensor* out) 
     return Status::kSuccess;
   }
   REE_RETURN_IF_ERROR(checkTensorBytes(in.type, shape));
+  REE_RETURN_IF_ERROR(checkIndexMap(shape));
   Shape check;
   REE_RETURN_IF_ERROR(broadcastShapes(in.shape, shape, "broadcast", &check));
   REE_CHECK_ARG(check == shape, "broadcast: %s does not broadcast to %s",
@@ -104,6 +105,7 @@ Status transposeTensor(const GraphTensor& in, const std::vector<int64_t>& perm, 
     strides[i] = in_strides[perm[i]];
   }
   REE_RETURN_IF_ERROR(checkTensorBytes(in.type, shape));
+  REE_RETURN_IF_ERROR(checkIndexMap(shape));
   return gatherFlat(in, stridedIndex(shape, strides), shape, 0.0f, out);
 }
 
@@ -121,6 +123,10 @@ Status gatherFlat(const GraphTensor& in, const std::vector<int64_t>& index, cons
       dev::gather(device, elementTypeSize(in.type), in.data(), index, result.data(), fill_bits));
   *out = std::move(result);
   return Status::kSuccess;
+}
+
+Status checkIndexMap(const Shape& shape) {
+  return checkTensorBytes(ElementType::kInt64, shape);
 }
 
 GraphTensor reshapedView(const GraphTensor& in, const Shape& shape) {

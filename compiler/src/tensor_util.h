@@ -16,6 +16,10 @@ using Shape = std::vector<int64_t>;
 int64_t shapeProduct(const Shape& shape, size_t begin = 0, size_t end = SIZE_MAX);
 std::string shapeText(const Shape& shape);
 
+// The index map of a gather into `shape` (one int64 per output element, up to 8x the output's
+// bytes) within the tensor limit, checked before it is built.
+Status checkIndexMap(const Shape& shape);
+
 // The numpy broadcast of a and b; fails naming `what` on a conflict.
 Status broadcastShapes(const Shape& a, const Shape& b, const std::string& what, Shape* out);
 // `in` broadcast to `shape` (a view when the shapes are equal, else an exact copy).

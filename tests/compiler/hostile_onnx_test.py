@@ -205,6 +205,33 @@ def cases(work):
                             [value("y", None)], scalars[:1] + more, opset=18)
         yield f"{op.lower()} of a scalar constant", folded.SerializeToString(), \
             f"'{name}' ({op}): axis 0 is out of range for rank 0", []
+    # Outputs a model names that no operator makes, and zero dims hiding huge ones (a read-only
+    # audit's findings: null writes, empty tensors read downstream, overflowing partial products).
+    none = make_model([helper.make_node("Constant", [], [], name="c", value_float=1.0),
+                       helper.make_node("Relu", ["x"], ["y"], name="relu")],
+                      [value("x", [2, 3])], [value("y", [2, 3])])
+    yield "node without outputs", none.SerializeToString(), "'c' (Constant): has no output", []
+    unnamed = make_model([helper.make_node("Shape", ["x"], [""], name="s")], [value("x", [2, 3])],
+                         [value("x", [2, 3])])
+    yield "shape with its output omitted", unnamed.SerializeToString(), \
+        "'s' (Shape): has no output", []
+    extra = make_model([helper.make_node("Relu", ["w"], ["y", "z"], name="two")], [],
+                       [value("z", None)],
+                       [numpy_helper.from_array(np.ones((2, 2), np.float32), "w")])
+    yield "an output the operator does not make", extra.SerializeToString(), \
+        "'two' (Relu): output 1 is not one this operator makes", []
+    hidden = TensorProto()
+    hidden.name, hidden.data_type = "w", TensorProto.FLOAT
+    hidden.dims.extend([4, 0, 1 << 62])
+    zero_dim = make_model([helper.make_node("Relu", ["w"], ["y"], name="r0")], [],
+                          [value("y", None)], [hidden])
+    yield "zero dim beside a huge one", zero_dim.SerializeToString(), \
+        "shape beyond the limit of 2^40 bytes", []
+    big_empty = numpy_helper.from_array(np.array([0, 1 << 40], np.int64), "s")
+    fill_empty = make_model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="fill0")], [],
+                            [value("y", None)], [big_empty])
+    yield "empty ConstantOfShape of a huge dim", fill_empty.SerializeToString(), \
+        "'fill0' (ConstantOfShape): shape [0, 1099511627776] is negative or beyond 2^36", []
     yield "wrong input rank", relu_model().SerializeToString(), "input 'x': rank 1, expected 2", \
         ["--run", "INPUT_6"]
     yield "input not npy", relu_model().SerializeToString(), "not an .npy file", \

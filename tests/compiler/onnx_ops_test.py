@@ -86,6 +86,9 @@ def cases():
     yield "gemm transA transB", case("Gemm", {"a": f32(5, 3), "b": f32(4, 5)}, {"c": f32(3, 4)},
                                      transA=1, transB=1)
     yield "gemm row bias", case("Gemm", {"a": f32(3, 5)}, {"b": f32(5, 4), "c": f32(1, 4)})
+    # A scalar C with N = 1 (its one element is the row bias; it read shape[0] of a scalar).
+    yield "gemm scalar bias", case("Gemm", {"a": f32(2, 3)},
+                                   {"b": f32(3, 1), "c": np.array(0.25, np.float32)})
     yield "conv stride dilation", case("Conv", {"a": f32(2, 3, 9, 8)},
                                        {"w": f32(4, 3, 3, 2), "b": f32(4)},
                                        strides=[2, 1], dilations=[1, 2], pads=[1, 0, 2, 1])
