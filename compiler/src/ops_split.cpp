@@ -56,7 +56,8 @@ Status runSplit(OpContext& c) {
     shape[axis] = sizes[i];
     REE_RETURN_IF_ERROR(GraphTensor::empty(x->type, shape, &c.outputs[i]));
     const int64_t chunk = sizes[i] * inner;
-    for (int64_t o = 0; o < outer; ++o) {
+    // An empty part copies nothing: no loop over `outer` (2^34 rows of a [2^34, 0] input).
+    for (int64_t o = 0; o < outer && chunk > 0; ++o) {
       std::memcpy(static_cast<char*>(c.outputs[i].data()) + o * chunk,
                   static_cast<const char*>(x->data()) + o * row + offset, chunk);
     }
