@@ -56,8 +56,9 @@ fi
 # The fuzz targets (tests/fuzz: safetensors, index, config, tokenizer, receipt, prompt-file and
 # JSON-guard parsers) under libFuzzer + ASan/UBSan: their seed corpora as a regression check, then
 # FUZZ_RUNS (default 100000) inputs each from seed 1, one target per core. A fixed seed and count
-# give every machine the same inputs, so a red verdict reproduces; open-ended fuzzing (FUZZ_SECONDS)
-# is run by hand (docs/development.md). Needs clang-14 (scripts/setup.sh); REE_SKIP_FUZZ=1 skips it.
+# bound the work (runs still differ a little: scripts/fuzz.sh), and a failure leaves the input to
+# replay; open-ended fuzzing (FUZZ_SECONDS) is run by hand (docs/development.md). Needs clang-14
+# (scripts/setup.sh); REE_SKIP_FUZZ=1 skips it.
 if [ "${REE_SKIP_FUZZ:-0}" != "1" ]; then
   REE_FUZZ_BUILD_DIR="${REE_FUZZ_BUILD_DIR:-$repo/build-fuzz}" FUZZ_RUNS="${FUZZ_RUNS:-100000}" \
     "$repo/scripts/fuzz.sh"
