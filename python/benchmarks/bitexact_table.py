@@ -144,7 +144,11 @@ def speed_table(device, args, peer):
         t_ree = timed(ree_fn, args.iters, device)
         ours, theirs = ree_fn(), torch_fn()
         diff = (ours.double() - theirs.double()).abs().max().item()
-        match = torch.allclose(ours, theirs, rtol=1e-4, atol=1e-4)
+        # Normwise: fp32 results of a different summation order differ by rounding in proportion
+        # to the output's magnitude (a 4096-term matmul's outputs reach ~300, so an element near
+        # zero can differ from torch's by 1e-3 with both well inside fp32's error bound).
+        scale = theirs.double().abs().max().item()
+        match = diff <= 1e-4 * max(scale, 1.0)
         line = f"{op:<11}{shape:<17}{t_torch:>10.3f}{t_ree:>10.3f}{t_torch / t_ree:>10.2f}x"
         fn = peer_call(peer, peer_name, peer_args)
         if peer:
