@@ -7,6 +7,10 @@
 #   scripts/gpu/pipeline.sh bench      # Llama-3-8B shape: n=1 vs n=G aggregate decode and batch-1
 #                                      # latency; Qwen2.5-72B shape: n=2 and n=4 (synthetic bf16
 #                                      # weights generated on load), tokens/s, GPU memory, hashes
+#   scripts/gpu/pipeline.sh scale      # issue 24's acceptance setup: Llama-3-8B shape, 64 prompts x
+#                                      # 128 tokens, n=1 (max-batch 16) vs n=G (G micro-batches of 16:
+#                                      # equal per-stage micro-batch size), batch-1 latency n=1 vs n=G;
+#                                      # Qwen2.5-72B shape, 64 prompts x 128 tokens at n=G
 #   scripts/gpu/pipeline.sh receipts   # receipts across devices/partitions; verify vs generate time
 #   scripts/gpu/pipeline.sh single     # single-process pipelines over several GPUs vs the CPU
 #   scripts/gpu/pipeline.sh mem72      # Qwen2.5-72B shape on every GPU: memory per GPU
@@ -181,6 +185,53 @@ for i in range(16):
   check "72B n=4 == n=2" "$out/bench-72b-n4.log.norm" "$out/bench-72b-n2.log.norm"
 }
 
+# Aggregate decode of n=G against n=1 at the same micro-batch size per stage (16 sequences), and
+# the batch-1 latency of n=G against n=1; outputs must be bitwise equal across n.
+scale() {
+  write_config llama3-8b "$out/llama3-8b"
+  "$python" -c '
+for i in range(64):
+    print("{\"prompt_ids\": [%s]}" % ", ".join(str(1000 + (j * 7919 + i * 104729) % 120000) for j in range(64)))' \
+    >"$out/scale64.jsonl"
+  head -1 "$out/scale64.jsonl" >"$out/scale1.jsonl"
+  local common=(--json --max-new-tokens 128 --max-context 256)
+  note "== scale: Llama-3-8B shape (synthetic bf16), 64-token prompts x 128 new tokens, reproducible, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x $gpus"
+  local n file batch micro log
+  for case in "1 scale64 16 1" "$gpus scale64 $((16 * gpus)) $gpus" "1 scale1 1 1" "$gpus scale1 1 $gpus"; do
+    set -- $case
+    n=$1 file=$2 batch=$3 micro=$4
+    log="$out/scale-8b-n$n-$file.log"
+    with_memory "$log" "${mpirun[@]}" -n "$n" "$launch" --model "synthetic:$out/llama3-8b" \
+      --n-partitions "$n" --prompt-file "$out/$file.jsonl" --max-batch "$batch" \
+      --micro-batches "$micro" "${common[@]}" >"$log.out" 2>"$log"
+    note "  n=$n $file max-batch=$batch micro-batches=$micro: rc=$? $(tokens_per_s "$log")"
+    normalise <"$log.out" >"$log.norm"
+  done
+  check "scale 8B n=$gpus == n=1 (64 prompts)" "$out/scale-8b-n$gpus-scale64.log.norm" \
+    "$out/scale-8b-n1-scale64.log.norm"
+  check "scale 8B n=$gpus == n=1 (batch 1)" "$out/scale-8b-n$gpus-scale1.log.norm" \
+    "$out/scale-8b-n1-scale1.log.norm"
+  "$python" - "$out" "$gpus" <<'EOF2' | tee -a "$summary"
+import re, sys
+out, g = sys.argv[1], sys.argv[2]
+def tps(name):
+    found = re.findall(r"([0-9.]+) tokens/s", open(f"{out}/{name}").read())
+    return float(found[-1]) if found else float("nan")
+agg = tps(f"scale-8b-n{g}-scale64.log") / tps("scale-8b-n1-scale64.log")
+lat = tps("scale-8b-n1-scale1.log") / tps(f"scale-8b-n{g}-scale1.log") - 1
+print(f"  8B: n={g} aggregate = {agg:.2f}x n=1 (target >= 2.5x); batch-1 overhead of n={g}: "
+      f"{100 * lat:+.1f}% (target <= 8%)")
+EOF2
+  [ "${REE_SKIP_72B:-0}" = 1 ] && return
+  write_config qwen2.5-72b "$out/qwen72b"
+  log="$out/scale-72b-n$gpus.log"
+  local start=$SECONDS
+  with_memory "$log" "${mpirun[@]}" -n "$gpus" "$launch" --model "synthetic:$out/qwen72b" \
+    --n-partitions "$gpus" --prompt-file "$out/scale64.jsonl" --max-batch 64 \
+    --micro-batches "$gpus" "${common[@]}" --comm-timeout 300 >"$log.out" 2>"$log"
+  note "  72B n=$gpus, 64 prompts x 128 tokens: rc=$? $(tokens_per_s "$log") (target >= 600); wall $((SECONDS - start)) s incl. load"
+}
+
 receipts() {
   work="$out/receipts"
   mkdir -p "$work"
@@ -333,6 +384,7 @@ case "${1:-identity}" in
   fault) fault ;;
   timeline) timeline ;;
   bench) bench ;;
+  scale) scale ;;
   receipts) receipts ;;
   mem72) mem72 ;;
   single) single ;;
