@@ -53,6 +53,17 @@ for line in sys.stdin:
 }
 tokens_per_s() { grep -oE "[0-9.]+ tokens/s" "$1" | tail -1; }
 
+# COUNT prompts of LENGTH token ids each (deterministic, distinct per prompt), one JSON per line.
+write_prompts() {  # count length file
+  "$python" - "$1" "$2" >"$3" <<'EOF'
+import sys
+count, length = int(sys.argv[1]), int(sys.argv[2])
+for i in range(count):
+    ids = ", ".join(str(1000 + (j * 7919 + i * 104729) % 120000) for j in range(length))
+    print('{"prompt_ids": [%s]}' % ids)
+EOF
+}
+
 write_config() {  # name dir
   "$python" - "$1" "$2" <<'EOF'
 import json, os, sys
@@ -145,10 +156,7 @@ with_memory() {  # log, command...
 
 bench() {
   write_config llama3-8b "$out/llama3-8b"
-  "$python" -c '
-for i in range(16):
-    print("{\"prompt_ids\": [%s]}" % ", ".join(str(1000 + (j * 7919 + i * 104729) % 120000) for j in range(32)))' \
-    >"$out/bench16.jsonl"
+  write_prompts 16 32 "$out/bench16.jsonl"
   head -1 "$out/bench16.jsonl" >"$out/bench1.jsonl"
   model="synthetic:$out/llama3-8b"
   common=(--model "$model" --json --max-new-tokens 64 --max-context 128)
@@ -189,10 +197,7 @@ for i in range(16):
 # the batch-1 latency of n=G against n=1; outputs must be bitwise equal across n.
 scale() {
   write_config llama3-8b "$out/llama3-8b"
-  "$python" -c '
-for i in range(64):
-    print("{\"prompt_ids\": [%s]}" % ", ".join(str(1000 + (j * 7919 + i * 104729) % 120000) for j in range(64)))' \
-    >"$out/scale64.jsonl"
+  write_prompts 64 64 "$out/scale64.jsonl"
   head -1 "$out/scale64.jsonl" >"$out/scale1.jsonl"
   local common=(--json --max-new-tokens 128 --max-context 256)
   note "== scale: Llama-3-8B shape (synthetic bf16), 64-token prompts x 128 new tokens, reproducible, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x $gpus"
