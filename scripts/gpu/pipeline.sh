@@ -26,9 +26,8 @@ mkdir -p "$out"
 build="${REE_BUILD_DIR:-$repo/build-gpu}"
 launch="$build/launcher/ree-launch"
 python="${REE_PYTHON:-$(command -v python3)}"
-prefix="${REE_DEPS_PREFIX:-/tmp/ree-deps}"
-export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# shellcheck source=scripts/gpu/deps-env.sh
+source "$repo/scripts/gpu/deps-env.sh" || exit 2
 export REE_CACHE_DIR="${REE_CACHE_DIR:-/tmp/ree-cache}"
 mpirun=(mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x REE_CACHE_DIR)
 gpus=$(nvidia-smi --list-gpus | wc -l)

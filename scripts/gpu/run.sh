@@ -35,20 +35,8 @@ summary="$out/summary.txt"
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
 
-prefix="${REE_DEPS_PREFIX:-/tmp/ree-deps}"
-if ! ls "$repo"/.deps/debs/*.deb >/dev/null 2>&1; then
-  echo "gpu/run.sh: no bundled packages in .deps/debs (run scripts/gpu/bundle-deps.sh here and carry .deps)" >&2
-  exit 2
-fi
-mkdir -p "$prefix"
-for deb in "$repo"/.deps/debs/*.deb; do dpkg -x "$deb" "$prefix"; done
-multiarch="x86_64-linux-gnu"
-export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-export CPATH="$prefix/usr/include:$prefix/usr/include/$multiarch${CPATH:+:$CPATH}"
-export LIBRARY_PATH="$prefix/usr/lib/$multiarch${LIBRARY_PATH:+:$LIBRARY_PATH}"
-export LD_LIBRARY_PATH="$prefix/usr/lib/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# shellcheck source=scripts/gpu/deps-env.sh
+source "$repo/scripts/gpu/deps-env.sh" || exit 2
 
 python="${REE_PYTHON:-$(command -v python3)}"
 {
