@@ -3,6 +3,8 @@
 #include "ree/kernels/rowops.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "common/dtype_dispatch.h"
@@ -55,23 +57,86 @@ T* rowPtr(RowsOut y, int64_t i) {
   return static_cast<T*>(y.data) + i * y.row_stride;
 }
 
-// An order-free selection (rowmath::maxCombine, minCombine) over the row, left to right.
-template <typename T, typename Combine>
-float rowSelect(const T* x, int n, Combine combine) {
-  float m = loadFloat(x[0]);
-  for (int k = 1; k < n; ++k)
-    m = combine(m, loadFloat(x[k]));
-  return m;
+// The spec's MAX order as signed integers (the CUDA select-stream kernel's orderedKey): for
+// numbers, a < b with -0 < +0 iff key(a) < key(b); a NaN's key lies above +inf's (sign bit clear)
+// or below -inf's (sign bit set). Flipping the magnitude bits of negative values is an involution,
+// so keyValue(orderedKey(v)) == v bit for bit.
+inline int32_t orderedKey(float v) {
+  const uint32_t bits = floatBits(v);
+  const uint32_t negative_mask = static_cast<uint32_t>(static_cast<int32_t>(bits) >> 31) >> 1;
+  return static_cast<int32_t>(bits ^ negative_mask);
+}
+
+inline float keyValue(int32_t key) {
+  const uint32_t negative_mask = static_cast<uint32_t>(key >> 31) >> 1;
+  return bitsFloat(static_cast<uint32_t>(key) ^ negative_mask);
+}
+
+// The smallest and largest key of a row (n >= 1). Max and min are order-free selections
+// (rowmath::maxCombine, minCombine): the value of the largest (smallest) key is the row's maximum
+// (minimum) whatever the grouping, so the row is scanned in kLanes independent lanes, which the
+// compiler turns into vector integer compares, instead of one chain of dependent combines.
+struct KeyRange {
+  int32_t low, high;
+};
+
+template <typename T>
+__attribute__((always_inline)) inline KeyRange keyRangeLanes(const T* x, int n) {
+  constexpr int kLanes = 16;
+  int32_t low[kLanes], high[kLanes];
+  const int32_t first = orderedKey(loadFloat(x[0]));
+  for (int j = 0; j < kLanes; ++j)
+    low[j] = high[j] = first;
+  int k = 0;
+  for (; k + kLanes <= n; k += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      const int32_t key = orderedKey(loadFloat(x[k + j]));
+      low[j] = key < low[j] ? key : low[j];
+      high[j] = key > high[j] ? key : high[j];
+    }
+  }
+  KeyRange range{low[0], high[0]};
+  for (int j = 1; j < kLanes; ++j) {
+    range.low = low[j] < range.low ? low[j] : range.low;
+    range.high = high[j] > range.high ? high[j] : range.high;
+  }
+  for (; k < n; ++k) {
+    const int32_t key = orderedKey(loadFloat(x[k]));
+    range.low = key < range.low ? key : range.low;
+    range.high = key > range.high ? key : range.high;
+  }
+  return range;
+}
+
+// The same loop compiled for AVX2 (vector integer max/min, 8 lanes): integer selections give the
+// same result on every instruction set, so the choice at run time changes no bit.
+template <typename T>
+__attribute__((target("avx2"))) KeyRange keyRangeAvx2(const T* x, int n) {
+  return keyRangeLanes(x, n);
+}
+
+template <typename T>
+KeyRange rowKeyRange(const T* x, int n) {
+  static const bool has_avx2 = __builtin_cpu_supports("avx2");
+  return has_avx2 ? keyRangeAvx2(x, n) : keyRangeLanes(x, n);
+}
+
+// A row holds a NaN iff a key lies outside [key(-inf), key(+inf)].
+bool holdsNaN(KeyRange range) {
+  const float inf = std::numeric_limits<float>::infinity();
+  return range.low < orderedKey(-inf) || range.high > orderedKey(inf);
 }
 
 template <typename T>
 float rowMax(const T* x, int n) {
-  return rowSelect(x, n, [](float a, float b) { return rowmath::maxCombine(a, b); });
+  const KeyRange range = rowKeyRange(x, n);
+  return holdsNaN(range) ? rowmath::canonicalNaN() : keyValue(range.high);
 }
 
 template <typename T>
 float rowMin(const T* x, int n) {
-  return rowSelect(x, n, [](float a, float b) { return rowmath::minCombine(a, b); });
+  const KeyRange range = rowKeyRange(x, n);
+  return holdsNaN(range) ? rowmath::canonicalNaN() : keyValue(range.low);
 }
 
 template <typename T>

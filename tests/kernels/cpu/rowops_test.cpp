@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <random>
 
 #include "ree/core/parallel.h"
 #include "test_util.h"
@@ -166,6 +167,64 @@ TEST(RowOpsCpu, ReductionsMatchFp64BF16) {
 }
 TEST(RowOpsCpu, ReductionsMatchFp64F16) {
   checkReductionsAgainstFp64<f16_t>();
+}
+
+// The spec's MAX/MIN written out (not from rowops.h): any NaN gives the canonical +qNaN; numbers
+// are ordered -inf < ... < -0 < +0 < ... < +inf and the last (first) of the row wins.
+bool specBefore(float a, float b) {
+  if (a == b) return std::signbit(a) && !std::signbit(b);
+  return a < b;
+}
+
+float specSelect(const std::vector<float>& x, bool is_max) {
+  for (float v : x) {
+    if (std::isnan(v)) return bitsFloat(0x7fc00000u);
+  }
+  float best = x[0];
+  for (float v : x) {
+    if (is_max ? specBefore(best, v) : specBefore(v, best)) best = v;
+  }
+  return best;
+}
+
+// Max and min select a row's extreme in any grouping (the CPU scans lanes of keys, the GPU a tree
+// of warps): every length around the lane and vector widths, every dtype, rows salted with both
+// zeros, both infinities, subnormals, the largest finite values and NaNs of both signs.
+template <typename T>
+void checkMaxMinAgainstSpec() {
+  const float specials[] = {0.0f,       -0.0f,         INFINITY,       -INFINITY, 0x1p-149f,
+                            -0x1p-149f, 3.4028235e38f, -3.4028235e38f, 1.0f,      -1.0f};
+  for (int n = 1; n <= 70; ++n) {
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<T> row = randomValues<T>(static_cast<size_t>(n), 1000u * n + trial);
+      const int salt = trial % 4;  // 0: plain; 1: specials; 2: specials and NaNs; 3: zeros only
+      std::mt19937 rng(static_cast<unsigned>(n * 100 + trial));
+      for (int k = 0; k < n; ++k) {
+        const int r = static_cast<int>(rng() % 1000003u);
+        if (salt >= 1 && r % 5 == 0) row[k] = storeAs<T>(specials[(r / 5) % 10]);
+        if (salt == 2 && r % 11 == 0)
+          row[k] = storeAs<T>(bitsFloat(r % 2 ? 0xffc00001u : 0x7fa00000u));
+        if (salt == 3) row[k] = storeAs<T>(k % 2 ? -0.0f : 0.0f);
+      }
+      std::vector<float> widened(row.size());
+      for (size_t k = 0; k < row.size(); ++k)
+        widened[k] = loadFloat(row[k]);
+      for (bool is_max : {true, false}) {
+        float got = 0.0f;
+        ASSERT_EQ(cpu::reduceRows(is_max ? ReduceOp::kMax : ReduceOp::kMin, in(row, n), &got,
+                                  DType::kF32, 1, n),
+                  Status::kSuccess);
+        EXPECT_EQ(floatBits(got), floatBits(specSelect(widened, is_max)))
+            << (is_max ? "max" : "min") << " n=" << n << " trial=" << trial;
+      }
+    }
+  }
+}
+
+TEST(RowOpsCpu, MaxMinEqualTheSpecSelectionOnSaltedRows) {
+  checkMaxMinAgainstSpec<float>();
+  checkMaxMinAgainstSpec<bf16_t>();
+  checkMaxMinAgainstSpec<f16_t>();
 }
 
 TEST(RowOpsCpu, MaxMinNaNAndSignedZero) {
