@@ -10,6 +10,7 @@
 #include "common/dtype_dispatch.h"
 #include "common/storage_element.h"
 #include "ree/core/parallel.h"
+#include "vector_math.h"
 
 namespace ree {
 namespace repops {
@@ -17,9 +18,10 @@ namespace {
 
 // One query row: q (head_dim floats) at absolute position t of sequence seq, KV head kv_head.
 template <typename KV>
-void attendRow(const AttentionArgs& args, float scale, int seq, int kv_head, int64_t position,
-               const float* q, float* out_row, std::vector<float>& scores,
-               std::vector<float>& chunk_acc) {
+REE_VECTOR_MATH_INLINE inline void attendRow(const AttentionArgs& args, float scale, int seq,
+                                             int kv_head, int64_t position, const float* q,
+                                             float* out_row, std::vector<float>& scores,
+                                             std::vector<float>& chunk_acc) {
   const int head_dim = args.head_dim;
   const PagedKvCache& cache = args.cache;
   const KV* k_cache = static_cast<const KV*>(cache.k);
@@ -93,22 +95,23 @@ void attentionRows(const AttentionArgs& args, float scale) {
       token_seq[i] = s;
   }
   const int64_t rows = total_tokens * args.n_heads;
-  parallelFor(rows, 4, [&](int64_t row_begin, int64_t row_end) {
-    std::vector<float> q(head_dim), out_row(head_dim), scores(kAttentionChunk), acc(head_dim);
-    for (int64_t row = row_begin; row < row_end; ++row) {
-      const int64_t token = row / args.n_heads;
-      const int head = static_cast<int>(row % args.n_heads);
-      const int seq = token_seq[token];
-      const int64_t position = args.cached_lens[seq] + (token - args.query_offsets[seq]);
-      for (int d = 0; d < head_dim; ++d)
-        q[d] = loadStorageElement(args.q, args.q_dtype, row * head_dim + d);
-      attendRow<KV>(args, scale, seq, head / group, position, q.data(), out_row.data(), scores,
-                    acc);
-      for (int d = 0; d < head_dim; ++d) {
-        storeStorageElement(args.out, args.out_dtype, row * head_dim + d, out_row[d]);
-      }
-    }
-  });
+  cpu::parallelForVectorMath(
+      rows, 4, [&](int64_t row_begin, int64_t row_end) REE_VECTOR_MATH_INLINE {
+        std::vector<float> q(head_dim), out_row(head_dim), scores(kAttentionChunk), acc(head_dim);
+        for (int64_t row = row_begin; row < row_end; ++row) {
+          const int64_t token = row / args.n_heads;
+          const int head = static_cast<int>(row % args.n_heads);
+          const int seq = token_seq[token];
+          const int64_t position = args.cached_lens[seq] + (token - args.query_offsets[seq]);
+          for (int d = 0; d < head_dim; ++d)
+            q[d] = loadStorageElement(args.q, args.q_dtype, row * head_dim + d);
+          attendRow<KV>(args, scale, seq, head / group, position, q.data(), out_row.data(), scores,
+                        acc);
+          for (int d = 0; d < head_dim; ++d) {
+            storeStorageElement(args.out, args.out_dtype, row * head_dim + d, out_row[d]);
+          }
+        }
+      });
 }
 
 }  // namespace

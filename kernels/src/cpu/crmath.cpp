@@ -4,6 +4,7 @@
 #include "common/crmath_args.h"
 #include "ree/core/parallel.h"
 #include "ree/kernels/math_ops.h"
+#include "vector_math.h"
 
 namespace ree {
 
@@ -46,7 +47,7 @@ namespace {
 
 template <float (*Fn)(float)>
 void applyAll(const float* in, float* out, int64_t n) {
-  parallelFor(n, 1 << 14, [&](int64_t begin, int64_t end) {
+  parallelForVectorMath(n, 1 << 14, [&](int64_t begin, int64_t end) REE_VECTOR_MATH_INLINE {
     for (int64_t i = begin; i < end; ++i)
       out[i] = Fn(in[i]);
   });

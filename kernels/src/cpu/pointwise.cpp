@@ -7,6 +7,7 @@
 #include "common/dtype_dispatch.h"
 #include "common/pointwise_args.h"
 #include "ree/core/parallel.h"
+#include "vector_math.h"
 
 namespace ree::repops::cpu {
 namespace {
@@ -63,7 +64,7 @@ Status activation(Activation activation, DType dtype, const void* x, void* out, 
     using T = decltype(tag);
     const T* px = static_cast<const T*>(x);
     T* po = static_cast<T*>(out);
-    parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+    parallelForVectorMath(n, kGrain, [&](int64_t begin, int64_t end) REE_VECTOR_MATH_INLINE {
       for (int64_t i = begin; i < end; ++i)
         po[i] = activationElement(activation, px[i]);
     });
@@ -82,7 +83,7 @@ Status gated(Activation activation, DType dtype, const void* gate, int64_t gate_
     const T* pu = static_cast<const T*>(up);
     T* po = static_cast<T*>(out);
     int64_t grain = kGrain / cols > 0 ? kGrain / cols : 1;
-    parallelFor(rows, grain, [&](int64_t begin, int64_t end) {
+    parallelForVectorMath(rows, grain, [&](int64_t begin, int64_t end) REE_VECTOR_MATH_INLINE {
       for (int64_t r = begin; r < end; ++r) {
         for (int64_t c = 0; c < cols; ++c) {
           po[r * out_stride + c] =

@@ -10,6 +10,7 @@
 #include "common/dtype_dispatch.h"
 #include "common/rowops_args.h"
 #include "ree/core/parallel.h"
+#include "vector_math.h"
 
 namespace ree {
 namespace repops {
@@ -75,13 +76,14 @@ inline float keyValue(int32_t key) {
 // The smallest and largest key of a row (n >= 1). Max and min are order-free selections
 // (rowmath::maxCombine, minCombine): the value of the largest (smallest) key is the row's maximum
 // (minimum) whatever the grouping, so the row is scanned in kLanes independent lanes, which the
-// compiler turns into vector integer compares, instead of one chain of dependent combines.
+// compiler turns into vector integer compares (AVX2 ones in reduceRows' vector-math build), instead
+// of one chain of dependent combines.
 struct KeyRange {
   int32_t low, high;
 };
 
 template <typename T>
-__attribute__((always_inline)) inline KeyRange keyRangeLanes(const T* x, int n) {
+REE_VECTOR_MATH_INLINE inline KeyRange rowKeyRange(const T* x, int n) {
   constexpr int kLanes = 16;
   int32_t low[kLanes], high[kLanes];
   const int32_t first = orderedKey(loadFloat(x[0]));
@@ -108,19 +110,6 @@ __attribute__((always_inline)) inline KeyRange keyRangeLanes(const T* x, int n) 
   return range;
 }
 
-// The same loop compiled for AVX2 (vector integer max/min, 8 lanes): integer selections give the
-// same result on every instruction set, so the choice at run time changes no bit.
-template <typename T>
-__attribute__((target("avx2"))) KeyRange keyRangeAvx2(const T* x, int n) {
-  return keyRangeLanes(x, n);
-}
-
-template <typename T>
-KeyRange rowKeyRange(const T* x, int n) {
-  static const bool has_avx2 = __builtin_cpu_supports("avx2");
-  return has_avx2 ? keyRangeAvx2(x, n) : keyRangeLanes(x, n);
-}
-
 // A row holds a NaN iff a key lies outside [key(-inf), key(+inf)].
 bool holdsNaN(KeyRange range) {
   const float inf = std::numeric_limits<float>::infinity();
@@ -128,13 +117,13 @@ bool holdsNaN(KeyRange range) {
 }
 
 template <typename T>
-float rowMax(const T* x, int n) {
+REE_VECTOR_MATH_INLINE inline float rowMax(const T* x, int n) {
   const KeyRange range = rowKeyRange(x, n);
   return holdsNaN(range) ? rowmath::canonicalNaN() : keyValue(range.high);
 }
 
 template <typename T>
-float rowMin(const T* x, int n) {
+REE_VECTOR_MATH_INLINE inline float rowMin(const T* x, int n) {
   const KeyRange range = rowKeyRange(x, n);
   return holdsNaN(range) ? rowmath::canonicalNaN() : keyValue(range.low);
 }
@@ -166,19 +155,20 @@ Status rmsNorm(RowsIn x, VecIn weight, RowsOut y, int64_t rows, int64_t cols, fl
     using InT = decltype(in_tag);
     return dispatchStorageType(y.dtype, op, [&](auto out_tag) {
       using OutT = decltype(out_tag);
-      parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-          const InT* xr = rowPtr<InT>(x, i);
-          OutT* yr = rowPtr<OutT>(y, i);
-          auto load = [&](int k) { return loadFloat(xr[k]); };
-          float r = rowmath::inverseRms(canonicalDot(n, load, load), n, eps);
-          for (int k = 0; k < n; ++k) {
-            float scaled = loadFloat(xr[k]) * r;
-            if (cast_first) scaled = loadFloat(storeAs<InT>(scaled));
-            yr[k] = rowmath::storeOut<OutT>(wp ? scaled * wp[k] : scaled);
-          }
-        }
-      });
+      parallelForVectorMath(rows, rowGrain(cols),
+                            [&](int64_t begin, int64_t end) REE_VECTOR_MATH_INLINE {
+                              for (int64_t i = begin; i < end; ++i) {
+                                const InT* xr = rowPtr<InT>(x, i);
+                                OutT* yr = rowPtr<OutT>(y, i);
+                                auto load = [&](int k) { return loadFloat(xr[k]); };
+                                float r = rowmath::inverseRms(canonicalDot(n, load, load), n, eps);
+                                for (int k = 0; k < n; ++k) {
+                                  float scaled = loadFloat(xr[k]) * r;
+                                  if (cast_first) scaled = loadFloat(storeAs<InT>(scaled));
+                                  yr[k] = rowmath::storeOut<OutT>(wp ? scaled * wp[k] : scaled);
+                                }
+                              }
+                            });
     });
   });
 }
@@ -195,18 +185,20 @@ Status layerNorm(RowsIn x, VecIn weight, VecIn bias, RowsOut y, int64_t rows, in
     using InT = decltype(in_tag);
     return dispatchStorageType(y.dtype, op, [&](auto out_tag) {
       using OutT = decltype(out_tag);
-      parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-          const InT* xr = rowPtr<InT>(x, i);
-          OutT* yr = rowPtr<OutT>(y, i);
-          float mean = rowmath::divideByCount(rowSum(xr, n), n);
-          float r = rowmath::inverseRms(rowSquaredDeviations(xr, n, mean), n, eps);
-          for (int k = 0; k < n; ++k) {
-            yr[k] = rowmath::storeOut<OutT>(rowmath::layerNormValue(
-                loadFloat(xr[k]), mean, r, has_w, has_w ? w[k] : 0.0f, has_b, has_b ? b[k] : 0.0f));
-          }
-        }
-      });
+      parallelForVectorMath(
+          rows, rowGrain(cols), [&](int64_t begin, int64_t end) REE_VECTOR_MATH_INLINE {
+            for (int64_t i = begin; i < end; ++i) {
+              const InT* xr = rowPtr<InT>(x, i);
+              OutT* yr = rowPtr<OutT>(y, i);
+              float mean = rowmath::divideByCount(rowSum(xr, n), n);
+              float r = rowmath::inverseRms(rowSquaredDeviations(xr, n, mean), n, eps);
+              for (int k = 0; k < n; ++k) {
+                yr[k] = rowmath::storeOut<OutT>(
+                    rowmath::layerNormValue(loadFloat(xr[k]), mean, r, has_w, has_w ? w[k] : 0.0f,
+                                            has_b, has_b ? b[k] : 0.0f));
+              }
+            }
+          });
     });
   });
 }
@@ -228,8 +220,11 @@ Status softmaxImpl(const char* op, bool log_output, RowsIn x, RowsOut y, int64_t
           const InT* xr = rowPtr<InT>(x, i);
           OutT* yr = rowPtr<OutT>(y, i);
           float m = rowMax(xr, n);
-          for (int k = 0; k < n; ++k)
-            e[k] = rowmath::softmaxExp(loadFloat(xr[k]), m);
+          // Only this loop has fmas (crExp's): a small flattened vector-math body.
+          runVectorMathFlat([&]() REE_VECTOR_MATH_INLINE {
+            for (int k = 0; k < n; ++k)
+              e[k] = rowmath::softmaxExp(loadFloat(xr[k]), m);
+          });
           float s = canonicalSum(n, [&](int k) { return e[k]; });
           if (log_output) {
             float log_sum = crLog(s);
@@ -264,32 +259,33 @@ Status reduceRows(ReduceOp op, RowsIn x, void* out, DType out_dtype, int64_t row
   const int n = static_cast<int>(cols);
   return dispatchStorageType(x.dtype, name, [&](auto in_tag) {
     using InT = decltype(in_tag);
-    parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const InT* xr = rowPtr<InT>(x, i);
-        float value = 0.0f;
-        switch (op) {
-          case ReduceOp::kSum:
-            value = rowSum(xr, n);
-            break;
-          case ReduceOp::kMean:
-            value = rowmath::divideByCount(rowSum(xr, n), n);
-            break;
-          case ReduceOp::kMax:
-            value = rowMax(xr, n);
-            break;
-          case ReduceOp::kMin:
-            value = rowMin(xr, n);
-            break;
-          case ReduceOp::kVar: {
-            float mean = rowmath::divideByCount(rowSum(xr, n), n);
-            value = rowmath::divideByCount(rowSquaredDeviations(xr, n, mean), n);
-            break;
+    parallelForVectorMath(
+        rows, rowGrain(cols), [&](int64_t begin, int64_t end) REE_VECTOR_MATH_INLINE {
+          for (int64_t i = begin; i < end; ++i) {
+            const InT* xr = rowPtr<InT>(x, i);
+            float value = 0.0f;
+            switch (op) {
+              case ReduceOp::kSum:
+                value = rowSum(xr, n);
+                break;
+              case ReduceOp::kMean:
+                value = rowmath::divideByCount(rowSum(xr, n), n);
+                break;
+              case ReduceOp::kMax:
+                value = rowMax(xr, n);
+                break;
+              case ReduceOp::kMin:
+                value = rowMin(xr, n);
+                break;
+              case ReduceOp::kVar: {
+                float mean = rowmath::divideByCount(rowSum(xr, n), n);
+                value = rowmath::divideByCount(rowSquaredDeviations(xr, n, mean), n);
+                break;
+              }
+            }
+            rowmath::storeAt(out, out_dtype, i, value);
           }
-        }
-        rowmath::storeAt(out, out_dtype, i, value);
-      }
-    });
+        });
   });
 }
 

@@ -214,6 +214,7 @@ struct AttentionProblem {
 
 #if !defined(REE_ATTENTION_TEST_HELPERS_ONLY)
 #include "ree/core/parallel.h"
+#include "ree/kernels/math_ops.h"
 
 namespace ree {
 namespace {
@@ -432,6 +433,38 @@ TEST(Attention, ThreadCountDoesNotChangeBits) {
     EXPECT_EQ(test::hashOf(runCpu(prob)), one) << threads << " threads";
   }
   setCpuThreads(0);
+}
+
+// The AVX2+FMA build of the CPU kernels (kernels/src/cpu/vector_math.h: fmaf as one instruction,
+// vectorised V accumulation) gives the portable build's bits: GQA, several head sizes and dtypes,
+// contexts across chunk boundaries, non-finite inputs.
+TEST(Attention, VectorMathBuildEqualsPortableBuild) {
+  struct Case {
+    int n_heads, n_kv_heads, head_dim;
+    DType kv;
+    std::vector<Sequence> seqs;
+  };
+  const std::vector<Case> cases = {
+      {8, 2, 72, DType::kF32, {{4, 63, 1}, {5, 64, 1}, {6, 0, 65}}},
+      {8, 2, 128, DType::kBF16, {{9, 1000, 1}, {10, 0, 130}}},
+      {6, 3, 5, DType::kF16, {{13, 127, 3}, {14, 0, 1}}},
+      {4, 2, 256, DType::kF32, {{11, 200, 1}, {12, 60, 10}}},
+  };
+  for (const Case& c : cases) {
+    AttentionProblem prob;
+    prob.n_heads = c.n_heads;
+    prob.n_kv_heads = c.n_kv_heads;
+    prob.head_dim = c.head_dim;
+    prob.kv_dtype = c.kv;
+    prob.seqs = c.seqs;
+    prob.block_size = 16;
+    prob.shuffle_blocks = true;
+    repops::cpu::setVectorMathEnabled(false);
+    const std::vector<float> portable = runCpu(prob);
+    repops::cpu::setVectorMathEnabled(true);
+    const std::vector<float> vector = runCpu(prob);
+    EXPECT_EQ(test::firstBitDifference(vector, portable), -1) << "head_dim " << c.head_dim;
+  }
 }
 
 // Golden pin of repops-1 attention: changing these bits needs a spec version bump.
