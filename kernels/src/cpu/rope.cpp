@@ -7,6 +7,7 @@
 #include "common/dtype_dispatch.h"
 #include "common/rope_args.h"
 #include "ree/core/parallel.h"
+#include "vector_math.h"
 
 namespace ree::repops::cpu {
 namespace {
@@ -15,7 +16,7 @@ template <typename T>
 void ropeRows(T* x, int64_t tokens, int heads, int head_dim, int64_t token_stride,
               const int32_t* positions, const float* inv_freq, int rotary_dim, RopeLayout layout) {
   const int pairs = rotary_dim / 2;
-  parallelFor(tokens, 16, [&](int64_t begin, int64_t end) {
+  parallelForVectorMath(tokens, 16, [&](int64_t begin, int64_t end) REE_VECTOR_MATH_INLINE {
     std::vector<float> cos_values(pairs), sin_values(pairs);
     for (int64_t t = begin; t < end; ++t) {
       for (int i = 0; i < pairs; ++i) {

@@ -1,10 +1,11 @@
 // Internal to kernels/src/cpu: the AVX2+FMA build of the scalar CPU kernels (correctly rounded
-// math, element-wise activations, row operations, attention). Their arithmetic calls std::fmaf
-// (fmaF32, reduce.h), which the portable x86-64 build turns into a libm call per element; built
-// for AVX2 and FMA, the same source makes it one vfmadd instruction and may use 256-bit vectors
-// (4x faster sigmoid). No bit changes: an fma is exactly rounded either way, -ffp-contract=off
-// still forbids the compiler to fuse anything else, and vectorised loops keep every operation's
-// order. The choice is made at run time (the binary stays portable: no -march flag).
+// math, element-wise activations, row operations, RoPE, attention). Their arithmetic calls
+// std::fmaf (fmaF32, reduce.h), which the portable x86-64 build turns into a libm call per
+// element; built for AVX2 and FMA, the same source makes it one vfmadd instruction and may use
+// 256-bit vectors (4x faster sigmoid). No bit changes: an fma is exactly rounded either way,
+// -ffp-contract=off still forbids the compiler to fuse anything else, and vectorised loops keep
+// every operation's order. The choice is made at run time (the binary stays portable: no -march
+// flag).
 #pragma once
 
 #include <cstdint>

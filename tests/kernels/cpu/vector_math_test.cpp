@@ -1,6 +1,6 @@
 // The CPU kernels' AVX2+FMA build (kernels/src/cpu/vector_math.h) against their portable x86-64
 // build, bitwise: the correctly rounded math on every 4099th fp32 bit pattern and the special
-// values, the activations and gated activations, and the row operations, for every dtype
+// values, the activations and gated activations, the row operations and RoPE, for every dtype
 // (attention: attention_test.cpp). Both builds run on one machine through setVectorMathEnabled; on
 // a CPU without AVX2 and FMA both are the portable build and the tests skip, saying so.
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 
 #include "ree/kernels/math_ops.h"
 #include "ree/kernels/pointwise.h"
+#include "ree/kernels/rope.h"
 #include "ree/kernels/rowops.h"
 #include "test_util.h"
 
@@ -177,6 +178,36 @@ TEST(VectorMath, RowOperationsEqualThePortableBuild) {
     checkRowOps<bf16_t>(rows, cols);
     checkRowOps<f16_t>(rows, cols);
   }
+}
+
+// RoPE's cos/sin (crSin, crCos of fp32 angles, positions up to 2^17) and the rotation, both
+// layouts, a partial rotary dimension, every dtype.
+template <typename T>
+void checkRope() {
+  const int tokens = 40, heads = 3, head_dim = 96, rotary_dim = 64;
+  std::vector<int32_t> positions(tokens);
+  for (int t = 0; t < tokens; ++t)
+    positions[t] = t * 3271 % 131072;
+  std::vector<float> inv_freq(rotary_dim / 2);
+  ASSERT_EQ(cpu::ropeInvFreq(500000.0f, rotary_dim, nullptr, inv_freq.data()), Status::kSuccess);
+  const std::vector<T> x = test::randomValues<T>(size_t(tokens) * heads * head_dim, 31);
+  for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved}) {
+    auto builds = bothBuilds([&] {
+      std::vector<T> y = x;
+      EXPECT_EQ(cpu::rope(dtypeOf<T>(), y.data(), tokens, heads, head_dim, heads * head_dim,
+                          positions.data(), inv_freq.data(), rotary_dim, layout),
+                Status::kSuccess);
+      return bytesOf(y);
+    });
+    EXPECT_EQ(firstDifference(builds[0], builds[1], sizeof(T)), -1) << dtypeName(dtypeOf<T>());
+  }
+}
+
+TEST(VectorMath, RopeEqualsThePortableBuild) {
+  SKIP_WITHOUT_AVX2_FMA();
+  checkRope<float>();
+  checkRope<bf16_t>();
+  checkRope<f16_t>();
 }
 
 }  // namespace

@@ -37,8 +37,8 @@ Status unaryMath(UnaryMathOp op, const float* in, float* out, int64_t n);
 
 // The CPU kernels built twice, for portable x86-64 and for AVX2+FMA (picked at run time when the
 // CPU has both): this math, the element-wise activations (pointwise.h), the row operations
-// (rowops.h) and attention (attention.h). Both builds give the same bits; false keeps the portable
-// build only, so that tests can compare the two. Process-wide; true by default.
+// (rowops.h), RoPE (rope.h) and attention (attention.h). Both builds give the same bits; false
+// keeps the portable build only, so that tests can compare the two. Process-wide; true by default.
 void setVectorMathEnabled(bool enabled);
 }  // namespace repops::cpu
 
