@@ -128,16 +128,59 @@ REE_VECTOR_MATH_INLINE inline float rowMin(const T* x, int n) {
   return holdsNaN(range) ? rowmath::canonicalNaN() : keyValue(range.low);
 }
 
+// canonicalSum (kDot false: p + t) or canonicalDot of a term with itself (kDot: fma(t, t, p))
+// over term(0..n-1), the chains of kInterleave consecutive whole chunks advanced together: each
+// chunk's partial is still its own chain from +0 in position order and the partials are merged
+// left to right (reduce.h), so the result is the same float, but the chains no longer wait for
+// each other (one dependent add or fma per element was the bound).
+constexpr int kInterleave = 8;
+
+template <bool kDot, typename Term>
+REE_VECTOR_MATH_INLINE inline float chainStep(float partial, Term term, int k) {
+  const float t = term(k);
+  return kDot ? fmaF32(t, t, partial) : partial + t;
+}
+
+template <bool kDot, typename Term>
+REE_VECTOR_MATH_INLINE inline float interleavedCanonical(int n, Term term) {
+  ChunkMerge merge;
+  const int whole_groups = n / (kInterleave * kReduceChunk);
+  for (int g = 0; g < whole_groups; ++g) {
+    const int base = g * kInterleave * kReduceChunk;
+    float partials[kInterleave] = {};  // +0
+    for (int t = 0; t < kReduceChunk; ++t) {
+      for (int c = 0; c < kInterleave; ++c)
+        partials[c] = chainStep<kDot>(partials[c], term, base + c * kReduceChunk + t);
+    }
+    for (int c = 0; c < kInterleave; ++c)
+      merge.add(partials[c]);
+  }
+  // The rest, one chunk at a time (the last one may be short).
+  for (int begin = whole_groups * kInterleave * kReduceChunk; begin < n; begin += kReduceChunk) {
+    const int end = begin + kReduceChunk < n ? begin + kReduceChunk : n;
+    float partial = 0.0f;
+    for (int k = begin; k < end; ++k)
+      partial = chainStep<kDot>(partial, term, k);
+    merge.add(partial);
+  }
+  return merge.total;
+}
+
 template <typename T>
-float rowSum(const T* x, int n) {
-  return canonicalSum(n, [&](int k) { return loadFloat(x[k]); });
+REE_VECTOR_MATH_INLINE inline float rowSum(const T* x, int n) {
+  return interleavedCanonical<false>(n, [&](int k) { return loadFloat(x[k]); });
+}
+
+// Canonical sum of squares of the row (RMSNorm's statistic).
+template <typename T>
+REE_VECTOR_MATH_INLINE inline float rowSumOfSquares(const T* x, int n) {
+  return interleavedCanonical<true>(n, [&](int k) { return loadFloat(x[k]); });
 }
 
 // Canonical sum of squared deviations from `mean`.
 template <typename T>
-float rowSquaredDeviations(const T* x, int n, float mean) {
-  auto dev = [&](int k) { return loadFloat(x[k]) - mean; };
-  return canonicalDot(n, dev, dev);
+REE_VECTOR_MATH_INLINE inline float rowSquaredDeviations(const T* x, int n, float mean) {
+  return interleavedCanonical<true>(n, [&](int k) { return loadFloat(x[k]) - mean; });
 }
 
 }  // namespace
@@ -160,8 +203,7 @@ Status rmsNorm(RowsIn x, VecIn weight, RowsOut y, int64_t rows, int64_t cols, fl
                               for (int64_t i = begin; i < end; ++i) {
                                 const InT* xr = rowPtr<InT>(x, i);
                                 OutT* yr = rowPtr<OutT>(y, i);
-                                auto load = [&](int k) { return loadFloat(xr[k]); };
-                                float r = rowmath::inverseRms(canonicalDot(n, load, load), n, eps);
+                                float r = rowmath::inverseRms(rowSumOfSquares(xr, n), n, eps);
                                 for (int k = 0; k < n; ++k) {
                                   float scaled = loadFloat(xr[k]) * r;
                                   if (cast_first) scaled = loadFloat(storeAs<InT>(scaled));
@@ -225,7 +267,7 @@ Status softmaxImpl(const char* op, bool log_output, RowsIn x, RowsOut y, int64_t
             for (int k = 0; k < n; ++k)
               e[k] = rowmath::softmaxExp(loadFloat(xr[k]), m);
           });
-          float s = canonicalSum(n, [&](int k) { return e[k]; });
+          float s = interleavedCanonical<false>(n, [&](int k) { return e[k]; });
           if (log_output) {
             float log_sum = crLog(s);
             for (int k = 0; k < n; ++k) {
