@@ -319,12 +319,26 @@ std::vector<float> runCpu(const AttentionProblem& prob) {
   return buffers.outAsFloat(prob.out_dtype);
 }
 
+// A problem of the given heads, head size, KV dtype and sequences, in shuffled blocks of 16.
+struct Case {
+  int n_heads, n_kv_heads, head_dim;
+  DType kv;
+  std::vector<Sequence> seqs;
+};
+
+AttentionProblem problemOf(const Case& c) {
+  AttentionProblem prob;
+  prob.n_heads = c.n_heads;
+  prob.n_kv_heads = c.n_kv_heads;
+  prob.head_dim = c.head_dim;
+  prob.kv_dtype = c.kv;
+  prob.seqs = c.seqs;
+  prob.block_size = 16;
+  prob.shuffle_blocks = true;
+  return prob;
+}
+
 TEST(Attention, MatchesFp64ReferenceAndSpecText) {
-  struct Case {
-    int n_heads, n_kv_heads, head_dim;
-    DType kv;
-    std::vector<Sequence> seqs;
-  };
   const std::vector<Case> cases = {
       {4, 1, 64, DType::kF32, {{1, 0, 1}, {2, 0, 63}, {3, 62, 2}}},
       {8, 2, 72, DType::kF32, {{4, 63, 1}, {5, 64, 1}, {6, 0, 65}}},
@@ -335,14 +349,7 @@ TEST(Attention, MatchesFp64ReferenceAndSpecText) {
       {3, 1, 129, DType::kF32, {{15, 70, 2}}},
   };
   for (const Case& c : cases) {
-    AttentionProblem prob;
-    prob.n_heads = c.n_heads;
-    prob.n_kv_heads = c.n_kv_heads;
-    prob.head_dim = c.head_dim;
-    prob.kv_dtype = c.kv;
-    prob.seqs = c.seqs;
-    prob.block_size = 16;
-    prob.shuffle_blocks = true;
+    const AttentionProblem prob = problemOf(c);
     const std::vector<float> out = runCpu(prob);
     double max_err = 0.0;
     size_t spec_mismatch = 0;
@@ -439,11 +446,6 @@ TEST(Attention, ThreadCountDoesNotChangeBits) {
 // vectorised V accumulation) gives the portable build's bits: GQA, several head sizes and dtypes,
 // contexts across chunk boundaries, non-finite inputs.
 TEST(Attention, VectorMathBuildEqualsPortableBuild) {
-  struct Case {
-    int n_heads, n_kv_heads, head_dim;
-    DType kv;
-    std::vector<Sequence> seqs;
-  };
   const std::vector<Case> cases = {
       {8, 2, 72, DType::kF32, {{4, 63, 1}, {5, 64, 1}, {6, 0, 65}}},
       {8, 2, 128, DType::kBF16, {{9, 1000, 1}, {10, 0, 130}}},
@@ -451,14 +453,7 @@ TEST(Attention, VectorMathBuildEqualsPortableBuild) {
       {4, 2, 256, DType::kF32, {{11, 200, 1}, {12, 60, 10}}},
   };
   for (const Case& c : cases) {
-    AttentionProblem prob;
-    prob.n_heads = c.n_heads;
-    prob.n_kv_heads = c.n_kv_heads;
-    prob.head_dim = c.head_dim;
-    prob.kv_dtype = c.kv;
-    prob.seqs = c.seqs;
-    prob.block_size = 16;
-    prob.shuffle_blocks = true;
+    const AttentionProblem prob = problemOf(c);
     repops::cpu::setVectorMathEnabled(false);
     const std::vector<float> portable = runCpu(prob);
     repops::cpu::setVectorMathEnabled(true);

@@ -57,12 +57,7 @@ long long firstDifference(const std::vector<uint8_t>& a, const std::vector<uint8
   return -1;
 }
 
-template <typename T>
-constexpr DType dtypeOf() {
-  return std::is_same<T, float>::value
-             ? DType::kF32
-             : (std::is_same<T, bf16_t>::value ? DType::kBF16 : DType::kF16);
-}
+using test::dtypeOf;
 
 // Rows of N(0, scale) values salted with zeros of both signs, infinities, subnormals and NaNs.
 template <typename T>
