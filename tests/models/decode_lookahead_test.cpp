@@ -143,7 +143,9 @@ TEST(DecodeLookahead, StopsEndAsWithoutLookahead) {
       };
       results.push_back(run(*engine, batch, on_token));
       EXPECT_EQ(engine->kvCacheBlocksUsed(), 0);
-      if (lookahead) EXPECT_GT(engine->lookaheadSteps(), 0);
+      if (lookahead) {
+        EXPECT_GT(engine->lookaheadSteps(), 0);
+      }
     }
     expectSameResults(results[1], results[0], "round " + std::to_string(round));
   }

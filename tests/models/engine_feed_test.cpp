@@ -200,7 +200,9 @@ TEST(EngineFeed, RequestsArrivingAtRandomStepBoundariesGetTheirSoloBits) {
     }
     EXPECT_GT(engine->kvPreemptions(), 0) << layout.name << ": the pool never forced a preemption";
     EXPECT_EQ(engine->kvCacheBlocksUsed(), 0) << layout.name;
-    if (layout.lookahead) EXPECT_GT(engine->lookaheadSteps(), 0) << layout.name;
+    if (layout.lookahead) {
+      EXPECT_GT(engine->lookaheadSteps(), 0) << layout.name;
+    }
   }
 }
 

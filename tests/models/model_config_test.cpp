@@ -166,9 +166,15 @@ TEST(ArchitectureTable, LookupsRoundTrip) {
     // A layout's forward code needs its tensor names.
     const TensorNames& n = row.names;
     EXPECT_TRUE(n.norm1 && n.norm2 && n.o && n.up && n.down && n.token_embedding && n.final_norm);
-    if (row.layout == LayerLayout::kLlama) EXPECT_TRUE(n.q && n.k && n.v && n.gate);
-    if (row.layout == LayerLayout::kGpt2) EXPECT_TRUE(n.qkv && n.position_embedding);
-    if (row.qk_norm) EXPECT_TRUE(n.q_norm && n.k_norm);
+    if (row.layout == LayerLayout::kLlama) {
+      EXPECT_TRUE(n.q && n.k && n.v && n.gate);
+    }
+    if (row.layout == LayerLayout::kGpt2) {
+      EXPECT_TRUE(n.qkv && n.position_embedding);
+    }
+    if (row.qk_norm) {
+      EXPECT_TRUE(n.q_norm && n.k_norm);
+    }
   }
   EXPECT_EQ(findArchitectureByModelType("falcon"), nullptr);
   EXPECT_EQ(findArchitectureByClass("llama"), nullptr);

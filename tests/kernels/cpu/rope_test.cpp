@@ -296,7 +296,9 @@ void checkRopeNanResults(DType dtype, uint16_t canonical_bits) {
             bits = static_cast<uint16_t>(floatBits(got[k]) >> 16);
           }
           EXPECT_EQ(bits, canonical_bits) << "token " << t << " pair " << i << " member " << k;
-          if constexpr (sizeof(T) == 4) EXPECT_EQ(floatBits(got[k]) & 0xffffu, 0u);
+          if constexpr (sizeof(T) == 4) {
+            EXPECT_EQ(floatBits(got[k]) & 0xffffu, 0u);
+          }
         } else {
           EXPECT_EQ(std::memcmp(&got[k], &(const T&)storeAs<T>(expected[k]), sizeof(T)), 0)
               << "token " << t << " pair " << i << " member " << k;
