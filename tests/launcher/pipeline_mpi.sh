@@ -187,9 +187,12 @@ expect_job_error "rank 1 was given a different model" "${mpirun[@]}" -n 2 \
   "$work/wrapper-other-weights.sh"
 grep -qF "weights" "$work/job.err" || fail "the weights mismatch message does not name the weights"
 
-# Faults: a long run (many prompts), then one rank is killed or stopped.
+# Faults: a long run (many prompts), then one rank is killed or stopped. The run must outlast the
+# 2 s before the fault on any CPU: 48 prompts took 1.6 s on the 2-core CI machine once the CPU
+# kernels got their AVX2+FMA build, and a rank stopped after the run had ended left mpirun waiting.
+# 960 prompts take about 30 s there; a fault ends the job long before.
 python3 -c '
-for i in range(48):
+for i in range(960):
     print("\"Prompt number %d: the pipeline keeps running while\"" % i)' >"$work/many.jsonl"
 rank_pid() {  # rank -> pid of that rank's ree-launch (from the environment MPI gives it)
   for p in /proc/[0-9]*; do
@@ -219,6 +222,11 @@ fault_case() {  # signal, extra flags
   if [ -z "$victim" ]; then
     fail "fault $signal: rank 1 not found"
     kill -9 $job 2>/dev/null
+    return
+  fi
+  if ! kill -0 $job 2>/dev/null; then
+    fail "fault $signal: the run ended before the fault (make it longer)"
+    wait $job
     return
   fi
   kill -"$signal" "$victim"
