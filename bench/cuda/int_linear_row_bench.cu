@@ -5,7 +5,9 @@
 // exponents found per call) and prepared (prepareIntLinearRowWeights and w_is_constant, as a
 // model's weights are). For M <= 64 the weights rotate through copies that exceed L2, and the w
 // read rate (2 bytes per parameter) is given beside the device's D2D copy bandwidth (read + write).
-// Usage: bench_gpu_int_linear_row_bench [iterations] [max_m] (max_m: only shapes with M <= max_m)
+// Usage: bench_gpu_int_linear_row_bench [iterations] [max_m] [kernels [M,K,N]] (max_m: only shapes
+// with M <= max_m; "kernels": the decode-side kernels side by side at batched-decode shapes
+// instead, or at the one shape M,K,N)
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -13,6 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/linear_bench_util.cuh"
@@ -127,6 +131,61 @@ void run(int m, int k, int n, int iterations, double copy_gbs, cublasHandle_t cu
   std::fflush(stdout);
 }
 
+// The decode-side kernels of repops-3 side by side (prepared weights, w constant, as in a model)
+// with repops-1 and cuBLAS bf16: one line per shape, ms and TFLOP/s; "-" where a kernel cannot
+// serve the shape.
+void runKernels(int m, int k, int n, int iterations, cublasHandle_t cublas, int l2_bytes) {
+  using ree::repops::cuda::IntLinearRowKernel;
+  const size_t w_count = size_t(n) * k;
+  const int copies = std::max<int>(1, static_cast<int>((3.0 * l2_bytes) / (w_count * 2) + 1));
+  ree::bench::DeviceLinearProblem problem(m, n, k, copies, 1);
+  ree::repops::LinearArgs args = problem.args();
+  args.w_is_constant = true;
+  std::vector<std::unique_ptr<ree::repops::cuda::IntLinearRowDeviceWeights>> prepared(copies);
+  for (int c = 0; c < copies; ++c) {
+    args.w = problem.w_bf16[c];
+    CHECK_REE(ree::repops::cuda::prepareIntLinearRowWeights(args, nullptr, &prepared[c]));
+  }
+  const double flops = 2.0 * m * n * double(k);
+  const int reps = std::max(3, std::min(iterations, static_cast<int>(2e13 / flops)));
+  auto timed = [&](auto&& call) {
+    return timeMs(reps, [&](int i) {
+      args.w = problem.w_bf16[i % copies];
+      call(i % copies);
+    });
+  };
+  auto tf = [&](float ms) { return ms > 0 ? flops / (ms * 1e-3) / 1e12 : 0.0; };
+  std::printf("M=%-4d K=%-6d N=%-6d |", m, k, n);
+  const std::pair<const char*, IntLinearRowKernel> kernels[] = {
+      {"decode", IntLinearRowKernel::kDecode},
+      {"skinny", IntLinearRowKernel::kSkinny},
+      {"tiled", IntLinearRowKernel::kTiled},
+      {"gemm", IntLinearRowKernel::kGemm},
+      {"auto", IntLinearRowKernel::kAuto}};
+  for (const auto& entry : kernels) {
+    const char* name = entry.first;
+    const IntLinearRowKernel kernel = entry.second;
+    args.w = problem.w_bf16[0];
+    if (ree::repops::cuda::intLinearRowWithKernel(args, prepared[0].get(), kernel, nullptr) !=
+        ree::Status::kSuccess) {
+      std::printf(" %s -", name);
+      continue;
+    }
+    const float ms = timed([&](int c) {
+      CHECK_REE(
+          ree::repops::cuda::intLinearRowWithKernel(args, prepared[c].get(), kernel, nullptr));
+    });
+    std::printf(" %s %.3f ms %.1f |", name, ms, tf(ms));
+  }
+  const float repops1 = timed([&](int) { CHECK_REE(ree::repops::cuda::linear(args, nullptr)); });
+  const float bf16 = timed([&](int c) {
+    ree::bench::cublasBf16Linear(cublas, m, n, k, problem.w_bf16[c], problem.x_bf16, problem.y);
+  });
+  std::printf(" repops-1 %.3f ms %.1f | cuBLAS bf16 %.3f ms %.1f TFLOP/s\n", repops1, tf(repops1),
+              bf16, tf(bf16));
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -144,6 +203,25 @@ int main(int argc, char** argv) {
                            {1, 14336, 4096}};
   // argv[2]: only the shapes with M at most this (e.g. 1: the decode rows).
   const int max_m = argc > 2 ? std::atoi(argv[2]) : 1 << 30;
+  // argv[3] == "kernels": the decode-side kernels side by side at batched-decode shapes instead;
+  // argv[4] "M,K,N": that shape only (for a profiler).
+  if (argc > 3 && std::string(argv[3]) == "kernels") {
+    int one[3] = {0, 0, 0};
+    if (argc > 4 && std::sscanf(argv[4], "%d,%d,%d", &one[0], &one[1], &one[2]) == 3) {
+      runKernels(one[0], one[1], one[2], context.iterations, context.cublas,
+                 context.prop.l2CacheSize);
+      return 0;
+    }
+    for (int m : {1, 8, 16, 32, 64, 128, 256}) {
+      if (m > max_m) continue;
+      for (const auto& kn : {std::pair{4096, 4096}, std::pair{4096, 14336}, std::pair{14336, 4096},
+                             std::pair{4096, 6144}}) {
+        runKernels(m, kn.first, kn.second, context.iterations, context.cublas,
+                   context.prop.l2CacheSize);
+      }
+    }
+    return 0;
+  }
   for (auto& s : shapes) {
     if (s[0] > max_m) continue;
     run(s[0], s[1], s[2], context.iterations, copy_gbs, context.cublas, context.prop.l2CacheSize);

@@ -6,11 +6,13 @@
 //    digit planes, zero-padded to k_padded (a multiple of 32) and to whole tiles of rows.
 // 2. m > kSkinnyMaxRows (prefill): w is quantised into planes too, and the four classes are four
 //    plain int8 GEMMs on cuBLASLt plus an epilogue kernel (int_linear_row_gemm.cuh).
-// 3. m <= kSkinnyMaxRows (decode): a skinny mma.sync kernel reads w once in its stored dtype and
-//    quantises it on the fly with the row exponents (int_linear_row_skinny.cuh), which come from a
-//    pre-pass over w or from IntLinearRowDeviceWeights. At most 8 rows of x with bf16 w (a bf16
-//    model's decode step) take the decode kernel instead (int_linear_row_decode.cuh): the same
-//    integers with the weight stream kept in flight.
+// 3. Decode (few rows of x): mma.sync kernels read w once in its stored dtype and quantise it on
+//    the fly with the row exponents, which come from a pre-pass over w or from
+//    IntLinearRowDeviceWeights. At most 8 rows of x with bf16 w (a bf16 model's decode step): the
+//    decode kernel (int_linear_row_decode.cuh), which keeps the weight stream in flight. Up to
+//    kTiledMaxRows rows with 16-bit w (a batched decode step): the tiled kernel
+//    (int_linear_row_tiled.cuh), which shares x's digits among the warps of a block through
+//    shared memory. Otherwise, up to 64 rows: the skinny kernel (int_linear_row_skinny.cuh).
 // The class sums are exact integers in every path, so the bits are the CPU reference's whatever
 // the path, tiling, summation order or GPU.
 #include <cuda_runtime.h>
@@ -29,6 +31,7 @@
 #include "int_linear_row_output.cuh"
 #include "int_linear_row_skinny.cuh"
 #include "int_linear_row_decode.cuh"
+#include "int_linear_row_tiled.cuh"
 #include "int_linear_row_gemm.cuh"
 // clang-format on
 
@@ -60,9 +63,76 @@ int64_t roundUp(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
+bool skinnyKernelApplies(const LinearArgs& args) {
+  return args.m <= kSkinnyMaxRows && args.k <= kSkinnyMaxK;
+}
+
+bool decodeKernelServes(const LinearArgs& args) {
+  return decodeKernelApplies(args.w_dtype, args.w, args.wStride(), args.k, args.m);
+}
+
+bool tiledKernelServes(const LinearArgs& args) {
+  constexpr int64_t kMaxGridRows = 65535LL * kTiledBlockRows;  // blockIdx.y takes 64 rows
+  return tiledKernelApplies(args.w_dtype, args.w, args.wStride(), args.k) && args.m <= kMaxGridRows;
+}
+
+const char* rowKernelName(IntLinearRowKernel kernel) {
+  switch (kernel) {
+    case IntLinearRowKernel::kAuto:
+      return "auto";
+    case IntLinearRowKernel::kDecode:
+      return "decode";
+    case IntLinearRowKernel::kSkinny:
+      return "skinny";
+    case IntLinearRowKernel::kTiled:
+      return "tiled";
+    case IntLinearRowKernel::kGemm:
+      return "gemm";
+  }
+  return "unknown";
+}
+
+// The kernel that serves args: `requested`, or kAuto's choice by M, dtypes and alignment.
+Status chooseRowKernel(const LinearArgs& args, IntLinearRowKernel requested,
+                       IntLinearRowKernel* chosen) {
+  bool serves = true;
+  switch (requested) {
+    case IntLinearRowKernel::kAuto:
+      *chosen = decodeKernelServes(args)                             ? IntLinearRowKernel::kDecode
+                : tiledKernelServes(args) && args.m <= kTiledMaxRows ? IntLinearRowKernel::kTiled
+                : skinnyKernelApplies(args)                          ? IntLinearRowKernel::kSkinny
+                                                                     : IntLinearRowKernel::kGemm;
+      return Status::kSuccess;
+    case IntLinearRowKernel::kDecode:
+      serves = decodeKernelServes(args);
+      break;
+    case IntLinearRowKernel::kSkinny:
+      serves = skinnyKernelApplies(args);
+      break;
+    case IntLinearRowKernel::kTiled:
+      serves = tiledKernelServes(args);
+      break;
+    case IntLinearRowKernel::kGemm:
+      break;
+    default:
+      return REE_FAIL(Status::kInvalidArgument, "intLinearRow (cuda): unknown kernel %d",
+                      static_cast<int>(requested));
+  }
+  if (!serves) {
+    return REE_FAIL(Status::kUnsupported,
+                    "intLinearRow (cuda): the %s kernel cannot serve m=%lld k=%lld w_dtype=%s "
+                    "(int_linear_row.h lists what each kernel needs)",
+                    rowKernelName(requested), static_cast<long long>(args.m),
+                    static_cast<long long>(args.k), dtypeName(args.w_dtype));
+  }
+  *chosen = requested;
+  return Status::kSuccess;
+}
+
 // Byte offsets of one call's scratch (cudaMallocAsync), each 256-byte aligned.
 struct RowLayout {
-  bool skinny;
+  IntLinearRowKernel kernel;
+  bool skinny;                 // the decode or the skinny kernel
   int groups;                  // skinny: groups of 8 x rows
   int64_t m_padded, n_padded;  // rows of the x and w planes (n_padded: GEMM path only)
   int64_t kp;                  // k_padded
@@ -70,13 +140,16 @@ struct RowLayout {
   int64_t x_planes, w_planes, x_exponents, w_exponents, x_sums, classes, workspace, bytes;
 };
 
-RowLayout rowLayoutOf(const LinearArgs& args, bool have_w_exponents) {
+RowLayout rowLayoutOf(const LinearArgs& args, IntLinearRowKernel kernel, bool have_w_exponents) {
   RowLayout l{};
-  l.skinny = args.m <= kSkinnyMaxRows && args.k <= kSkinnyMaxK;
+  l.kernel = kernel;
+  l.skinny = kernel == IntLinearRowKernel::kDecode || kernel == IntLinearRowKernel::kSkinny;
   l.kp = roundUp(args.k, kChunk);
   if (l.skinny) {
     l.groups = skinnyGroups(args.m);
     l.m_padded = 8 * l.groups;
+  } else if (kernel == IntLinearRowKernel::kTiled) {
+    l.m_padded = args.m;  // the kernel reads rows beyond m as zeros
   } else {
     l.m_padded = roundUp(args.m, kSkinnyMaxRows);  // whole chunks for enqueueSkinnyFallback
     l.n_padded = roundUp(args.n, kGemmRowPad);
@@ -94,7 +167,8 @@ RowLayout rowLayoutOf(const LinearArgs& args, bool have_w_exponents) {
   l.w_exponents = take(have_w_exponents ? 0 : 4 * roundUp(args.n, kGemmRowPad));  // + padding rows
   l.x_sums = take(4 * 4 * l.m_padded);
   l.classes = take(4 * 4 * l.chunk_rows * l.n_padded);
-  l.workspace = take(l.skinny ? 0 : static_cast<int64_t>(kLtWorkspaceBytes));
+  const bool gemm = kernel == IntLinearRowKernel::kGemm;
+  l.workspace = take(gemm ? static_cast<int64_t>(kLtWorkspaceBytes) : 0);
   l.bytes = at;
   return l;
 }
@@ -140,7 +214,7 @@ RowScratch rowScratchOf(const RowLayout& l, int8_t* scratch, bool prepared) {
 // The skinny kernel on x rows [row0, row0 + rows), rows <= kSkinnyMaxRows (x's planes hold at
 // least 8 * skinnyGroups(rows) rows from row0).
 Status enqueueSkinnyRows(const LinearArgs& args, const RowLayout& l, const RowScratch& sc,
-                         const int32_t* w_exponents, int64_t row0, int64_t rows,
+                         const int32_t* w_exponents, int64_t row0, int64_t rows, bool use_decode,
                          cudaStream_t stream) {
   SkinnyArgs s{};
   s.out = outputArgsOf(args, sc.x_exponents + row0, w_exponents);
@@ -154,8 +228,24 @@ Status enqueueSkinnyRows(const LinearArgs& args, const RowLayout& l, const RowSc
   s.k_padded = l.kp;
   s.chunks = static_cast<int>(l.kp / kChunk);
   s.w_constant = args.w_is_constant;
-  if (decodeKernelApplies(s, args.w_dtype, rows)) return launchDecode(s, stream);
+  if (use_decode) return launchDecode(s, stream);
   return launchSkinny(s, args.w_dtype, skinnyGroups(rows), stream);
+}
+
+// The tiled kernel on every row of x.
+Status enqueueTiled(const LinearArgs& args, const RowLayout& l, const RowScratch& sc,
+                    const int32_t* w_exponents, cudaStream_t stream) {
+  TiledArgs s{};
+  s.out = outputArgsOf(args, sc.x_exponents, w_exponents);
+  s.x_digit_sums = sc.x_sums;
+  s.w = args.w;
+  s.w_stride = args.wStride();
+  s.k = args.k;
+  s.x_planes = sc.x_planes;
+  s.k_padded = l.kp;
+  s.chunks = static_cast<int>(l.kp / kChunk);
+  s.w_constant = args.w_is_constant;
+  return launchTiled(s, args.w_dtype, stream);
 }
 
 // When cuBLASLt cannot run the class GEMMs (no int8 algorithm, no handle): the skinny kernel on
@@ -172,7 +262,9 @@ Status enqueueSkinnyFallback(const LinearArgs& args, const RowLayout& l, const R
   });
   for (int64_t row0 = 0; row0 < args.m; row0 += kSkinnyMaxRows) {
     const int64_t rows = std::min<int64_t>(kSkinnyMaxRows, args.m - row0);
-    REE_RETURN_IF_ERROR(enqueueSkinnyRows(args, l, sc, w_exponents, row0, rows, stream));
+    const bool use_decode = decodeKernelApplies(args.w_dtype, args.w, args.wStride(), args.k, rows);
+    REE_RETURN_IF_ERROR(
+        enqueueSkinnyRows(args, l, sc, w_exponents, row0, rows, use_decode, stream));
   }
   return Status::kSuccess;
 }
@@ -181,19 +273,24 @@ Status enqueueSkinnyFallback(const LinearArgs& args, const RowLayout& l, const R
 Status enqueueRow(const LinearArgs& args, const RowLayout& l, const int32_t* prepared_exponents,
                   int8_t* scratch, cudaStream_t stream) {
   const RowScratch sc = rowScratchOf(l, scratch, prepared_exponents != nullptr);
-  // The skinny kernels never read x's padding rows (nor their sums): only the GEMM path's are
-  // quantised (to zeros).
-  const int64_t x_rows = l.skinny ? args.m : l.m_padded;
+  // The decode, skinny and tiled kernels never read x's padding rows (nor their sums): only the
+  // GEMM path's are quantised (to zeros).
+  const bool gemm = l.kernel == IntLinearRowKernel::kGemm;
+  const int64_t x_rows = gemm ? l.m_padded : args.m;
   QuantizeRowsArgs xq{args.xStride(), args.m,      x_rows,         args.k,   l.kp,
                       nullptr,        sc.x_planes, sc.x_exponents, sc.x_sums};
   REE_RETURN_IF_ERROR(launchQuantizeRows<int_linear::kXSlices>(args.x, args.x_dtype, xq, stream));
   const int32_t* w_exponents = prepared_exponents ? prepared_exponents : sc.w_exponents;
-  if (l.skinny) {
+  if (!gemm) {
     if (!prepared_exponents) {
       REE_RETURN_IF_ERROR(launchRowExponents(args.w, args.w_dtype, args.wStride(), args.n, args.k,
                                              sc.w_exponents, stream));
     }
-    return enqueueSkinnyRows(args, l, sc, w_exponents, 0, args.m, stream);
+    if (l.kernel == IntLinearRowKernel::kTiled) {
+      return enqueueTiled(args, l, sc, w_exponents, stream);
+    }
+    return enqueueSkinnyRows(args, l, sc, w_exponents, 0, args.m,
+                             l.kernel == IntLinearRowKernel::kDecode, stream);
   }
   // GEMM path: w's planes (and its exponents unless prepared) in one pass.
   QuantizeRowsArgs wq{args.wStride(),     args.n,      l.n_padded,     args.k, l.kp,
@@ -208,7 +305,8 @@ Status enqueueRow(const LinearArgs& args, const RowLayout& l, const int32_t* pre
 }
 
 Status runRow(const LinearArgs& args, const IntLinearRowDeviceWeights* prepared,
-              const int32_t* prepared_exponents, cudaStream_t stream) {
+              const int32_t* prepared_exponents, IntLinearRowKernel requested,
+              cudaStream_t stream) {
   REE_RETURN_IF_ERROR(validateIntLinearRowArgs(args));
   REE_CHECK_ARG(prepared == nullptr || (prepared->rows() == args.n && prepared->k() == args.k),
                 "intLinearRow (cuda): prepared weights of [%lld, %lld] for a [%lld, %lld] w",
@@ -216,7 +314,9 @@ Status runRow(const LinearArgs& args, const IntLinearRowDeviceWeights* prepared,
                 static_cast<long long>(prepared ? prepared->k() : 0),
                 static_cast<long long>(args.n), static_cast<long long>(args.k));
   if (args.m == 0) return Status::kSuccess;
-  const RowLayout l = rowLayoutOf(args, prepared_exponents != nullptr);
+  IntLinearRowKernel kernel = IntLinearRowKernel::kAuto;
+  REE_RETURN_IF_ERROR(chooseRowKernel(args, requested, &kernel));
+  const RowLayout l = rowLayoutOf(args, kernel, prepared_exponents != nullptr);
   void* scratch = nullptr;
   REE_CUDA_CHECK_MSG(cudaMallocAsync(&scratch, static_cast<size_t>(l.bytes), stream),
                      "int linear row (cuda): scratch of %lld bytes for m=%lld n=%lld k=%lld",
@@ -232,12 +332,17 @@ Status runRow(const LinearArgs& args, const IntLinearRowDeviceWeights* prepared,
 }  // namespace
 
 Status intLinearRow(const LinearArgs& args, cudaStream_t stream) {
-  return runRow(args, nullptr, nullptr, stream);
+  return intLinearRowWithKernel(args, nullptr, IntLinearRowKernel::kAuto, stream);
 }
 
 Status intLinearRow(const LinearArgs& args, const IntLinearRowDeviceWeights* prepared,
                     cudaStream_t stream) {
-  return runRow(args, prepared, prepared ? prepared->impl_->exponents : nullptr, stream);
+  return intLinearRowWithKernel(args, prepared, IntLinearRowKernel::kAuto, stream);
+}
+
+Status intLinearRowWithKernel(const LinearArgs& args, const IntLinearRowDeviceWeights* prepared,
+                              IntLinearRowKernel kernel, cudaStream_t stream) {
+  return runRow(args, prepared, prepared ? prepared->impl_->exponents : nullptr, kernel, stream);
 }
 
 Status prepareIntLinearRowWeights(const LinearArgs& args, cudaStream_t stream,

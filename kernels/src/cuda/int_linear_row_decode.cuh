@@ -35,9 +35,9 @@ constexpr int kDecodeMinBlocks = 3;
 
 // True when the decode kernel runs a skinny call: few rows, bf16 w whose rows start on 16 bytes
 // and hold whole 16-byte pieces (k a multiple of 8, as in every model).
-bool decodeKernelApplies(const SkinnyArgs& s, DType w_dtype, int64_t rows) {
-  return rows <= kDecodeMaxRows && w_dtype == DType::kBF16 && s.k % 8 == 0 && s.w_stride % 8 == 0 &&
-         (reinterpret_cast<uintptr_t>(s.w) & 15) == 0;
+bool decodeKernelApplies(DType w_dtype, const void* w, int64_t w_stride, int64_t k, int64_t rows) {
+  return rows <= kDecodeMaxRows && w_dtype == DType::kBF16 && k % 8 == 0 && w_stride % 8 == 0 &&
+         (reinterpret_cast<uintptr_t>(w) & 15) == 0 && k <= kSkinnyMaxK;
 }
 
 __device__ __forceinline__ uint4 loadStreaming(const void* p) {

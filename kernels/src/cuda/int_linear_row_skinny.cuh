@@ -127,12 +127,14 @@ __device__ __forceinline__ void multiplyChunk(const SkinnyArgs& s, int chunk, in
   }
 }
 
-// One x row's class corrections and output (the block's totals hold the raw unsigned sums).
-__device__ __forceinline__ void storeSkinnyOutput(const SkinnyArgs& s, const int32_t* raw,
-                                                  int raw_stride, int row, int col) {
-  const int32_t* sums = s.x_digit_sums + row * 4;
+// One output from the raw unsigned class sums (raw[c * raw_stride], c = 0..3): the digit-sum
+// corrections of x row `row`, then storeRowOutput.
+__device__ __forceinline__ void storeClassSums(const RowOutputArgs& out,
+                                               const int32_t* x_digit_sums, const int32_t* raw,
+                                               int raw_stride, int row, int col) {
+  const int32_t* sums = x_digit_sums + row * 4;
   const int32_t s0 = sums[0], s1 = sums[1], s2 = sums[2], s3 = sums[3];
-  storeRowOutput(s.out, row, col, raw[0] - 64 * s0, raw[raw_stride] - 64 * (s0 + s1),
+  storeRowOutput(out, row, col, raw[0] - 64 * s0, raw[raw_stride] - 64 * (s0 + s1),
                  raw[2 * raw_stride] - 64 * (s0 + s1 + s2),
                  raw[3 * raw_stride] - 64 * (s1 + s2 + s3));
 }
@@ -178,8 +180,8 @@ __device__ __forceinline__ void finishSkinnyBlock(const SkinnyArgs& s, int64_t n
   for (int i = threadIdx.x; i < kRows * kSkinnyTileN; i += blockDim.x) {
     const int row = i / kSkinnyTileN, col = i % kSkinnyTileN;
     if (row < s.out.m && n0 + col < s.out.n) {
-      storeSkinnyOutput(s, &totals[0][row][col], kRows * kSkinnyTileN, row,
-                        static_cast<int>(n0 + col));
+      storeClassSums(s.out, s.x_digit_sums, &totals[0][row][col], kRows * kSkinnyTileN, row,
+                     static_cast<int>(n0 + col));
     }
   }
 }

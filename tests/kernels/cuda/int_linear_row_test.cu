@@ -1,10 +1,12 @@
 // CUDA repops-3 linear == CPU repops-3 linear, bitwise (the CPU is checked against the spec's
-// brute-force form in tests/kernels/cpu/): randomised odd shapes (M up to 300 across the skinny /
-// GEMM switch at 64, K up to 14336 + odd, odd N, strides, every dtype combination, bias,
-// accumulate), special values (NaN/inf rows, subnormals, huge and tiny values together, zeros,
-// the largest digits), K beyond the skinny kernel's limit, the GEMM path's row chunks (an
-// lm_head-sized N), row invariance on the GPU (a row alone and inside batches of other sizes) and
-// prepared weights == unprepared.
+// brute-force form in tests/kernels/cpu/): randomised odd shapes (M up to 300 across the kernel
+// switches: decode up to 8 rows, tiled up to 256 for 16-bit w with k a multiple of 8, skinny up to
+// 64 otherwise, GEMM beyond; K up to 14336 + odd, odd N, strides, every dtype combination, bias,
+// accumulate), every kernel forced on shapes where kAuto would not take it (the tiled kernel's row
+// groups, 64-row chunks and K splits), special values (NaN/inf rows, subnormals, huge and tiny
+// values together, zeros, the largest digits), K beyond the skinny kernel's limit, the GEMM
+// path's row chunks (an lm_head-sized N), row invariance on the GPU (a row alone and inside
+// batches of other sizes, on every kernel) and prepared weights == unprepared.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -35,7 +37,8 @@ struct Problem : test::IntLinearProblem<test::MirroredBuffer> {
   }
 
   // With `prepared`, w's row exponents come from prepareIntLinearRowWeights.
-  std::vector<uint8_t> runCuda(bool prepared = false) {
+  std::vector<uint8_t> runCuda(bool prepared = false,
+                               cuda::IntLinearRowKernel kernel = cuda::IntLinearRowKernel::kAuto) {
     x.upload();
     w.upload();
     bias.upload();
@@ -46,7 +49,7 @@ struct Problem : test::IntLinearProblem<test::MirroredBuffer> {
       EXPECT_EQ(cuda::prepareIntLinearRowWeights(a, nullptr, &weights), Status::kSuccess)
           << lastErrorMessage();
     }
-    Status s = cuda::intLinearRow(a, weights.get(), nullptr);
+    Status s = cuda::intLinearRowWithKernel(a, weights.get(), kernel, nullptr);
     EXPECT_EQ(s, Status::kSuccess) << lastErrorMessage();
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<uint8_t> out = test::toHost(y, y_init.bytes.size());
@@ -55,12 +58,13 @@ struct Problem : test::IntLinearProblem<test::MirroredBuffer> {
   }
 };
 
-void expectSameBits(Problem& p, bool prepared = false) {
+void expectSameBits(Problem& p, bool prepared = false,
+                    cuda::IntLinearRowKernel kernel = cuda::IntLinearRowKernel::kAuto) {
   std::vector<uint8_t> cpu_y = p.runCpu();
-  std::vector<uint8_t> gpu_y = p.runCuda(prepared);
+  std::vector<uint8_t> gpu_y = p.runCuda(prepared, kernel);
   long long at = test::firstBitDifference(cpu_y, gpu_y);
-  EXPECT_EQ(at, -1) << p.describe() << (prepared ? " prepared" : "") << " first differing byte "
-                    << at;
+  EXPECT_EQ(at, -1) << p.describe() << (prepared ? " prepared" : "") << " kernel "
+                    << static_cast<int>(kernel) << " first differing byte " << at;
 }
 
 TEST(IntLinearRowCuda, RandomShapesMatchCpuBitwise) {
@@ -183,11 +187,92 @@ TEST(IntLinearRowCuda, DecodeKernelMatchesCpu) {
   }
 }
 
-// A row's bits do not depend on the batch it is in (M = 1, 7, 64: skinny; 65, 200: GEMM).
+// The tiled kernel (16-bit w, k a multiple of 8; int_linear_row_tiled.cuh), also where kAuto
+// would not take it: both sides of its row groups (8, 16, 32, 64 rows per block) and of its
+// 64-row block chunks; K split among the blocks of a cluster (few tiles of w: n = 35, 1000, with
+// a last split shorter than the others at k = 4104) and not split (k = 296, or n = 20000: enough
+// tiles to fill the GPU); K ending inside a stage and inside a chunk; special rows, w rows far
+// below 2^-107 (the blocks holding them take the two-factor form), strides, bias, accumulate.
+TEST(IntLinearRowCuda, TiledKernelMatchesCpu) {
+  REE_SKIP_WITHOUT_GPU();
+  const int64_t shapes[][2] = {{8, 35}, {296, 1000}, {4104, 35}, {4104, 1000}};
+  int index = 0;
+  for (int64_t m : {1, 8, 9, 16, 17, 40, 64, 65, 130}) {
+    for (const auto& shape : shapes) {
+      Problem p;
+      p.m = m;
+      p.k = shape[0];
+      p.n = shape[1];
+      p.x_dtype = index % 2 ? DType::kBF16 : DType::kF32;
+      p.w_dtype = index % 3 == 1 ? DType::kF16 : DType::kBF16;
+      p.y_dtype = index % 4 == 3 ? DType::kBF16 : DType::kF32;
+      p.w_stride = index % 5 == 2 ? p.k + 8 : 0;
+      p.has_bias = index % 2 == 0;
+      p.accumulate = index % 7 == 3;
+      p.fill(static_cast<uint64_t>(index) + 900, /*hostile=*/true, /*non_finite=*/index % 6 == 1);
+      if (m >= 6 && p.k >= 296 && p.w_stride == 0) test::setSpecialRows(p);
+      if (p.w_dtype == DType::kBF16 && p.n > 30 && p.w_stride == 0) {
+        for (int64_t i = 0; i < p.k; ++i) {
+          const float subnormal = bitsFloat(static_cast<uint32_t>(1 + i % 127) << 16);
+          p.w.set(static_cast<size_t>(20 * p.k + i), i % 3 ? subnormal : -subnormal);
+          p.w.set(static_cast<size_t>(30 * p.k + i), std::ldexp(1.0f + (i % 5) / 8.0f, -115));
+        }
+      }
+      expectSameBits(p, /*prepared=*/index % 2 == 1, cuda::IntLinearRowKernel::kTiled);
+      ++index;
+      if (HasFailure()) return;
+    }
+  }
+  for (int64_t m : {int64_t{17}, int64_t{200}}) {
+    Problem wide;
+    wide.m = m;
+    wide.k = m == 17 ? 296 : 4104;
+    wide.n = 20000;
+    wide.w_dtype = DType::kBF16;
+    wide.has_bias = true;
+    wide.fill(static_cast<uint64_t>(m) + 950, false, false);
+    expectSameBits(wide, /*prepared=*/true, cuda::IntLinearRowKernel::kTiled);
+  }
+}
+
+// Every kernel that can serve a problem gives the same bits (kUnsupported where it cannot).
+TEST(IntLinearRowCuda, EveryKernelGivesTheSameBits) {
+  REE_SKIP_WITHOUT_GPU();
+  for (int64_t m : {int64_t{5}, int64_t{33}, int64_t{64}, int64_t{100}}) {
+    Problem p;
+    p.m = m;
+    p.n = 131;
+    p.k = 1000;
+    p.w_dtype = DType::kBF16;
+    p.has_bias = true;
+    p.fill(static_cast<uint64_t>(m) + 990, true, false);
+    const std::vector<uint8_t> cpu_y = p.runCpu();
+    for (auto kernel : {cuda::IntLinearRowKernel::kDecode, cuda::IntLinearRowKernel::kSkinny,
+                        cuda::IntLinearRowKernel::kTiled, cuda::IntLinearRowKernel::kGemm}) {
+      const bool serves = kernel == cuda::IntLinearRowKernel::kDecode   ? m <= 8
+                          : kernel == cuda::IntLinearRowKernel::kSkinny ? m <= 64
+                                                                        : true;
+      if (!serves) {
+        LinearArgs a = p.args(p.x.bytes.data(), p.w.bytes.data(), nullptr, p.y_init.bytes.data());
+        EXPECT_EQ(cuda::intLinearRowWithKernel(a, nullptr, kernel, nullptr), Status::kUnsupported);
+        continue;
+      }
+      EXPECT_EQ(test::firstBitDifference(cpu_y, p.runCuda(false, kernel)), -1)
+          << p.describe() << " kernel " << static_cast<int>(kernel);
+    }
+  }
+}
+
+// A row's bits do not depend on the batch it is in: under kAuto (M = 1, 7: decode kernel; 64,
+// 65, 200: tiled), and with the skinny kernel (M <= 64) and the GEMM path (beyond) forced.
 TEST(IntLinearRowCuda, RowsAreInvariantToBatch) {
   REE_SKIP_WITHOUT_GPU();
   test::expectRowsInvariantToBatch<Problem>(
       [](Problem& p) { return p.runCuda(/*prepared=*/p.m == 7); });
+  test::expectRowsInvariantToBatch<Problem>([](Problem& p) {
+    return p.runCuda(/*prepared=*/false, p.m <= 64 ? cuda::IntLinearRowKernel::kSkinny
+                                                   : cuda::IntLinearRowKernel::kGemm);
+  });
 }
 
 // Prepared weights give the bits of unprepared ones on both paths and for every w dtype.

@@ -107,6 +107,15 @@ void setIntLinearRowAvx512Enabled(bool enabled);
 
 namespace cuda {
 
+// Kernel choice. Every kernel gives the same bits; kAuto picks by M, the dtypes and alignment.
+enum class IntLinearRowKernel : int {
+  kAuto = 0,
+  kDecode = 1,  // at most 8 rows of x, bf16 w with 16-byte aligned rows, k a multiple of 8
+  kSkinny = 2,  // at most 64 rows of x, k <= 65536
+  kTiled = 3,   // bf16 or f16 w with 16-byte aligned rows, k a multiple of 8 and <= 65536
+  kGemm = 4,    // four int8 class GEMMs on cuBLASLt; any shape
+};
+
 // Enqueues repops-3 linear on `stream`; returns once launched. Takes stream-ordered scratch
 // memory (cudaMallocAsync), freed on the stream afterwards.
 Status intLinearRow(const LinearArgs& args, cudaStream_t stream);
@@ -128,7 +137,8 @@ class IntLinearRowDeviceWeights {
   int64_t rows_ = 0, k_ = 0;
   friend Status prepareIntLinearRowWeights(const LinearArgs&, cudaStream_t,
                                            std::unique_ptr<IntLinearRowDeviceWeights>*);
-  friend Status intLinearRow(const LinearArgs&, const IntLinearRowDeviceWeights*, cudaStream_t);
+  friend Status intLinearRowWithKernel(const LinearArgs&, const IntLinearRowDeviceWeights*,
+                                       IntLinearRowKernel, cudaStream_t);
 };
 
 // From args.w (device memory), w_dtype, n, k and the w stride; enqueued on `stream`.
@@ -137,6 +147,9 @@ Status prepareIntLinearRowWeights(const LinearArgs& args, cudaStream_t stream,
 // intLinearRow with w's prepared data (made from this args.w; null: as intLinearRow(args, stream)).
 Status intLinearRow(const LinearArgs& args, const IntLinearRowDeviceWeights* prepared,
                     cudaStream_t stream);
+// Same with an explicit kernel (tests, benchmarks). kUnsupported if `kernel` cannot serve args.
+Status intLinearRowWithKernel(const LinearArgs& args, const IntLinearRowDeviceWeights* prepared,
+                              IntLinearRowKernel kernel, cudaStream_t stream);
 
 }  // namespace cuda
 
