@@ -45,6 +45,10 @@ Status OperationSet::linearAccumulate(const Tensor& x, const Tensor& weight, con
   return addInPlace(acc, out);
 }
 
+int64_t OperationSet::fusedProjectionMaxTokens() const {
+  return 16;
+}
+
 Status OperationSet::prepareLinearWeight(const Tensor&) {
   return Status::kSuccess;
 }

@@ -8,7 +8,8 @@
 
 #include <algorithm>
 #include <list>
-#include <unordered_map>
+#include <map>
+#include <tuple>
 
 #include "quantized_linear.h"
 #include "ree/core/device.h"
@@ -160,6 +161,15 @@ class ReproducibleOps final : public OperationSet {
 
   Status linear(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& out) override {
     return runLinear(x, weight, bias, out, /*accumulate=*/false);
+  }
+
+  // Under repops-3 on a GPU, decode batches up to the tiled kernel's range run fused: x is
+  // quantised once for q|k|v (gate|up) instead of three (two) times, and the wider products fill
+  // the GPU (int_linear_row_tiled.cuh). Elsewhere the default.
+  int64_t fusedProjectionMaxTokens() const override {
+    return spec_ == RepOpsSpec::kRepOps3 && device_.isCuda()
+               ? 256
+               : OperationSet::fusedProjectionMaxTokens();
   }
 
   // What the integer specs precompute from a parameter once, keyed by its pointer (runLinear uses
@@ -333,8 +343,14 @@ class ReproducibleOps final : public OperationSet {
     return REE_CUDA_ONLY(cuda::linear(args, stream_));
   }
 
+  // Prepared weights are keyed by pointer AND shape: a fused projection's weight (q|k|v, gate|up)
+  // starts at the same address as its first part (causal_lm_weights.cpp), and each needs its own.
+  using WeightKey = std::tuple<const void*, int64_t, int64_t>;
+  static WeightKey keyOf(const LinearArgs& args) {
+    return {args.w, args.n, args.k};
+  }
   template <typename Weights>
-  using HostWeightsMap = std::unordered_map<const void*, std::unique_ptr<Weights>>;
+  using HostWeightsMap = std::map<WeightKey, std::unique_ptr<Weights>>;
 
   // Prepares args.w into `map` unless it is there already or its `bytes` would take the host
   // weights past a quarter of the host's available memory (then runLinear quantises per call).
@@ -342,41 +358,37 @@ class ReproducibleOps final : public OperationSet {
   Status prepareOnHost(const LinearArgs& args, int64_t bytes,
                        Status (*prepare)(const LinearArgs&, std::unique_ptr<Weights>*),
                        HostWeightsMap<Weights>* map) {
-    if (map->count(args.w) != 0) return Status::kSuccess;
+    if (map->count(keyOf(args)) != 0) return Status::kSuccess;
     if (prepared_bytes_ + bytes > hostAvailableMemoryBytes() / 4) return Status::kSuccess;
     std::unique_ptr<Weights> prepared;
     REE_RETURN_IF_ERROR(prepare(args, &prepared));
-    (*map)[args.w] = std::move(prepared);
+    (*map)[keyOf(args)] = std::move(prepared);
     prepared_bytes_ += bytes;
     return Status::kSuccess;
   }
 
-  // The prepared weights of args.w when they were made for this shape, else null.
+  // The prepared weights of args.w for this shape, else null.
   template <typename Weights>
   static const Weights* preparedOnHost(const HostWeightsMap<Weights>& map, const LinearArgs& args) {
-    auto it = map.find(args.w);
-    if (it == map.end()) return nullptr;
-    const Weights& prepared = *it->second;
-    return prepared.rows() == args.n && prepared.k() == args.k ? &prepared : nullptr;
+    auto it = map.find(keyOf(args));
+    return it == map.end() ? nullptr : it->second.get();
   }
 
 #if defined(REE_WITH_CUDA)
   // repops-3 on a GPU: the weight's device data (its row exponents), made once on the stream.
   Status prepareOnDevice(const LinearArgs& args) {
-    if (spec_ != RepOpsSpec::kRepOps3 || device_row_weights_.count(args.w) != 0) {
+    if (spec_ != RepOpsSpec::kRepOps3 || device_row_weights_.count(keyOf(args)) != 0) {
       return Status::kSuccess;
     }
     std::unique_ptr<cuda::IntLinearRowDeviceWeights> prepared;
     REE_RETURN_IF_ERROR(cuda::prepareIntLinearRowWeights(args, stream_, &prepared));
-    device_row_weights_[args.w] = std::move(prepared);
+    device_row_weights_[keyOf(args)] = std::move(prepared);
     return Status::kSuccess;
   }
 
   const cuda::IntLinearRowDeviceWeights* preparedOnDevice(const LinearArgs& args) const {
-    auto it = device_row_weights_.find(args.w);
-    if (it == device_row_weights_.end()) return nullptr;
-    const cuda::IntLinearRowDeviceWeights& prepared = *it->second;
-    return prepared.rows() == args.n && prepared.k() == args.k ? &prepared : nullptr;
+    auto it = device_row_weights_.find(keyOf(args));
+    return it == device_row_weights_.end() ? nullptr : it->second.get();
   }
 #else
   Status prepareOnDevice(const LinearArgs&) {
@@ -478,8 +490,7 @@ class ReproducibleOps final : public OperationSet {
   HostWeightsMap<cpu::IntLinearRowWeights> row_weights_;
   int64_t prepared_bytes_ = 0;
 #if defined(REE_WITH_CUDA)
-  std::unordered_map<const void*, std::unique_ptr<cuda::IntLinearRowDeviceWeights>>
-      device_row_weights_;
+  std::map<WeightKey, std::unique_ptr<cuda::IntLinearRowDeviceWeights>> device_row_weights_;
 #endif
   cudaStream_t stream_ = nullptr;
 };

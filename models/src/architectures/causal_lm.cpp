@@ -21,12 +21,6 @@ ActivationKind activationKind(Activation activation) {
   return ActivationKind::kSilu;
 }
 
-// Steps with at most this many tokens run the fused projections (q|k|v and gate|up): decode-sized
-// steps are bound by weight bytes and launches, and one GEMV over the concatenated rows streams
-// the same bytes in one launch with a fuller grid. Each output still comes from its own weight
-// row with the same K, so the reproducible set's bits are those of the separate projections.
-constexpr int64_t kFusedProjectionMaxTokens = 16;
-
 }  // namespace
 
 Status Workspace::get(int id, Device device, ComputeDType dtype, std::vector<int64_t> shape,
@@ -87,7 +81,12 @@ Status CausalLM::Impl::attentionBlock(size_t index, const Tensor& normed, Tensor
   int64_t t = hidden.dim(0), hd = config.head_dim;
   int64_t nh = config.num_heads, nkv = config.num_kv_heads;
   Tensor q, k, v, attn;
-  if (t <= kFusedProjectionMaxTokens && l.qkv.weight.defined()) {
+  // Steps of at most ops->fusedProjectionMaxTokens() tokens run the fused projections (q|k|v and
+  // gate|up): decode-sized steps are bound by weight bytes and launches, and one product over the
+  // concatenated rows streams the same bytes in one launch with a fuller grid. Each output still
+  // comes from its own weight row with the same K, so the reproducible set's bits are those of
+  // the separate projections.
+  if (t <= ops->fusedProjectionMaxTokens() && l.qkv.weight.defined()) {
     Tensor qkv;
     REE_RETURN_IF_ERROR(linear(l.qkv, normed, kQkv, &qkv));
     REE_RETURN_IF_ERROR(split(qkv, {{kQ, nh * hd}, {kK, nkv * hd}, {kV, nkv * hd}}, {&q, &k, &v}));
@@ -129,7 +128,7 @@ Status CausalLM::Impl::mlpBlock(const Layer& l, const Tensor& normed, Tensor& hi
     REE_RETURN_IF_ERROR(ops->activation(activationKind(config.activation), up, act));
   } else {
     Tensor gate, up;
-    if (normed.dim(0) <= kFusedProjectionMaxTokens && l.gate_up.weight.defined()) {
+    if (normed.dim(0) <= ops->fusedProjectionMaxTokens() && l.gate_up.weight.defined()) {
       Tensor gate_up;
       REE_RETURN_IF_ERROR(linear(l.gate_up, normed, kGateUp, &gate_up));
       const int64_t inner = l.gate.weight.dim(0);

@@ -124,6 +124,11 @@ class OperationSet {
   // does; an operation set may fuse the two (one kernel, no temporary).
   virtual Status linearAccumulate(const Tensor& x, const Tensor& weight, const Tensor* bias,
                                   Tensor& acc);
+  // The most tokens of a step for which a model runs the projections that share an input fused
+  // (q|k|v and gate|up: one linear over the concatenated weight rows, then the outputs split by
+  // columns): one larger product against separate ones plus the split's copies. Never changes
+  // results (each output comes from its own weight row and the same K). Default: 16.
+  virtual int64_t fusedProjectionMaxTokens() const;
   // Tells the set that `weight` is a linear layer's parameter: it stays alive and unchanged as
   // long as this set, so the set may precompute from it once (the reproducible set under
   // repops-2 or repops-3 on the CPU quantises it into digit planes, within a quarter of the
