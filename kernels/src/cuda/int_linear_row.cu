@@ -4,8 +4,9 @@
 //
 // 1. Quantisation (int_linear_row_quantize.cuh): a block per row: the row exponent, then the int8
 //    digit planes, zero-padded to k_padded (a multiple of 32) and to whole tiles of rows.
-// 2. m > kSkinnyMaxRows (prefill): w is quantised into planes too, and the four classes are four
-//    plain int8 GEMMs on cuBLASLt plus an epilogue kernel (int_linear_row_gemm.cuh).
+// 2. Prefill (more than kTiledMaxRows rows of x, or more than kSkinnyMaxRows when w is not 16-bit
+//    or not aligned): w is quantised into planes too, and the four classes are four plain int8
+//    GEMMs on cuBLASLt plus an epilogue kernel (int_linear_row_gemm.cuh).
 // 3. Decode (few rows of x): mma.sync kernels read w once in its stored dtype and quantise it on
 //    the fly with the row exponents, which come from a pre-pass over w or from
 //    IntLinearRowDeviceWeights. At most 8 rows of x with bf16 w (a bf16 model's decode step): the
