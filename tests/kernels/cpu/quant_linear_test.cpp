@@ -10,6 +10,7 @@
 
 #include "kernels/quant_linear_problem.h"
 #include "ree/core/parallel.h"
+#include "ree/kernels/linear.h"
 #include "ree/kernels/quant_linear.h"
 #include "test_util.h"
 
@@ -74,6 +75,26 @@ TEST(QuantLinearCpu, RowsAcrossSlicesStridesAndThreads) {
         << p.describe() << " threads=" << t;
   }
   setCpuThreads(threads);
+}
+
+// cpu::linear packs the dequantised rows into panels with the AVX2 transpose (full panels, where
+// the CPU has it) or the portable loop: both give the reference's bits.
+TEST(QuantLinearCpu, PortableAndSimdPanelsGiveTheSameBits) {
+  for (QuantType type : {QuantType::kQ4_1, QuantType::kQ5_K, QuantType::kQ8_0}) {
+    test::QuantProblem p;
+    p.type = type;
+    p.k = quantBlockElems(type) == 32 ? 608 : 512;
+    p.n = 40;  // two full panels and one of 8
+    p.m = 2;
+    p.bias = true;
+    p.fill(31 + static_cast<int>(type));
+    const std::vector<unsigned char> expected = p.reference();
+    for (bool simd : {false, true}) {
+      cpu::setLinearSimdEnabled(simd);
+      EXPECT_EQ(test::firstBitDifference(expected, runCpu(p)), -1)
+          << p.describe() << " simd=" << simd;
+    }
+  }
 }
 
 TEST(QuantLinearCpu, RowInvariance) {
