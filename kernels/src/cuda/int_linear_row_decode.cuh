@@ -88,19 +88,30 @@ __device__ __forceinline__ void loadXChunk(const DecodeLane& d, int i, uint2 (&x
   }
 }
 
-// The A fragments of the three w digits of one chunk (register r: tile row g + 8 (r & 1),
-// elements 4 (r >> 1) .. + 3 of the lane's eight, as wFragments). kOneFma: f = (scale, unused);
-// else f = (s1, s2) of wScale per row.
-template <bool kOneFma>
-__device__ __forceinline__ void decodeFragments(const uint4 (&w)[2], const float (&f1)[2],
-                                                const float (&f2)[2], uint32_t (&a)[3][4]) {
+template <bool kBf16>
+__device__ __forceinline__ float wordLow(uint32_t word) {
+  return kBf16 ? __uint_as_float(word << 16) : halfBitsToFloat(word & 0xffffu);
+}
+
+template <bool kBf16>
+__device__ __forceinline__ float wordHigh(uint32_t word) {
+  return kBf16 ? __uint_as_float(word & 0xffff0000u) : halfBitsToFloat(word >> 16);
+}
+
+// The A fragments of the three w digits of one chunk from raw 16-bit elements, bf16 or fp16
+// (register r: tile row g + 8 (r & 1), elements 4 (r >> 1) .. + 3 of the lane's eight, as
+// wFragments). kOneFma: f = (scale, unused), u from one fma (above); else f = (s1, s2) of wScale
+// per row. Shared with the tiled kernel (int_linear_row_tiled.cuh).
+template <bool kBf16, bool kOneFma>
+__device__ __forceinline__ void fragmentsOf16Bit(const uint4 (&w)[2], const float (&f1)[2],
+                                                 const float (&f2)[2], uint32_t (&a)[3][4]) {
   constexpr float kMagic = 13639744.0f;  // 1.5 * 2^23 + 64 * (2^14 + 2^7 + 1)
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
     const int row = r & 1;
     const uint32_t lo = (r >> 1) ? w[row].z : w[row].x, hi = (r >> 1) ? w[row].w : w[row].y;
-    const float v[4] = {__uint_as_float(lo << 16), __uint_as_float(lo & 0xffff0000u),
-                        __uint_as_float(hi << 16), __uint_as_float(hi & 0xffff0000u)};
+    const float v[4] = {wordLow<kBf16>(lo), wordHigh<kBf16>(lo), wordLow<kBf16>(hi),
+                        wordHigh<kBf16>(hi)};
     uint32_t bits[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
@@ -143,7 +154,7 @@ __device__ __forceinline__ void decodeChunks(const DecodeLane& d, const int (&ex
         uint2 b[4];
         loadXChunk(d, i, b);
         uint32_t a[3][4];
-        decodeFragments<kOneFma>(w[slot], f1, f2, a);
+        fragmentsOf16Bit</*kBf16=*/true, kOneFma>(w[slot], f1, f2, a);
         if (i + kDecodeDepth < d.chunks) loadWChunk(d, i + kDecodeDepth, w[slot]);
         decodeMultiply(a, b, acc);
       }

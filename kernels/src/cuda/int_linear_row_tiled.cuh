@@ -137,40 +137,6 @@ __device__ __forceinline__ void loadWStage(const TiledArgs& s, const uint16_t* c
   }
 }
 
-template <bool kBf16>
-__device__ __forceinline__ float wordLow(uint32_t word) {
-  return kBf16 ? __uint_as_float(word << 16) : halfBitsToFloat(word & 0xffffu);
-}
-
-template <bool kBf16>
-__device__ __forceinline__ float wordHigh(uint32_t word) {
-  return kBf16 ? __uint_as_float(word & 0xffff0000u) : halfBitsToFloat(word >> 16);
-}
-
-// The A fragments of the three w digits of one chunk from raw 16-bit elements (register r: tile
-// row g + 8 (r & 1), elements 4 (r >> 1) .. + 3 of the lane's eight, as wFragments). kOneFma: u
-// from fma(W, 2^(20 - e), magic) (int_linear_row_decode.cuh says why that is the same rounding);
-// else the two-factor form of unsignedDigitBits.
-template <bool kBf16, bool kOneFma>
-__device__ __forceinline__ void tiledFragments(const uint4 (&w)[2], const float (&f1)[2],
-                                               const float (&f2)[2], uint32_t (&a)[3][4]) {
-  constexpr float kMagic = 13639744.0f;  // 1.5 * 2^23 + 64 * (2^14 + 2^7 + 1)
-#pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    const int row = r & 1;
-    const uint32_t lo = (r >> 1) ? w[row].z : w[row].x, hi = (r >> 1) ? w[row].w : w[row].y;
-    const float v[4] = {wordLow<kBf16>(lo), wordHigh<kBf16>(lo), wordLow<kBf16>(hi),
-                        wordHigh<kBf16>(hi)};
-    uint32_t bits[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      bits[e] = kOneFma ? __float_as_uint(__fmaf_rn(v[e], f1[row], kMagic))
-                        : unsignedDigitBits(v[e], f1[row], f2[row]);
-    }
-    packDigits(bits, a[0][r], a[1][r], a[2][r]);
-  }
-}
-
 // The nine kept digit pairs of chunk c of the staged x, for every group of 8 x rows: one
 // mma.sync per pair and group; lane (g, q) reads the 8 bytes of row g at elements 8 q .. 8 q + 7.
 template <int kGroups>
@@ -221,7 +187,7 @@ __device__ __forceinline__ void tiledStages(const TiledArgs& s, const uint16_t* 
 #pragma unroll
     for (int c = 0; c < kTiledStageChunks; ++c) {
       uint32_t a[3][4];
-      tiledFragments<kBf16, kOneFma>(w[c], f1, f2, a);
+      fragmentsOf16Bit<kBf16, kOneFma>(w[c], f1, f2, a);
       if (more) {
         const int64_t k0 = (static_cast<int64_t>(stage + 1) * kTiledStageChunks + c) * kChunk;
 #pragma unroll
