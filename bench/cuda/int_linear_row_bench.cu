@@ -67,6 +67,36 @@ float cublasInt8Ms(cublasHandle_t cublas, int m, int n, int k, int copies, int r
   return ms;
 }
 
+// A problem whose bf16 w rotates through `copies` copies (at decode sizes more than L2 holds),
+// each with its prepared row exponents; timed(call) runs call(copy) with args.w on that copy.
+struct RotatedProblem {
+  RotatedProblem(int m, int n, int k, int copies, int f32_copies, int iterations)
+      : problem(m, n, k, copies, f32_copies),
+        args(problem.args()),
+        copies(copies),
+        flops(2.0 * m * n * double(k)),
+        reps(std::max(3, std::min(iterations, static_cast<int>(2e13 / flops)))),
+        prepared(copies) {
+    for (int c = 0; c < copies; ++c) {
+      args.w = problem.w_bf16[c];
+      CHECK_REE(ree::repops::cuda::prepareIntLinearRowWeights(args, nullptr, &prepared[c]));
+    }
+  }
+  template <typename Call>
+  float timed(Call&& call) {
+    return timeMs(reps, [&](int i) {
+      args.w = problem.w_bf16[i % copies];
+      call(i % copies);
+    });
+  }
+  ree::bench::DeviceLinearProblem problem;
+  ree::repops::LinearArgs args;
+  int copies;
+  double flops;
+  int reps;
+  std::vector<std::unique_ptr<ree::repops::cuda::IntLinearRowDeviceWeights>> prepared;
+};
+
 void run(int m, int k, int n, int iterations, double copy_gbs, cublasHandle_t cublas,
          int l2_bytes) {
   const bool decode = m <= 64;
@@ -75,21 +105,13 @@ void run(int m, int k, int n, int iterations, double copy_gbs, cublasHandle_t cu
       decode ? std::max<int>(1, static_cast<int>((3.0 * l2_bytes) / (w_count * 2) + 1)) : 1;
   const int f32_copies =
       decode ? std::max<int>(1, static_cast<int>((3.0 * l2_bytes) / (w_count * 4) + 1)) : 1;
-  ree::bench::DeviceLinearProblem problem(m, n, k, copies, f32_copies);
-  ree::repops::LinearArgs args = problem.args();
-  std::vector<std::unique_ptr<ree::repops::cuda::IntLinearRowDeviceWeights>> prepared(copies);
-  for (int c = 0; c < copies; ++c) {
-    args.w = problem.w_bf16[c];
-    CHECK_REE(ree::repops::cuda::prepareIntLinearRowWeights(args, nullptr, &prepared[c]));
-  }
-  const double flops = 2.0 * m * n * double(k);
-  const int reps = std::max(3, std::min(iterations, static_cast<int>(2e13 / flops)));
-  auto timed = [&](auto&& call) {
-    return timeMs(reps, [&](int i) {
-      args.w = problem.w_bf16[i % copies];
-      call(i % copies);
-    });
-  };
+  RotatedProblem rotated(m, n, k, copies, f32_copies, iterations);
+  ree::bench::DeviceLinearProblem& problem = rotated.problem;
+  ree::repops::LinearArgs& args = rotated.args;
+  auto& prepared = rotated.prepared;
+  const double flops = rotated.flops;
+  const int reps = rotated.reps;
+  auto timed = [&](auto&& call) { return rotated.timed(call); };
   float row = timed([&](int) { CHECK_REE(ree::repops::cuda::intLinearRow(args, nullptr)); });
   // The model path: prepared row exponents and w marked constant (chained launch).
   float row_prepared = timed([&](int c) {
@@ -138,22 +160,13 @@ void runKernels(int m, int k, int n, int iterations, cublasHandle_t cublas, int 
   using ree::repops::cuda::IntLinearRowKernel;
   const size_t w_count = size_t(n) * k;
   const int copies = std::max<int>(1, static_cast<int>((3.0 * l2_bytes) / (w_count * 2) + 1));
-  ree::bench::DeviceLinearProblem problem(m, n, k, copies, 1);
-  ree::repops::LinearArgs args = problem.args();
+  RotatedProblem rotated(m, n, k, copies, 1, iterations);
+  ree::bench::DeviceLinearProblem& problem = rotated.problem;
+  ree::repops::LinearArgs& args = rotated.args;
   args.w_is_constant = true;
-  std::vector<std::unique_ptr<ree::repops::cuda::IntLinearRowDeviceWeights>> prepared(copies);
-  for (int c = 0; c < copies; ++c) {
-    args.w = problem.w_bf16[c];
-    CHECK_REE(ree::repops::cuda::prepareIntLinearRowWeights(args, nullptr, &prepared[c]));
-  }
-  const double flops = 2.0 * m * n * double(k);
-  const int reps = std::max(3, std::min(iterations, static_cast<int>(2e13 / flops)));
-  auto timed = [&](auto&& call) {
-    return timeMs(reps, [&](int i) {
-      args.w = problem.w_bf16[i % copies];
-      call(i % copies);
-    });
-  };
+  auto& prepared = rotated.prepared;
+  const double flops = rotated.flops;
+  auto timed = [&](auto&& call) { return rotated.timed(call); };
   auto tf = [&](float ms) { return ms > 0 ? flops / (ms * 1e-3) / 1e12 : 0.0; };
   std::printf("M=%-4d K=%-6d N=%-6d |", m, k, n);
   const std::pair<const char*, IntLinearRowKernel> kernels[] = {
