@@ -172,11 +172,11 @@ class ReproducibleOps final : public OperationSet {
                : OperationSet::fusedProjectionMaxTokens();
   }
 
-  // What the integer specs precompute from a parameter once, keyed by its pointer (runLinear uses
-  // it for this pointer and shape): repops-2 on the CPU, the weight's digit planes, skipped with
-  // the same bits when they would not fit the budget; repops-3, the weight's row exponents
-  // (IntLinearRowWeights on the CPU, IntLinearRowDeviceWeights on a GPU). Tied weights are
-  // prepared once.
+  // What the integer specs precompute from a parameter once, keyed by its pointer and shape
+  // (runLinear uses it for that pointer and shape): repops-2 on the CPU, the weight's digit planes,
+  // skipped with the same bits when they would not fit the budget; repops-3, the weight's row
+  // exponents (IntLinearRowWeights on the CPU, IntLinearRowDeviceWeights on a GPU). Tied weights
+  // are prepared once.
   Status prepareLinearWeight(const Tensor& weight) override {
     if (spec_ == RepOpsSpec::kRepOps1 || weight.dim(0) < 1) return Status::kSuccess;
     LinearArgs args;
