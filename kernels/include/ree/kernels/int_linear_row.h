@@ -110,9 +110,11 @@ namespace cuda {
 // Kernel choice. Every kernel gives the same bits; kAuto picks by M, the dtypes and alignment.
 enum class IntLinearRowKernel : int {
   kAuto = 0,
-  kDecode = 1,  // at most 8 rows of x, bf16 w with 16-byte aligned rows, k a multiple of 8
-  kSkinny = 2,  // at most 64 rows of x, k <= 65536
-  kTiled = 3,   // bf16 or f16 w with 16-byte aligned rows, k a multiple of 8 and <= 65536
+  // kDecode and kTiled need 16-byte aligned w rows (w and its row stride) and k a multiple of 8;
+  // every kernel but kGemm needs k <= 65536 (int32 raw digit sums).
+  kDecode = 1,  // at most 8 rows of x, bf16 w
+  kSkinny = 2,  // at most 64 rows of x, any w dtype
+  kTiled = 3,   // bf16 or f16 w, at most 65535 * 64 rows of x (kAuto: 9 to 256 rows)
   kGemm = 4,    // four int8 class GEMMs on cuBLASLt; any shape
 };
 
