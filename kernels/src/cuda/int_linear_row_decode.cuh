@@ -164,7 +164,7 @@ __device__ __forceinline__ void decodeChunks(const DecodeLane& d, const int (&ex
 
 // Block = one tile of 16 w rows; its 8 warps split K. Launched chained like the skinny kernel.
 __global__ void __launch_bounds__(kDecodeWarps * 32, kDecodeMinBlocks) decodeKernel(SkinnyArgs s) {
-  __shared__ int32_t totals[kClasses][8][kSkinnyTileN];
+  __shared__ int32_t totals[kClasses][8][kSkinnyTotalsStride];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q = lane & 3;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kSkinnyTileN;
@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32, kDecodeMinBlocks) decodeKer
     for (int i = 0; i < kDecodeDepth; ++i)
       if (i < d.chunks) loadWChunk(d, i, w[i]);
   }
-  for (int i = threadIdx.x; i < kClasses * 8 * kSkinnyTileN; i += blockDim.x)
+  for (int i = threadIdx.x; i < kClasses * 8 * kSkinnyTotalsStride; i += blockDim.x)
     (&totals[0][0][0])[i] = 0;
   int exponents[2];  // after the wait: a pre-pass kernel may have written them
 #pragma unroll

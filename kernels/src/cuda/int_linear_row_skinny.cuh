@@ -36,6 +36,9 @@ constexpr int kSkinnyTileN = 16;  // w rows per block (the mma's M)
 constexpr int kSkinnyUnroll = 2;  // chunks per warp loaded before the first is used
 constexpr int kChunk = 32;        // K per mma
 constexpr int kClasses = 4;       // shift classes 21, 14, 7, 0 (digit-pair sum i + j = 0..3)
+// int32 per x row of a block's class totals: 20 puts a warp's 32 atomics of one register (rows
+// 2q, columns g: 8q + g mod 32) on distinct banks (16 put them on 8 banks: four-way conflicts).
+constexpr int kSkinnyTotalsStride = kSkinnyTileN + 4;
 
 struct SkinnyArgs {
   RowOutputArgs out;
@@ -78,16 +81,18 @@ __device__ __forceinline__ uint32_t unsignedDigitBits(float w, float s1, float s
 }
 
 // Four elements' u bits to three words of unsigned digits, byte e = element e: p0 = u0 (bits
-// 14..21), p1 = u1 (bits 7..13), p2 = u2 (bits 0..6).
+// 14..21), p1 = u1 (bits 7..13), p2 = u2 (bits 0..6). The two halves of low01 (mid01) hold bits
+// 0..15 (8..23) of elements 0 and 1; a shift left by 1 (2) moves u1 (u0) to the top byte of each
+// half, where one byte permute gathers it: 13 integer operations per four elements.
 __device__ __forceinline__ void packDigits(const uint32_t (&b)[4], uint32_t& p0, uint32_t& p1,
                                            uint32_t& p2) {
-  const uint32_t low01 = __byte_perm(b[0], b[1], 0x5410);  // bits 0..15 of each
+  const uint32_t low01 = __byte_perm(b[0], b[1], 0x5410);
   const uint32_t low23 = __byte_perm(b[2], b[3], 0x5410);
-  const uint32_t mid01 = __byte_perm(b[0], b[1], 0x6521);  // bits 8..23 of each
+  const uint32_t mid01 = __byte_perm(b[0], b[1], 0x6521);
   const uint32_t mid23 = __byte_perm(b[2], b[3], 0x6521);
-  p2 = __byte_perm(low01 & 0x007f007fu, low23 & 0x007f007fu, 0x6420);
-  p1 = __byte_perm((low01 >> 7) & 0x007f007fu, (low23 >> 7) & 0x007f007fu, 0x6420);
-  p0 = __byte_perm((mid01 >> 6) & 0x00ff00ffu, (mid23 >> 6) & 0x00ff00ffu, 0x6420);
+  p2 = __byte_perm(low01, low23, 0x6420) & 0x7f7f7f7fu;
+  p1 = __byte_perm(low01 << 1, low23 << 1, 0x7531) & 0x7f7f7f7fu;
+  p0 = __byte_perm(mid01 << 2, mid23 << 2, 0x7531);
 }
 
 // The A fragments of the three w digits for one chunk: register r holds tile row g + 8 (r & 1),
@@ -127,16 +132,25 @@ __device__ __forceinline__ void multiplyChunk(const SkinnyArgs& s, int chunk, in
   }
 }
 
-// One output from the raw unsigned class sums (raw[c * raw_stride], c = 0..3): the digit-sum
-// corrections of x row `row`, then storeRowOutput.
+// One output from the four raw unsigned class sums: the digit-sum corrections of x row `row`
+// (sums of its digits over the whole K: the mma added 64 per digit of x), then storeRowOutput.
+__device__ __forceinline__ void storeRawClassSums(const RowOutputArgs& out,
+                                                  const int32_t* x_digit_sums,
+                                                  const int32_t (&raw)[kClasses], int row,
+                                                  int col) {
+  const int32_t* sums = x_digit_sums + row * 4;
+  const int32_t s0 = sums[0], s1 = sums[1], s2 = sums[2], s3 = sums[3];
+  storeRowOutput(out, row, col, raw[0] - 64 * s0, raw[1] - 64 * (s0 + s1),
+                 raw[2] - 64 * (s0 + s1 + s2), raw[3] - 64 * (s1 + s2 + s3));
+}
+
+// The same from raw[c * raw_stride], c = 0..3.
 __device__ __forceinline__ void storeClassSums(const RowOutputArgs& out,
                                                const int32_t* x_digit_sums, const int32_t* raw,
                                                int raw_stride, int row, int col) {
-  const int32_t* sums = x_digit_sums + row * 4;
-  const int32_t s0 = sums[0], s1 = sums[1], s2 = sums[2], s3 = sums[3];
-  storeRowOutput(out, row, col, raw[0] - 64 * s0, raw[raw_stride] - 64 * (s0 + s1),
-                 raw[2 * raw_stride] - 64 * (s0 + s1 + s2),
-                 raw[3 * raw_stride] - 64 * (s1 + s2 + s3));
+  const int32_t sums[kClasses] = {raw[0], raw[raw_stride], raw[2 * raw_stride],
+                                  raw[3 * raw_stride]};
+  storeRawClassSums(out, x_digit_sums, sums, row, col);
 }
 
 // This lane's eight elements of rows g and g + 8 for chunks c0, c0 + kSkinnyWarps, ... (zeros
@@ -162,9 +176,9 @@ __device__ __forceinline__ void loadChunks(const SkinnyArgs& s, const T* const (
 
 // The block's raw class sums, then its outputs.
 template <int kGroups>
-__device__ __forceinline__ void finishSkinnyBlock(const SkinnyArgs& s, int64_t n0, int lane,
-                                                  const int32_t (&acc)[kClasses][kGroups][4],
-                                                  int32_t (*totals)[8 * kGroups][kSkinnyTileN]) {
+__device__ __forceinline__ void finishSkinnyBlock(
+    const SkinnyArgs& s, int64_t n0, int lane, const int32_t (&acc)[kClasses][kGroups][4],
+    int32_t (*totals)[8 * kGroups][kSkinnyTotalsStride]) {
   constexpr int kRows = 8 * kGroups;
   const int g = lane >> 2, q = lane & 3;
 #pragma unroll
@@ -180,7 +194,7 @@ __device__ __forceinline__ void finishSkinnyBlock(const SkinnyArgs& s, int64_t n
   for (int i = threadIdx.x; i < kRows * kSkinnyTileN; i += blockDim.x) {
     const int row = i / kSkinnyTileN, col = i % kSkinnyTileN;
     if (row < s.out.m && n0 + col < s.out.n) {
-      storeClassSums(s.out, s.x_digit_sums, &totals[0][row][col], kRows * kSkinnyTileN, row,
+      storeClassSums(s.out, s.x_digit_sums, &totals[0][row][col], kRows * kSkinnyTotalsStride, row,
                      static_cast<int>(n0 + col));
     }
   }
@@ -194,7 +208,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinnyKernel(SkinnyArgs s) 
   constexpr int kRows = 8 * kGroups;
   constexpr int kUnroll = kGroups >= 8 ? 1 : kSkinnyUnroll;  // 64 rows: registers are full
   constexpr int kStep = kSkinnyWarps * kUnroll;
-  __shared__ int32_t totals[kClasses][kRows][kSkinnyTileN];
+  __shared__ int32_t totals[kClasses][kRows][kSkinnyTotalsStride];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q = lane & 3;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kSkinnyTileN;
@@ -209,7 +223,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32) skinnyKernel(SkinnyArgs s) 
   waitForPredecessor();
   allowSuccessorLaunch();
   if (!s.w_constant) loadChunks<T, kUnroll>(s, rows, warp, q, v);
-  for (int i = threadIdx.x; i < kClasses * kRows * kSkinnyTileN; i += blockDim.x)
+  for (int i = threadIdx.x; i < kClasses * kRows * kSkinnyTotalsStride; i += blockDim.x)
     (&totals[0][0][0])[i] = 0;
   float s1[2], s2[2];
 #pragma unroll

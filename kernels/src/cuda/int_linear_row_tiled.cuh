@@ -13,16 +13,18 @@
 // next stage's w in registers (raw 16-byte loads) while it multiplies the current one.
 //
 // Few tiles of w (a 4096-wide projection is 64 tiles) cannot fill the GPU, so K is split among
-// the blocks of a thread-block cluster (sm_90): each adds its class sums into the shared memory of
-// the cluster's first block (distributed shared memory atomics), which then writes the outputs.
-// The sums are exact integers, so neither the split nor the order of the additions changes a bit.
+// the blocks of a thread-block cluster (sm_90): each keeps its class sums in its own shared
+// memory, and each adds up a share of the tile's outputs from all of them (distributed shared
+// memory loads). The sums are exact integers, so neither the split nor the order of the
+// additions changes a bit.
 //
 // Tried on an H100 and not kept (docs/benchmarks-history.md): wgmma m64nNk32 (sm_90a) with w's
 // digits in registers (natural k order, two 8-byte loads per row and chunk) and x's as core
 // matrices in shared memory: the same bits, but 0.216 ms against this kernel's 0.143 at 64 x 4096
 // x 14336 (the kernel is bound by latency at two blocks per SM, not by the tensor cores); x in
-// that core-matrix layout under mma.sync (2-way bank conflicts: 10-30% slower); and splitting K
-// four ways at 64 rows of x (the cluster's reduction costs more than the extra blocks gain).
+// that core-matrix layout under mma.sync (2-way bank conflicts: 10-30% slower). Splitting K four
+// ways at 64 rows of x measured slower while the cluster's sums met through distributed shared
+// memory atomics into its first block; with the loads of finishTiledBlock it pays (tiledSplits).
 #pragma once
 
 #include <cooperative_groups.h>
@@ -32,6 +34,7 @@
 #include <cstdint>
 
 #include "chained_launch.cuh"
+#include "shared_memory.cuh"
 
 namespace ree::repops::cuda {
 namespace {
@@ -45,8 +48,10 @@ constexpr int kTiledStageK = kTiledStageChunks * kChunk;  // 128 elements of K
 // Bytes per x row in a stage: its four digit rows, then 32 bytes so that the 8-byte fragment
 // loads of a half-warp (4 rows x 32 bytes) fall on distinct banks.
 constexpr int kTiledRowStride = 4 * kTiledStageK + 32;
-constexpr int kTiledTotalsStride = kTiledTileN + 1;  // int32 per x row of the class totals
-constexpr int kTiledMaxSplit = 4;                    // blocks per cluster (K split)
+// int32 per x row of the class totals: 68 puts a warp's 32 stores of one register (rows 2q,
+// columns g: 8q + g mod 32) on distinct banks.
+constexpr int kTiledTotalsStride = kTiledTileN + 4;
+constexpr int kTiledMaxSplit = 4;  // blocks per cluster (K split)
 
 struct TiledArgs {
   RowOutputArgs out;            // out.m: every row of x
@@ -100,21 +105,50 @@ __device__ __forceinline__ void waitAsync() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-// Copies the x digits of `stage` (128 elements of K, rows row0 .. row0 + 8 kGroups) into
-// `buffer`; rows at or beyond m and elements at or beyond k_padded become zeros.
+// This thread's share of copying x's digits into a stage buffer, fixed for the whole block: a
+// stage is 8 kGroups rows x 4 digits x 8 pieces of 16 bytes, and thread t copies piece t % 8 of
+// digit (t / 8) % 4 of rows t / 32, t / 32 + 4, ... (kTiledWarps rows apart). Only the stage's
+// offset changes from stage to stage, so the loop carries no index arithmetic.
 template <int kGroups>
-__device__ __forceinline__ void loadXStage(const TiledArgs& s, int row0, int stage,
-                                           int8_t* buffer) {
-  constexpr int kPieces = 8 * kGroups * 4 * (kTiledStageK / 16);
+struct XStageCopy {
+  static constexpr int kRowStep = kTiledWarps;  // a row is 32 pieces: one warp copies it
+  static constexpr int kCopies = 8 * kGroups / kRowStep;
+  const int8_t* from;  // stage 0's piece of the thread's first row
+  int64_t from_row_step;
+  int to;           // byte offset of that piece in a stage buffer
+  int piece_k;      // k of the piece inside a stage
+  int live_copies;  // copies whose row is below m (the rest become zeros)
+};
+
+template <int kGroups>
+__device__ __forceinline__ XStageCopy<kGroups> xStageCopy(const TiledArgs& s, int row0) {
+  using Copy = XStageCopy<kGroups>;
+  const int piece = threadIdx.x & 7, digit = (threadIdx.x >> 3) & 3, row = threadIdx.x >> 5;
+  Copy c;
+  c.piece_k = 16 * piece;
+  c.from = s.x_planes + (static_cast<int64_t>(row0 + row) * 4 + digit) * s.k_padded + c.piece_k;
+  c.from_row_step = Copy::kRowStep * 4 * s.k_padded;
+  c.to = row * kTiledRowStride + digit * kTiledStageK + c.piece_k;
+  const int rows_left = s.out.m - row0 - row;  // rows row, row + kRowStep, ... below m
+  c.live_copies =
+      rows_left <= 0 ? 0 : min(Copy::kCopies, (rows_left + Copy::kRowStep - 1) / Copy::kRowStep);
+  return c;
+}
+
+// Copies the x digits of `stage` (128 elements of K) into `buffer`; rows at or beyond m and
+// elements at or beyond k_padded become zeros.
+template <int kGroups>
+__device__ __forceinline__ void loadXStage(const TiledArgs& s, const XStageCopy<kGroups>& c,
+                                           int stage, int8_t* buffer) {
   const int64_t k0 = static_cast<int64_t>(stage) * kTiledStageK;
-  for (int i = threadIdx.x; i < kPieces; i += kTiledWarps * 32) {
-    const int piece = i & 7, digit = (i >> 3) & 3, row = i >> 5;
-    const int64_t k = k0 + 16 * piece;
-    const bool valid = row0 + row < s.out.m && k < s.k_padded;
-    const int8_t* from =
-        valid ? s.x_planes + (static_cast<int64_t>(row0 + row) * 4 + digit) * s.k_padded + k
-              : s.x_planes;
-    copyAsync16(buffer + row * kTiledRowStride + digit * kTiledStageK + 16 * piece, from, valid);
+  const bool k_live = k0 + c.piece_k < s.k_padded;
+  // A copy that is not valid reads nothing (source size 0), so its address is never used.
+  const int8_t* from = c.from + k0;
+#pragma unroll
+  for (int i = 0; i < XStageCopy<kGroups>::kCopies; ++i) {
+    copyAsync16(buffer + c.to + i * XStageCopy<kGroups>::kRowStep * kTiledRowStride, from,
+                k_live && i < c.live_copies);
+    from += c.from_row_step;
   }
   commitAsync();
 }
@@ -163,7 +197,8 @@ __device__ __forceinline__ void multiplyStagedChunk(const int8_t* buffer, int c,
 // chosen form's stay live.
 template <bool kBf16, bool kOneFma, int kGroups>
 __device__ __forceinline__ void tiledStages(const TiledArgs& s, const uint16_t* const (&rows)[2],
-                                            const int (&exponents)[2], int row0, int begin, int end,
+                                            const int (&exponents)[2],
+                                            const XStageCopy<kGroups>& copy, int begin, int end,
                                             int8_t* shared, uint4 (&w)[kTiledStageChunks][2],
                                             int32_t (&acc)[kClasses][kGroups][4]) {
   constexpr int kBufferBytes = tiledStageBytes<kGroups>();
@@ -178,7 +213,7 @@ __device__ __forceinline__ void tiledStages(const TiledArgs& s, const uint16_t* 
     const int8_t* buffer = shared + ((stage - begin) & 1) * kBufferBytes;
     const bool more = stage + 1 < end;
     if (more) {
-      loadXStage<kGroups>(s, row0, stage + 1, shared + ((stage + 1 - begin) & 1) * kBufferBytes);
+      loadXStage<kGroups>(s, copy, stage + 1, shared + ((stage + 1 - begin) & 1) * kBufferBytes);
       waitAsync<1>();
     } else {
       waitAsync<0>();
@@ -204,15 +239,8 @@ __device__ __forceinline__ void tiledStages(const TiledArgs& s, const uint16_t* 
   }
 }
 
-// The block's cluster (sm_90 and later; before that every cluster is one block: splits == 1).
-__device__ __forceinline__ bool firstOfCluster() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  return cooperative_groups::this_cluster().block_rank() == 0;
-#else
-  return true;
-#endif
-}
-
+// Thread-block clusters exist on sm_90 and later; before that every cluster is one block
+// (splits == 1).
 __device__ __forceinline__ void syncCluster() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cooperative_groups::this_cluster().sync();
@@ -221,33 +249,39 @@ __device__ __forceinline__ void syncCluster() {
 #endif
 }
 
-// `local`'s address in the shared memory of the cluster's first block.
-__device__ __forceinline__ int32_t* inFirstOfCluster(int32_t* local) {
+// `local`'s address in the shared memory of block `rank` of the cluster.
+__device__ __forceinline__ const int32_t* inBlockOfCluster(const int32_t* local, int rank) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  return cooperative_groups::this_cluster().map_shared_rank(local, 0);
+  return cooperative_groups::this_cluster().map_shared_rank(const_cast<int32_t*>(local), rank);
 #else
   return local;
 #endif
 }
 
-// Adds the block's class sums into the totals of the cluster's first block, which then writes
-// the outputs (the totals reuse the stage buffers: every warp has left the main loop).
+__device__ __forceinline__ int rankInCluster() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return static_cast<int>(cooperative_groups::this_cluster().block_rank());
+#else
+  return 0;
+#endif
+}
+
+// The block's class sums meet those of the other blocks of its cluster (the K splits of one
+// tile), and the outputs are written. Every block stores its sums in its own shared memory (the
+// stage buffers are free: every warp has left the main loop); then each block of the cluster
+// adds up a 1 / splits share of the tile's outputs from all of them, four columns per 16-byte
+// distributed-shared-memory load, and writes those outputs. The sums are exact integers (a
+// partial sum is bounded as the whole one is), so neither the split nor the order changes a bit.
 template <int kGroups>
 __device__ __forceinline__ void finishTiledBlock(const TiledArgs& s, int64_t n0, int row0,
                                                  const int32_t (&acc)[kClasses][kGroups][4],
                                                  int8_t* shared) {
   constexpr int kRows = 8 * kGroups;
   constexpr int kClassStride = kRows * kTiledTotalsStride;
+  constexpr int kQuads = kRows * kTiledTileN / 4;  // four output columns each
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
   int32_t* totals = reinterpret_cast<int32_t*>(shared);
-  const bool first = firstOfCluster();
   __syncthreads();  // the stage buffers are free
-  if (first) {
-    for (int i = threadIdx.x; i < kClasses * kClassStride; i += blockDim.x)
-      totals[i] = 0;
-  }
-  syncCluster();
-  int32_t* target = inFirstOfCluster(totals);
 #pragma unroll
   for (int c = 0; c < kClasses; ++c) {
 #pragma unroll
@@ -255,19 +289,36 @@ __device__ __forceinline__ void finishTiledBlock(const TiledArgs& s, int64_t n0,
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int row = group * 8 + 2 * q + (r & 1), col = warp * 16 + g + 8 * (r >> 1);
-        atomicAdd(target + c * kClassStride + row * kTiledTotalsStride + col, acc[c][group][r]);
+        totals[c * kClassStride + row * kTiledTotalsStride + col] = acc[c][group][r];
       }
     }
   }
-  syncCluster();
-  if (!first) return;
-  for (int i = threadIdx.x; i < kRows * kTiledTileN; i += blockDim.x) {
-    const int row = i / kTiledTileN, col = i % kTiledTileN;
-    if (row0 + row < s.out.m && n0 + col < s.out.n) {
-      storeClassSums(s.out, s.x_digit_sums, totals + row * kTiledTotalsStride + col, kClassStride,
-                     row0 + row, static_cast<int>(n0 + col));
+  syncCluster();  // every block's sums are in its shared memory
+  const int rank = rankInCluster();
+  for (int quad = rank * blockDim.x + threadIdx.x; quad < kQuads; quad += s.splits * blockDim.x) {
+    const int row = quad / (kTiledTileN / 4), col = 4 * (quad % (kTiledTileN / 4));
+    if (row0 + row >= s.out.m) continue;  // padding rows
+    int4 sums[kClasses] = {};
+    for (int block = 0; block < s.splits; ++block) {
+      const int32_t* from = inBlockOfCluster(totals, block) + row * kTiledTotalsStride + col;
+#pragma unroll
+      for (int c = 0; c < kClasses; ++c) {
+        const int4 part = *reinterpret_cast<const int4*>(from + c * kClassStride);
+        sums[c].x += part.x;
+        sums[c].y += part.y;
+        sums[c].z += part.z;
+        sums[c].w += part.w;
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (n0 + col + e >= s.out.n) break;
+      const int32_t raw[kClasses] = {(&sums[0].x)[e], (&sums[1].x)[e], (&sums[2].x)[e],
+                                     (&sums[3].x)[e]};
+      storeRawClassSums(s.out, s.x_digit_sums, raw, row0 + row, static_cast<int>(n0 + col + e));
     }
   }
+  if (s.splits > 1) syncCluster();  // no block leaves while another reads its shared memory
 }
 
 // Block (blockIdx.x / splits, blockIdx.y): w rows of one tile, x rows of one 64-row chunk, and
@@ -295,7 +346,8 @@ __global__ void __launch_bounds__(kTiledWarps * 32) tiledKernel(TiledArgs s) {
   waitForPredecessor();
   allowSuccessorLaunch();
   if (!s.w_constant && begin < end) loadWStage(s, rows, begin, q, w);
-  if (begin < end) loadXStage<kGroups>(s, row0, begin, tiled_shared);
+  const XStageCopy<kGroups> copy = xStageCopy<kGroups>(s, row0);
+  if (begin < end) loadXStage<kGroups>(s, copy, begin, tiled_shared);
   int exponents[2];  // after the wait: a pre-pass kernel may have written them
 #pragma unroll
   for (int r = 0; r < 2; ++r)
@@ -304,9 +356,9 @@ __global__ void __launch_bounds__(kTiledWarps * 32) tiledKernel(TiledArgs s) {
   const bool one_fma = __syncthreads_and(oneFmaScales(exponents[0]) && oneFmaScales(exponents[1]));
   int32_t acc[kClasses][kGroups][4] = {};
   if (one_fma) {
-    tiledStages<kBf16, true, kGroups>(s, rows, exponents, row0, begin, end, tiled_shared, w, acc);
+    tiledStages<kBf16, true, kGroups>(s, rows, exponents, copy, begin, end, tiled_shared, w, acc);
   } else {
-    tiledStages<kBf16, false, kGroups>(s, rows, exponents, row0, begin, end, tiled_shared, w, acc);
+    tiledStages<kBf16, false, kGroups>(s, rows, exponents, copy, begin, end, tiled_shared, w, acc);
   }
   finishTiledBlock<kGroups>(s, n0, row0, acc, tiled_shared);
 }
@@ -333,13 +385,28 @@ TiledDevice tiledDevice() {
   return {sms, major >= 9};
 }
 
-// Blocks per cluster (K splits, powers of two up to kTiledMaxSplit, at least two stages each):
-// enough that the grid covers the SMs once at 64 rows of x (two blocks fit an SM; more splits
-// measured slower there: each costs the cluster's reduction) and one and a half times for fewer
-// rows (lighter blocks, more of them per SM). Measured on an H100 (docs/benchmarks-history.md).
+// Blocks per cluster (K splits: 1, 2 or 4, at least four stages each).
+//
+// 64 rows of x (kGroups == 8): two blocks fit an SM, and being bound by latency they run about
+// as fast side by side as alone. So a grid takes about ceil(ceil(blocks / SMs) / 2) rounds of
+// stages / splits, and the fewest splits that minimise that win: a 4096-row projection (64
+// tiles) splits four ways and fills every SM twice; 6144 rows split two ways; 14336 rows and
+// more do not split. Fewer rows: enough splits that the grid covers the SMs one and a half times
+// (lighter blocks, more of them per SM). Measured on an H100 (docs/benchmarks-history.md).
 int tiledSplits(int64_t blocks, int stages, int groups, const TiledDevice& device) {
   if (!device.clusters) return 1;
-  const int64_t target = groups == 8 ? device.sms * 9LL / 10 : device.sms * 3LL / 2;
+  if (groups == 8) {
+    auto rounds = [&](int splits) {
+      const int64_t per_sm = (blocks * splits + device.sms - 1) / device.sms;
+      return (per_sm + 1) / 2 * ((stages + splits - 1) / splits);
+    };
+    int best = 1;
+    for (int splits = 2; splits <= kTiledMaxSplit && stages >= 4 * splits; splits *= 2) {
+      if (rounds(splits) < rounds(best)) best = splits;
+    }
+    return best;
+  }
+  const int64_t target = device.sms * 3LL / 2;
   int splits = 1;
   while (splits < kTiledMaxSplit && blocks * splits < target && stages >= 4 * splits) {
     splits *= 2;
@@ -352,9 +419,8 @@ Status launchTiledTyped(const TiledArgs& s, dim3 grid, cudaStream_t stream) {
   auto* kernel = tiledKernel<kBf16, kGroups>;
   constexpr int kShared = tiledSharedBytes<kGroups>();
   if (kShared > 48 * 1024) {
-    // Per device and cheap; set on every launch so that every device of the process has it.
-    REE_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
+    const Status allowed = allowFullSharedMemory(kernel);  // once per device
+    if (allowed != Status::kSuccess) return allowed;
   }
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
