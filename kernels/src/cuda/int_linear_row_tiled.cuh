@@ -32,6 +32,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "chained_launch.cuh"
 #include "shared_memory.cuh"
@@ -388,45 +391,91 @@ TiledDevice tiledDevice() {
   return {sms, major >= 9};
 }
 
-// Blocks per cluster (K splits: 1, 2 or 4, at least four stages each).
+// Clusters of `splits` blocks of `kernel` (with `shared_bytes` of dynamic shared memory) that
+// the current device runs at once: cudaOccupancyMaxActiveClusters, which knows that a cluster
+// lives inside one GPC. Cached per device, kernel and split; 0 when unknown.
+template <typename Kernel>
+int clustersAtOnce(Kernel kernel, int splits, int shared_bytes) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  static std::mutex mutex;
+  static std::map<std::tuple<int, const void*, int>, int> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(device, reinterpret_cast<const void*>(kernel), splits);
+  const auto found = known.find(key);
+  if (found != known.end()) return found->second;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(splits));
+  config.blockDim = dim3(kTiledWarps * 32);
+  config.dynamicSmemBytes = static_cast<size_t>(shared_bytes);
+  cudaLaunchAttribute cluster;
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = static_cast<unsigned>(splits);
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
+    (void)cudaGetLastError();
+    clusters = 0;
+  }
+  known.emplace(key, clusters);
+  return clusters;
+}
+
+// Blocks per cluster (K splits, up to kTiledMaxSplit).
 //
 // 64 rows of x (kGroups == 8): two blocks fit an SM, and being bound by latency they run about
-// as fast side by side as alone. So a grid takes about ceil(ceil(blocks / SMs) / 2) rounds of
-// stages / splits, and the fewest splits that minimise that win: a 4096-row projection (64
-// tiles) splits four ways and fills every SM twice; 6144 rows split two ways; 14336 rows and
-// more do not split. Fewer rows: enough splits that the grid covers the SMs one and a half times
-// (lighter blocks, more of them per SM). Measured on an H100 (docs/benchmarks-history.md).
-int tiledSplits(int64_t blocks, int stages, int groups, const TiledDevice& device) {
+// as fast side by side as alone. So the grid takes ceil(tiles / clusters at once) waves of
+// stages / splits, and the fewest splits (at least four stages each) that minimise that win.
+// Clusters at once counts whole clusters inside a GPC: an H100 runs 62 clusters of four, so a
+// 4096-row projection (64 tiles) splits three ways (one wave) rather than four (two waves, the
+// second of two clusters); 6144 rows split two ways; 14336 rows and more do not split. Fewer
+// rows: powers of two, enough that the grid covers the SMs one and a half times (lighter blocks,
+// more of them per SM). Measured on an H100 (docs/benchmarks-history.md).
+template <typename ClustersAtOnce>
+int tiledSplits(int64_t tiles, int stages, int groups, const TiledDevice& device,
+                ClustersAtOnce clusters_at_once) {
   if (!device.clusters) return 1;
   if (groups == 8) {
-    auto rounds = [&](int splits) {
-      const int64_t per_sm = (blocks * splits + device.sms - 1) / device.sms;
-      return (per_sm + 1) / 2 * ((stages + splits - 1) / splits);
+    auto waves_of_stages = [&](int splits) {
+      const int64_t at_once = clusters_at_once(splits);
+      if (at_once <= 0) return INT64_MAX;
+      return (tiles + at_once - 1) / at_once * ((stages + splits - 1) / splits);
     };
     int best = 1;
-    for (int splits = 2; splits <= kTiledMaxSplit && stages >= 4 * splits; splits *= 2) {
-      if (rounds(splits) < rounds(best)) best = splits;
+    for (int splits = 2; splits <= kTiledMaxSplit && stages >= 4 * splits; ++splits) {
+      if (waves_of_stages(splits) < waves_of_stages(best)) best = splits;
     }
     return best;
   }
   const int64_t target = device.sms * 3LL / 2;
   int splits = 1;
-  while (splits < kTiledMaxSplit && blocks * splits < target && stages >= 4 * splits) {
+  while (splits < kTiledMaxSplit && tiles * splits < target && stages >= 4 * splits) {
     splits *= 2;
   }
   return splits;
 }
 
+// The tiled kernel with kGroups groups of 8 x rows per block over `tiles` tiles of w times
+// 64-row chunks of x; chooses the K split and fills in the split fields of s.
 template <bool kBf16, int kGroups>
-Status launchTiledTyped(const TiledArgs& s, dim3 grid, cudaStream_t stream) {
+Status launchTiledTyped(TiledArgs s, int64_t tiles, int64_t row_chunks, cudaStream_t stream) {
   auto* kernel = tiledKernel<kBf16, kGroups>;
   constexpr int kShared = tiledSharedBytes<kGroups>();
   if (kShared > 48 * 1024) {
     const Status allowed = allowFullSharedMemory(kernel);  // once per device
     if (allowed != Status::kSuccess) return allowed;
   }
+  s.splits = tiledSplits(tiles * row_chunks, s.stages, kGroups, tiledDevice(),
+                         [&](int splits) { return clustersAtOnce(kernel, splits, kShared); });
+  s.stages_per_split = (s.stages + s.splits - 1) / s.splits;
   cudaLaunchConfig_t config{};
-  config.gridDim = grid;
+  config.gridDim = dim3(static_cast<unsigned>(tiles * s.splits), static_cast<unsigned>(row_chunks));
   config.blockDim = dim3(kTiledWarps * 32);
   config.dynamicSmemBytes = kShared;
   config.stream = stream;
@@ -445,30 +494,28 @@ Status launchTiledTyped(const TiledArgs& s, dim3 grid, cudaStream_t stream) {
 }
 
 template <bool kBf16>
-Status launchTiledGroups(const TiledArgs& s, int groups, dim3 grid, cudaStream_t stream) {
+Status launchTiledGroups(const TiledArgs& s, int groups, int64_t tiles, int64_t row_chunks,
+                         cudaStream_t stream) {
   switch (groups) {
     case 1:
-      return launchTiledTyped<kBf16, 1>(s, grid, stream);
+      return launchTiledTyped<kBf16, 1>(s, tiles, row_chunks, stream);
     case 2:
-      return launchTiledTyped<kBf16, 2>(s, grid, stream);
+      return launchTiledTyped<kBf16, 2>(s, tiles, row_chunks, stream);
     case 4:
-      return launchTiledTyped<kBf16, 4>(s, grid, stream);
+      return launchTiledTyped<kBf16, 4>(s, tiles, row_chunks, stream);
     default:
-      return launchTiledTyped<kBf16, 8>(s, grid, stream);
+      return launchTiledTyped<kBf16, 8>(s, tiles, row_chunks, stream);
   }
 }
 
-// The tiled kernel over every row of x (s.out.m); fills in the split fields of s.
+// The tiled kernel over every row of x (s.out.m); fills in the stage and split fields of s.
 Status launchTiled(TiledArgs s, DType w_dtype, cudaStream_t stream) {
   const int groups = tiledGroups(s.out.m);
   const int64_t tiles = (s.out.n + kTiledTileN - 1) / kTiledTileN;
   const int64_t row_chunks = (s.out.m + kTiledBlockRows - 1) / kTiledBlockRows;
   s.stages = (s.chunks + kTiledStageChunks - 1) / kTiledStageChunks;
-  s.splits = tiledSplits(tiles * row_chunks, s.stages, groups, tiledDevice());
-  s.stages_per_split = (s.stages + s.splits - 1) / s.splits;
-  const dim3 grid(static_cast<unsigned>(tiles * s.splits), static_cast<unsigned>(row_chunks));
-  return w_dtype == DType::kBF16 ? launchTiledGroups<true>(s, groups, grid, stream)
-                                 : launchTiledGroups<false>(s, groups, grid, stream);
+  return w_dtype == DType::kBF16 ? launchTiledGroups<true>(s, groups, tiles, row_chunks, stream)
+                                 : launchTiledGroups<false>(s, groups, tiles, row_chunks, stream);
 }
 
 }  // namespace

@@ -190,9 +190,10 @@ TEST(IntLinearRowCuda, DecodeKernelMatchesCpu) {
 // The tiled kernel (16-bit w, k a multiple of 8; int_linear_row_tiled.cuh), also where kAuto
 // would not take it: both sides of its row groups (8, 16, 32, 64 rows per block) and of its
 // 64-row block chunks; K split among the blocks of a cluster (few tiles of w: n = 35, 1000, with
-// a last split shorter than the others at k = 4104) and not split (k = 296, or n = 20000: enough
-// tiles to fill the GPU); K ending inside a stage and inside a chunk; special rows, w rows far
-// below 2^-107 (the blocks holding them take the two-factor form), strides, bias, accumulate.
+// a last split shorter than the others at k = 4104; three ways at n = 4096) and not split (k =
+// 296, or n = 20000: enough tiles to fill the GPU); K ending inside a stage and inside a chunk;
+// special rows, w rows far below 2^-107 (the blocks holding them take the two-factor form),
+// strides, bias, accumulate.
 TEST(IntLinearRowCuda, TiledKernelMatchesCpu) {
   REE_SKIP_WITHOUT_GPU();
   const int64_t shapes[][2] = {{8, 35}, {296, 1000}, {4104, 35}, {4104, 1000}};
@@ -223,14 +224,17 @@ TEST(IntLinearRowCuda, TiledKernelMatchesCpu) {
       if (HasFailure()) return;
     }
   }
-  for (int64_t m : {int64_t{17}, int64_t{200}}) {
+  // {m, k, n}: 64 x 4096 at k = 4360 splits K three ways on an H100 (64 clusters of three fit
+  // the GPU at once, 64 of four do not), the last split shorter.
+  const int64_t wide_shapes[][3] = {{17, 296, 20000}, {200, 4104, 20000}, {64, 4360, 4096}};
+  for (const auto& shape : wide_shapes) {
     Problem wide;
-    wide.m = m;
-    wide.k = m == 17 ? 296 : 4104;
-    wide.n = 20000;
+    wide.m = shape[0];
+    wide.k = shape[1];
+    wide.n = shape[2];
     wide.w_dtype = DType::kBF16;
     wide.has_bias = true;
-    wide.fill(static_cast<uint64_t>(m) + 950, false, false);
+    wide.fill(static_cast<uint64_t>(shape[0]) + 950, false, false);
     expectSameBits(wide, /*prepared=*/true, cuda::IntLinearRowKernel::kTiled);
   }
 }
