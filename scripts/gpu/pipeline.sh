@@ -18,6 +18,9 @@
 #   scripts/gpu/pipeline.sh fault      # rank 1 killed / stopped mid-generation over NCCL: every
 #                                      # rank ends non-zero within 30 s, no orphans
 #
+# REE_PIPELINE_FLAGS adds ree-launch flags to every run of `scale` (e.g. "--repops-spec repops-3");
+# REE_SKIP_8B=1 / REE_SKIP_72B=1 leave out that half of `scale`.
+#
 # Logs and a summary go to $OUT (or out/gpu). Prints PASS/FAIL lines; exits non-zero on a FAIL.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -198,8 +201,23 @@ scale() {
   write_config llama3-8b "$out/llama3-8b"
   write_prompts 64 64 "$out/scale64.jsonl"
   head -1 "$out/scale64.jsonl" >"$out/scale1.jsonl"
-  local common=(--json --max-new-tokens 128 --max-context 256)
-  note "== scale: Llama-3-8B shape (synthetic bf16), 64-token prompts x 128 new tokens, reproducible, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x $gpus"
+  local extra log
+  read -r -a extra <<<"${REE_PIPELINE_FLAGS:-}"
+  local common=(--json --max-new-tokens 128 --max-context 256 "${extra[@]}")
+  [ "${REE_SKIP_8B:-0}" = 1 ] || scale8b
+  [ "${REE_SKIP_72B:-0}" = 1 ] && return
+  write_config qwen2.5-72b "$out/qwen72b"
+  log="$out/scale-72b-n$gpus.log"
+  local start=$SECONDS
+  with_memory "$log" "${mpirun[@]}" -n "$gpus" "$launch" --model "synthetic:$out/qwen72b" \
+    --n-partitions "$gpus" --prompt-file "$out/scale64.jsonl" --max-batch 64 \
+    --micro-batches "$gpus" "${common[@]}" --comm-timeout 300 >"$log.out" 2>"$log"
+  note "  72B n=$gpus, 64 prompts x 128 tokens${extra[*]:+ (${extra[*]})}: rc=$? $(tokens_per_s "$log") (target >= 600); wall $((SECONDS - start)) s incl. load"
+}
+
+# scale's Llama-3-8B half (uses scale's `common`).
+scale8b() {
+  note "== scale: Llama-3-8B shape (synthetic bf16), 64-token prompts x 128 new tokens, reproducible ${REE_PIPELINE_FLAGS:-}, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x $gpus"
   local n file batch micro log
   for case in "1 scale64 16 1" "$gpus scale64 $((16 * gpus)) $gpus" "1 scale1 1 1" "$gpus scale1 1 $gpus"; do
     set -- $case
@@ -226,14 +244,6 @@ lat = tps("scale-8b-n1-scale1.log") / tps(f"scale-8b-n{g}-scale1.log") - 1
 print(f"  8B: n={g} aggregate = {agg:.2f}x n=1 (target >= 2.5x); batch-1 overhead of n={g}: "
       f"{100 * lat:+.1f}% (target <= 8%)")
 EOF2
-  [ "${REE_SKIP_72B:-0}" = 1 ] && return
-  write_config qwen2.5-72b "$out/qwen72b"
-  log="$out/scale-72b-n$gpus.log"
-  local start=$SECONDS
-  with_memory "$log" "${mpirun[@]}" -n "$gpus" "$launch" --model "synthetic:$out/qwen72b" \
-    --n-partitions "$gpus" --prompt-file "$out/scale64.jsonl" --max-batch 64 \
-    --micro-batches "$gpus" "${common[@]}" --comm-timeout 300 >"$log.out" 2>"$log"
-  note "  72B n=$gpus, 64 prompts x 128 tokens: rc=$? $(tokens_per_s "$log") (target >= 600); wall $((SECONDS - start)) s incl. load"
 }
 
 receipts() {
