@@ -429,36 +429,26 @@ int clustersAtOnce(Kernel kernel, int splits, int shared_bytes) {
 
 // Blocks per cluster (K splits, up to kTiledMaxSplit).
 //
-// 64 rows of x (kGroups == 8): two blocks fit an SM, and being bound by latency they run about
-// as fast side by side as alone. So the grid takes ceil(tiles / clusters at once) waves of
-// stages / splits, and the fewest splits (at least four stages each) that minimise that win.
-// Clusters at once counts whole clusters inside a GPC: an H100 runs 62 clusters of four, so a
-// 4096-row projection (64 tiles) splits three ways (one wave) rather than four (two waves, the
-// second of two clusters); 6144 rows split two ways; 14336 rows and more do not split. Fewer
-// rows: powers of two, enough that the grid covers the SMs one and a half times (lighter blocks,
-// more of them per SM). Measured on an H100 (docs/benchmarks-history.md).
+// A block is bound by latency, so blocks sharing an SM run about as fast as one alone: the grid
+// takes ceil(tiles / clusters at once) waves of stages / splits, and the fewest splits (at least
+// four stages each) that minimise that win. Clusters at once counts whole clusters inside a GPC:
+// at 64 rows of x an H100 runs 62 clusters of four, so a 4096-row projection (64 tiles) splits
+// three ways (one wave) rather than four (two waves, the second of two clusters); 6144 rows split
+// two ways; 14336 rows and more do not split. Measured on an H100 (docs/benchmarks-history.md).
 template <typename ClustersAtOnce>
-int tiledSplits(int64_t tiles, int stages, int groups, const TiledDevice& device,
+int tiledSplits(int64_t tiles, int stages, const TiledDevice& device,
                 ClustersAtOnce clusters_at_once) {
   if (!device.clusters) return 1;
-  if (groups == 8) {
-    auto waves_of_stages = [&](int splits) {
-      const int64_t at_once = clusters_at_once(splits);
-      if (at_once <= 0) return INT64_MAX;
-      return (tiles + at_once - 1) / at_once * ((stages + splits - 1) / splits);
-    };
-    int best = 1;
-    for (int splits = 2; splits <= kTiledMaxSplit && stages >= 4 * splits; ++splits) {
-      if (waves_of_stages(splits) < waves_of_stages(best)) best = splits;
-    }
-    return best;
+  auto waves_of_stages = [&](int splits) {
+    const int64_t at_once = clusters_at_once(splits);
+    if (at_once <= 0) return INT64_MAX;
+    return (tiles + at_once - 1) / at_once * ((stages + splits - 1) / splits);
+  };
+  int best = 1;
+  for (int splits = 2; splits <= kTiledMaxSplit && stages >= 4 * splits; ++splits) {
+    if (waves_of_stages(splits) < waves_of_stages(best)) best = splits;
   }
-  const int64_t target = device.sms * 3LL / 2;
-  int splits = 1;
-  while (splits < kTiledMaxSplit && tiles * splits < target && stages >= 4 * splits) {
-    splits *= 2;
-  }
-  return splits;
+  return best;
 }
 
 // The tiled kernel with kGroups groups of 8 x rows per block over `tiles` tiles of w times
@@ -471,7 +461,7 @@ Status launchTiledTyped(TiledArgs s, int64_t tiles, int64_t row_chunks, cudaStre
     const Status allowed = allowFullSharedMemory(kernel);  // once per device
     if (allowed != Status::kSuccess) return allowed;
   }
-  s.splits = tiledSplits(tiles * row_chunks, s.stages, kGroups, tiledDevice(),
+  s.splits = tiledSplits(tiles * row_chunks, s.stages, tiledDevice(),
                          [&](int splits) { return clustersAtOnce(kernel, splits, kShared); });
   s.stages_per_split = (s.stages + s.splits - 1) / s.splits;
   cudaLaunchConfig_t config{};
