@@ -22,9 +22,11 @@
 // digits in registers (natural k order, two 8-byte loads per row and chunk) and x's as core
 // matrices in shared memory: the same bits, but 0.216 ms against this kernel's 0.143 at 64 x 4096
 // x 14336 (the kernel is bound by latency at two blocks per SM, not by the tensor cores); x in
-// that core-matrix layout under mma.sync (2-way bank conflicts: 10-30% slower). Splitting K four
-// ways at 64 rows of x measured slower while the cluster's sums met through distributed shared
-// memory atomics into its first block; with the loads of finishTiledBlock it pays (tiledSplits).
+// that core-matrix layout under mma.sync (2-way bank conflicts: 10-30% slower); w staged in
+// shared memory by cp.async instead of registers (168 registers instead of 255, but no third
+// block per SM fits the shared memory, and every shape got slower). Splitting K four ways at 64
+// rows of x measured slower while the cluster's sums met through distributed shared memory
+// atomics into its first block; with the loads of finishTiledBlock it pays (tiledSplits).
 #pragma once
 
 #include <cooperative_groups.h>
