@@ -431,20 +431,21 @@ int clustersAtOnce(Kernel kernel, int splits, int shared_bytes) {
 
 // Blocks per cluster (K splits, up to kTiledMaxSplit).
 //
-// A block is bound by latency, so blocks sharing an SM run about as fast as one alone: the grid
-// takes ceil(tiles / clusters at once) waves of stages / splits, and the fewest splits (at least
-// four stages each) that minimise that win. Clusters at once counts whole clusters inside a GPC:
-// at 64 rows of x an H100 runs 62 clusters of four, so a 4096-row projection (64 tiles) splits
-// three ways (one wave) rather than four (two waves, the second of two clusters); 6144 rows split
-// two ways; 14336 rows and more do not split. Measured on an H100 (docs/benchmarks-history.md).
+// A block is bound by latency, so blocks sharing an SM run about as fast as one alone: a grid of
+// `clusters` (tiles of w times 64-row chunks of x) takes ceil(clusters / clusters at once) waves
+// of stages / splits, and the fewest splits (at least four stages each) that minimise that win.
+// Clusters at once counts whole clusters inside a GPC: at 64 rows of x an H100 runs 62 clusters
+// of four, so a 4096-row projection (64 tiles) splits three ways (one wave) rather than four (two
+// waves, the second of two clusters); 6144 rows split two ways; 14336 rows and more do not split.
+// Measured on an H100 (docs/benchmarks-history.md).
 template <typename ClustersAtOnce>
-int tiledSplits(int64_t tiles, int stages, const TiledDevice& device,
+int tiledSplits(int64_t clusters, int stages, const TiledDevice& device,
                 ClustersAtOnce clusters_at_once) {
   if (!device.clusters) return 1;
   auto waves_of_stages = [&](int splits) {
     const int64_t at_once = clusters_at_once(splits);
     if (at_once <= 0) return INT64_MAX;
-    return (tiles + at_once - 1) / at_once * ((stages + splits - 1) / splits);
+    return (clusters + at_once - 1) / at_once * ((stages + splits - 1) / splits);
   };
   int best = 1;
   for (int splits = 2; splits <= kTiledMaxSplit && stages >= 4 * splits; ++splits) {
