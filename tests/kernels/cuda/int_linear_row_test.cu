@@ -163,10 +163,11 @@ TEST(IntLinearRowCuda, SpecialValuesMatchCpu) {
 // The decode kernel (at most 8 rows of x, bf16 w, k a multiple of 8; int_linear_row_decode.cuh):
 // last chunks cut short by k, an odd n (a partial tile), special rows, and w rows far below
 // 2^-107 (bf16 subnormals and tiny normals: the blocks holding them take the two-factor form).
+// K up to 20008 (beyond the short-row quantisation of x), rows of x off 16-byte alignment.
 TEST(IntLinearRowCuda, DecodeKernelMatchesCpu) {
   REE_SKIP_WITHOUT_GPU();
   for (int64_t m : {int64_t{1}, int64_t{3}, int64_t{8}}) {
-    for (int64_t k : {int64_t{8}, int64_t{296}, int64_t{4104}}) {
+    for (int64_t k : {int64_t{8}, int64_t{296}, int64_t{4104}, int64_t{14344}, int64_t{20008}}) {
       Problem p;
       p.m = m;
       p.n = 35;
@@ -174,6 +175,7 @@ TEST(IntLinearRowCuda, DecodeKernelMatchesCpu) {
       p.x_dtype = m == 3 ? DType::kBF16 : DType::kF32;
       p.w_dtype = DType::kBF16;
       p.has_bias = m != 1;
+      if (m == 3) p.x_stride = k + 5;  // rows of x off 16-byte alignment (element loads)
       p.fill(static_cast<uint64_t>(m * 1000 + k), /*hostile=*/true, /*non_finite=*/m == 8);
       if (m == 8 && k >= 296) test::setSpecialRows(p);  // its rows are 300 long
       for (int64_t i = 0; i < k; ++i) {
