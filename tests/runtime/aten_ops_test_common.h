@@ -173,6 +173,12 @@ inline std::vector<unsigned char> runEveryOperator(OperationSet& set, DType dtyp
   REE_EXPECT_OK(set.linear(
       normed, dev(makeTensor(dtype, {n, k}, randomIn(dtype, n * k, 505, 0.1f))), &bias, projected));
   keep(projected);
+  // The residual connection without a bias (the default set's fused GEMM on a GPU).
+  Tensor residual = dev(makeTensor(dtype, {m, n}, randomIn(dtype, m * n, 511)));
+  REE_EXPECT_OK(set.linearAccumulate(
+      normed, dev(makeTensor(dtype, {n, k}, randomIn(dtype, n * k, 512, 0.1f))), nullptr,
+      residual));
+  keep(residual);
   // projected as q/k/v of 2 sequences: 6 heads of 16, 2 kv heads.
   const int64_t heads = 6, kv_heads = 2, d = 16;
   Tensor q = dev(makeTensor(dtype, {m, heads, d}, randomIn(dtype, m * heads * d, 507)));
@@ -194,6 +200,13 @@ inline std::vector<unsigned char> runEveryOperator(OperationSet& set, DType dtyp
   REE_EXPECT_OK(set.rope(q, batch.positions, spec));
   REE_EXPECT_OK(set.rope(k_new, batch.positions, spec));
   keep(q);
+  // A partial, interleaved rotation (GPT-J style) of a copy of the rotated q.
+  Tensor q_partial = dev(makeTensor(dtype, {m, heads, d}, randomIn(dtype, m * heads * d, 513)));
+  RopeSpec partial;
+  partial.rotary_dim = d / 2;
+  partial.interleaved = true;
+  REE_EXPECT_OK(set.rope(q_partial, batch.positions, partial));
+  keep(q_partial);
   LayerKvCache cache{dev(makeZeros(dtype, {2, 40, kv_heads, d})),
                      dev(makeZeros(dtype, {2, 40, kv_heads, d}))};
   Tensor attended = dev(makeZeros(dtype, {m, heads, d}));

@@ -209,6 +209,10 @@ class AtenOperationSet final : public OperationSet {
         .make_tensor();
   }
 
+  // Whether an operator takes its fused CUDA form: the default set on a GPU, where a decode step
+  // is bound by the host's cost per kernel launch. The deterministic set and every CPU run keep
+  // transformers' expressions and bits (docs/operation-sets.md).
+  bool fusesOnCuda() const { return kind_ == OperationSetKind::kDefault && device_.isCuda(); }
   // Inverse frequencies of `spec` (fp32, on this set's device), cached for the last spec.
   at::Tensor inverseFrequencies(const RopeSpec& spec);
   // cos and sin [tokens, 1, rotary_dim] in `dtype` for these positions: computed by the first
@@ -237,6 +241,7 @@ class AtenOperationSet final : public OperationSet {
     RopeSpec spec;
     at::ScalarType dtype = at::kFloat;
     std::pair<at::Tensor, at::Tensor> cos_sin;
+    at::Tensor sin_signed;  // fusesOnCuda(): sin with rotate_half's signs
   } rope_tables_;
   bool varlen_failed_ = false;
 };

@@ -93,6 +93,14 @@ Status AtenOperationSet::rmsNorm(const Tensor& x, const Tensor& weight, float ep
                 x.describe().c_str());
   REE_CHECK_ARG(eps >= 0.0f, "rmsNorm: eps %g is negative", static_cast<double>(eps));
   if (x.numel() == 0) return Status::kSuccess;
+  if (fusesOnCuda() && weight.dtype() == x.dtype()) {
+    // LibTorch's fused RMSNorm kernel (x * rsqrt(mean(x^2) + eps) * weight in fp32, rounded
+    // once): one launch and a copy instead of seven, since a batch-1 decode step is bound by the
+    // host's cost per launch. Close to transformers, not its bits (docs/operation-sets.md).
+    return run("rmsNorm", [&] {
+      view(out).copy_(at::rms_norm(view(x), {x.dim(-1)}, view(weight), static_cast<double>(eps)));
+    });
+  }
   return run("rmsNorm", [&] {
     // transformers' LlamaRMSNorm.forward with its bits, in fewer launches and temporaries:
     //   hidden = x.to(float32); variance = hidden.pow(2).mean(-1, keepdim=True)
@@ -205,6 +213,13 @@ Status AtenOperationSet::linearAccumulate(const Tensor& x, const Tensor& weight,
                 weight.describe().c_str());
   if (acc.numel() == 0) return Status::kSuccess;
   const int64_t rows = acc.numel() / weight.dim(0);
+  if (fusesOnCuda() && bias == nullptr) {
+    // acc += x w^T as one cuBLAS GEMM with beta = 1 (the product is added in fp32 and rounded
+    // once): one launch, no temporary. Close to transformers, not its bits.
+    return run("linearAccumulate", [&] {
+      view(acc, {rows, weight.dim(0)}).addmm_(view(x, {rows, weight.dim(1)}), view(weight).t());
+    });
+  }
   return run("linearAccumulate", [&] {
     std::optional<at::Tensor> aten_bias;
     if (bias != nullptr) aten_bias = view(*bias);

@@ -77,6 +77,17 @@ const std::pair<at::Tensor, at::Tensor>& AtenOperationSet::ropeTables(
                        : at::cat({freqs, freqs}, -1);
   tables.cos_sin = {emb.cos().to(dtype).unsqueeze(1),  // [tokens, 1, rotary_dim]
                     emb.sin().to(dtype).unsqueeze(1)};
+  if (fusesOnCuda()) {
+    // sin with rotate_half's signs folded in (negation is exact): -sin where rotate_half negates.
+    const at::Tensor& sin = tables.cos_sin.second;
+    if (spec.interleaved) {
+      tables.sin_signed = sin.clone();
+      tables.sin_signed.slice(-1, 0, spec.rotary_dim, 2).neg_();
+    } else {
+      const int64_t half = spec.rotary_dim / 2;
+      tables.sin_signed = at::cat({sin.narrow(-1, 0, half).neg(), sin.narrow(-1, half, half)}, -1);
+    }
+  }
   tables.positions = positions;
   tables.spec = spec;
   tables.dtype = dtype;
@@ -100,6 +111,17 @@ at::Tensor turnedCopy(const at::Tensor& rotated, const RopeSpec& spec) {
   at::Tensor turned = at::cat({rotated.narrow(-1, half, half), rotated.narrow(-1, 0, half)}, -1);
   turned.narrow(-1, 0, half).neg_();
   return turned;
+}
+
+// rotate_half's permutation without its signs (those are in RopeTables::sin_signed).
+at::Tensor turnedUnsigned(const at::Tensor& rotated, const RopeSpec& spec) {
+  if (spec.interleaved) {
+    at::Tensor even = rotated.slice(-1, 0, spec.rotary_dim, 2);
+    at::Tensor odd = rotated.slice(-1, 1, spec.rotary_dim, 2);
+    return at::stack({odd, even}, -1).flatten(-2);
+  }
+  const int64_t half = spec.rotary_dim / 2;
+  return at::cat({rotated.narrow(-1, half, half), rotated.narrow(-1, 0, half)}, -1);
 }
 
 }  // namespace
@@ -132,6 +154,16 @@ Status AtenOperationSet::rope(Tensor& x, const std::vector<int32_t>& positions,
     REE_CHECK_ARG(positions[t] >= 0, "rope: position %d of token %zu is negative", positions[t], t);
   }
   if (x.numel() == 0) return Status::kSuccess;
+  if (fusesOnCuda()) {
+    // Three launches instead of five: x = x * cos, then x += turned * sin_signed (addcmul in
+    // fp32, rounded once). Close to transformers, not its bits.
+    return run("rope", [&] {
+      const at::Tensor& cos = ropeTables(positions, spec, scalarTypeOf(x.dtype())).first;
+      at::Tensor rotated = view(x).narrow(-1, 0, spec.rotary_dim);
+      at::Tensor turned = turnedUnsigned(rotated, spec);
+      rotated.mul_(cos).addcmul_(turned, rope_tables_.sin_signed);
+    });
+  }
   return run("rope", [&] {
     const auto& [cos, sin] = ropeTables(positions, spec, scalarTypeOf(x.dtype()));
     at::Tensor rotated = view(x).narrow(-1, 0, spec.rotary_dim);
