@@ -187,13 +187,6 @@ class AtenOperationSet final : public OperationSet {
                          Tensor& out) override;
   Status activation(ActivationKind act, const Tensor& x, Tensor& out) override;
   Status synchronize() override;
-  // The default set on a GPU fuses the shared-input projections only for one token, where their
-  // outputs are views of the fused one: from two tokens on, the split's column copies cost the
-  // host more than the separate GEMMs (batch 16 enqueued 12.4 ms a step fused, batch 17 9.3 ms
-  // unfused; Llama-3-8B shape, H100).
-  int64_t fusedProjectionMaxTokens() const override {
-    return fusesOnCuda() ? 1 : OperationSet::fusedProjectionMaxTokens();
-  }
 
  private:
   // Runs `body` in this set's mode; every exception becomes a Status naming the operator.
