@@ -200,7 +200,7 @@ inline std::vector<unsigned char> runEveryOperator(OperationSet& set, DType dtyp
   REE_EXPECT_OK(set.rope(q, batch.positions, spec));
   REE_EXPECT_OK(set.rope(k_new, batch.positions, spec));
   keep(q);
-  // A partial, interleaved rotation (GPT-J style) of a copy of the rotated q.
+  // A partial, interleaved rotation (GPT-J style) of fresh values.
   Tensor q_partial = dev(makeTensor(dtype, {m, heads, d}, randomIn(dtype, m * heads * d, 513)));
   RopeSpec partial;
   partial.rotary_dim = d / 2;
