@@ -152,6 +152,7 @@ Status readExecutionFlags(const Flags& flags, LaunchOptions* out) {
   REE_RETURN_IF_ERROR(flags.integer("kv-block-size", 1, 1 << 20, &engine.kv_block_size));
   engine.prefix_caching = !flags.given("no-prefix-cache");
   engine.decode_lookahead = flags.given("decode-lookahead");
+  engine.cuda_graphs = !flags.given("no-cuda-graphs");
   REE_RETURN_IF_ERROR(flags.integer("prefill-chunk", 0, kIntMax, &engine.prefill_chunk));
   out->json = flags.given("json");
   return Status::kSuccess;

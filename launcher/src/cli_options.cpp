@@ -10,7 +10,7 @@ constexpr const char* kDescription =
     "REE: reproducible LLM inference. With --operation-set reproducible the output ids and logits\n"
     "are bitwise identical on every supported CPU and GPU, for any batch composition.";
 
-constexpr std::array<const char*, 12> kSwitches = {"no-special-tokens",
+constexpr std::array<const char*, 13> kSwitches = {"no-special-tokens",
                                                    "cpu-only",
                                                    "plan",
                                                    "trace-hashes",
@@ -21,7 +21,8 @@ constexpr std::array<const char*, 12> kSwitches = {"no-special-tokens",
                                                    "allow-extra-tensors",
                                                    "allow-non-finite-weights",
                                                    "no-prefix-cache",
-                                                   "decode-lookahead"};
+                                                   "decode-lookahead",
+                                                   "no-cuda-graphs"};
 
 std::shared_ptr<cxxopts::Value> value(const char* default_value = nullptr) {
   auto v = cxxopts::value<std::string>();
@@ -86,7 +87,9 @@ void addExecutionAndPipeline(cxxopts::Options& options) {
                     "repops-3 (the same with one exponent per row); receipts record it", value("repops-1"))
     ("device", "cpu, cuda or cuda:N (default: cuda:0 when a GPU is visible, else cpu)", value())
     ("cpu-only", "Run on the CPU (same as --device cpu)")
-    ("threads", "CPU threads for CPU kernels (results never depend on it); 0 = all, at most 4096", value("0"));
+    ("threads", "CPU threads for CPU kernels (results never depend on it); 0 = all, at most 4096", value("0"))
+    ("no-cuda-graphs", "GPU stages: queue every kernel of a step instead of replaying the layers' CUDA graphs "
+                       "(recorded per step size; results never depend on it)");
   options.add_options("Pipeline")
     ("n-partitions", "Pipeline stages, 1..4096. Under mpirun: one rank per stage (-n must match); "
                      "without: all stages in this process", value("1"))

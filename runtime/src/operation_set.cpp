@@ -62,6 +62,28 @@ Status OperationSet::embeddingOfDeviceIds(const int32_t*, int64_t, const Tensor&
                   name());
 }
 
+Status OperationSet::copyColumns(const Tensor& src, int64_t col_begin, Tensor& dst) {
+  return ::ree::copyColumns(src, col_begin, dst);
+}
+
+bool OperationSet::capturesGraphs() const {
+  return false;
+}
+
+bool OperationSet::graphsPayAt(int64_t) const {
+  return capturesGraphs();
+}
+
+Status OperationSet::beginGraphCapture() {
+  return REE_FAIL(Status::kUnsupported, "the %s operation set on %s does not record graphs", name(),
+                  device().str().c_str());
+}
+
+Status OperationSet::endGraphCapture(std::unique_ptr<OperationGraph>*) {
+  return REE_FAIL(Status::kUnsupported, "the %s operation set on %s does not record graphs", name(),
+                  device().str().c_str());
+}
+
 Status StepBatch::finalize() {
   int b = batch();
   REE_CHECK_ARG(static_cast<int>(query_offsets.size()) == b + 1 && query_offsets[0] == 0,

@@ -3,42 +3,20 @@
 // model and for transformers-made models of every architecture (scripts/reference/hf_reference.py),
 // greedy and sampled, under every RepOps spec version (repops-1, repops-2, repops-3); on the GPU, a
 // prompt alone equals the prompt inside a mixed batch.
-#include <cstdlib>
-#include <filesystem>
 #include <tuple>
 
 #include "architectures.h"
 #include "ree/models/engine.h"
+#include "reference_model_dir.h"
 #include "test_util.h"
 
 namespace ree {
 namespace {
 
-namespace fs = std::filesystem;
-
-std::string modelDir(const std::string& name) {
-  if (name.rfind("builtin:", 0) == 0) return name;
-  static std::string dir = [] {
-    const char* tmp = std::getenv("REE_TEST_TMP");
-    std::string out = std::string(tmp ? tmp : "/tmp/ree_gpu_identity") + "/hf";
-    if (!fs::exists(out + "/gpt2/reference.json")) {
-      fs::create_directories(out);
-      const char* python = std::getenv("REE_PYTHON");
-      const char* source = std::getenv("REE_SOURCE_DIR");
-      std::string cmd = std::string(python ? python : "python3") + " " + (source ? source : ".") +
-                        "/scripts/reference/hf_reference.py " + out + " --steps 4 > " + out +
-                        ".log 2>&1";
-      if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "failed: %s\n", cmd.c_str());
-    }
-    return out;
-  }();
-  return dir + "/" + name;
-}
-
 std::vector<GenerationResult> run(const std::string& model, RepOpsSpec spec, Device device,
                                   const std::vector<GenerationRequest>& requests, int max_batch) {
   EngineOptions options;
-  options.model = modelDir(model);
+  options.model = test::referenceModelDir(model);
   options.repops_spec = spec;
   options.device = device;
   options.max_batch = max_batch;

@@ -29,8 +29,11 @@ Status Workspace::get(int id, Device device, ComputeDType dtype, std::vector<int
   for (int64_t d : shape)
     n *= d;
   size_t bytes = static_cast<size_t>(n) * dtypeSize(dtype);
+  requested_[id] = bytes;
   Tensor& buffer = buffers_[id];
   if (!buffer.defined() || buffer.nbytes() < bytes) {
+    REE_CHECK_ARG(!frozen_, "workspace buffer %d needs %zu bytes while a graph is recorded", id,
+                  bytes);
     int64_t elements = static_cast<int64_t>((bytes + 3) / 4 + (bytes + 3) / 16);  // +25% room
     REE_RETURN_IF_ERROR(Tensor::empty(device, ComputeDType::kF32, {elements}, &buffer));
   }
@@ -38,9 +41,19 @@ Status Workspace::get(int id, Device device, ComputeDType dtype, std::vector<int
   return Status::kSuccess;
 }
 
+Status Workspace::reserve(const std::map<int, size_t>& bytes, Device device) {
+  for (const auto& [id, size] : bytes) {
+    Tensor unused;
+    REE_RETURN_IF_ERROR(
+        get(id, device, ComputeDType::kF32, {static_cast<int64_t>((size + 3) / 4)}, &unused));
+  }
+  return Status::kSuccess;
+}
+
 Status CausalLM::Impl::scratch(int id, std::vector<int64_t> shape, Tensor* out,
                                ComputeDType dtype) {
-  return workspace.get(id, device(), dtype, std::move(shape), out);
+  Workspace& in_use = graph_workspace != nullptr ? *graph_workspace : workspace;
+  return in_use.get(id, device(), dtype, std::move(shape), out);
 }
 
 Status CausalLM::Impl::linear(const Linear& l, const Tensor& x, int id, Tensor* out) {
@@ -61,7 +74,7 @@ Status CausalLM::Impl::split(const Tensor& fused,
                            fused.device(), fused.dtype(), {1, width});
     } else {
       REE_RETURN_IF_ERROR(scratch(block.first, {t, width}, *out, fused.dtype()));
-      REE_RETURN_IF_ERROR(copyColumns(fused, offset, **out));
+      REE_RETURN_IF_ERROR(ops->copyColumns(fused, offset, **out));
     }
     offset += width;
     ++out;
@@ -75,12 +88,13 @@ Status CausalLM::Impl::norm(const Tensor& x, const Tensor& w, const Tensor& b, T
   return ops->rmsNorm(x, w, eps, out);
 }
 
-Status CausalLM::Impl::attentionBlock(size_t index, const Tensor& normed, Tensor& hidden,
-                                      const StepBatch& batch) {
+Status CausalLM::Impl::attentionInputs(size_t index, const Tensor& hidden, AttentionOperands* out) {
   const Layer& l = layers[index];
   int64_t t = hidden.dim(0), hd = config.head_dim;
   int64_t nh = config.num_heads, nkv = config.num_kv_heads;
-  Tensor q, k, v, attn;
+  Tensor normed, q, k, v;
+  REE_RETURN_IF_ERROR(scratch(kNormed, {t, config.hidden_size}, &normed, act_dtype));
+  REE_RETURN_IF_ERROR(norm(hidden, l.norm1_w, l.norm1_b, normed));
   // Steps of at most ops->fusedProjectionMaxTokens() tokens run the fused projections (q|k|v and
   // gate|up): decode-sized steps are bound by weight bytes and launches, and one product over the
   // concatenated rows streams the same bytes in one launch with a fuller grid. Each output still
@@ -95,28 +109,45 @@ Status CausalLM::Impl::attentionBlock(size_t index, const Tensor& normed, Tensor
     REE_RETURN_IF_ERROR(linear(l.k, normed, kK, &k));
     REE_RETURN_IF_ERROR(linear(l.v, normed, kV, &v));
   }
-  Tensor q3 = q.reshaped({t, nh, hd}), k3 = k.reshaped({t, nkv, hd}), v3 = v.reshaped({t, nkv, hd});
+  out->q3 = q.reshaped({t, nh, hd});
+  out->k3 = k.reshaped({t, nkv, hd});
+  out->v3 = v.reshaped({t, nkv, hd});
   if (config.qk_norm) {
     Tensor qr = q.reshaped({t * nh, hd}), kr = k.reshaped({t * nkv, hd});
     REE_RETURN_IF_ERROR(ops->rmsNorm(qr, l.q_norm, static_cast<float>(config.norm_eps), qr));
     REE_RETURN_IF_ERROR(ops->rmsNorm(kr, l.k_norm, static_cast<float>(config.norm_eps), kr));
   }
+  const bool qk_adjacent =
+      t == 1 && static_cast<char*>(q.data()) + q.nbytes() == static_cast<char*>(k.data());
+  out->qk =
+      qk_adjacent ? Tensor::wrap(q.data(), q.device(), q.dtype(), {1, nh + nkv, hd}) : Tensor();
+  return scratch(kAttn, {t, nh, hd}, &out->attn, act_dtype);
+}
+
+Status CausalLM::Impl::attentionCore(size_t index, AttentionOperands& a, const StepBatch& batch) {
   if (config.rope_type != RopeType::kNone) {
-    const bool qk_adjacent =
-        t == 1 && static_cast<char*>(q.data()) + q.nbytes() == static_cast<char*>(k.data());
-    if (qk_adjacent) {
-      // One token of a fused projection: k's heads follow q's, so one launch rotates both.
-      Tensor qk = Tensor::wrap(q.data(), q.device(), q.dtype(), {1, nh + nkv, hd});
-      REE_RETURN_IF_ERROR(ops->rope(qk, batch.positions, rope));
+    if (a.qk.defined()) {
+      REE_RETURN_IF_ERROR(ops->rope(a.qk, batch.positions, rope));
     } else {
-      REE_RETURN_IF_ERROR(ops->rope(q3, batch.positions, rope));
-      REE_RETURN_IF_ERROR(ops->rope(k3, batch.positions, rope));
+      REE_RETURN_IF_ERROR(ops->rope(a.q3, batch.positions, rope));
+      REE_RETURN_IF_ERROR(ops->rope(a.k3, batch.positions, rope));
     }
   }
-  REE_RETURN_IF_ERROR(scratch(kAttn, {t, nh, hd}, &attn, act_dtype));
-  REE_RETURN_IF_ERROR(ops->attention(q3, k3, v3, cache[index], batch, attn));
+  return ops->attention(a.q3, a.k3, a.v3, cache[index], batch, a.attn);
+}
+
+Status CausalLM::Impl::attentionOutputAndMlp(size_t index, const AttentionOperands& a,
+                                             Tensor& hidden) {
+  const Layer& l = layers[index];
+  const int64_t t = hidden.dim(0);
   // The residual connection, fused: hidden += o(attn).
-  return ops->linearAccumulate(attn.reshaped({t, nh * hd}), l.o.weight, l.o.biasOrNull(), hidden);
+  REE_RETURN_IF_ERROR(
+      ops->linearAccumulate(a.attn.reshaped({t, config.num_heads * config.head_dim}), l.o.weight,
+                            l.o.biasOrNull(), hidden));
+  Tensor normed;
+  REE_RETURN_IF_ERROR(scratch(kNormed, {t, config.hidden_size}, &normed, act_dtype));
+  REE_RETURN_IF_ERROR(norm(hidden, l.norm2_w, l.norm2_b, normed));
+  return mlpBlock(l, normed, hidden);
 }
 
 Status CausalLM::Impl::mlpBlock(const Layer& l, const Tensor& normed, Tensor& hidden) {
@@ -145,13 +176,10 @@ Status CausalLM::Impl::mlpBlock(const Layer& l, const Tensor& normed, Tensor& hi
 }
 
 Status CausalLM::Impl::layer(size_t index, Tensor& hidden, const StepBatch& batch) {
-  const Layer& l = layers[index];
-  Tensor normed;
-  REE_RETURN_IF_ERROR(scratch(kNormed, {hidden.dim(0), config.hidden_size}, &normed, act_dtype));
-  REE_RETURN_IF_ERROR(norm(hidden, l.norm1_w, l.norm1_b, normed));
-  REE_RETURN_IF_ERROR(attentionBlock(index, normed, hidden, batch));
-  REE_RETURN_IF_ERROR(norm(hidden, l.norm2_w, l.norm2_b, normed));
-  return mlpBlock(l, normed, hidden);
+  AttentionOperands a;
+  REE_RETURN_IF_ERROR(attentionInputs(index, hidden, &a));
+  REE_RETURN_IF_ERROR(attentionCore(index, a, batch));
+  return attentionOutputAndMlp(index, a, hidden);
 }
 
 CausalLM::CausalLM(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -174,6 +202,13 @@ int64_t CausalLM::endLayer() const {
 }
 ::ree::DType CausalLM::activationDType() const {
   return impl_->act_dtype;
+}
+void CausalLM::setStepGraphs(bool enabled) {
+  impl_->graphs.enabled = enabled;
+  if (!enabled) impl_->graphs.sets.clear();
+}
+int64_t CausalLM::graphReplayedSteps() const {
+  return impl_->graphs.replayed_steps;
 }
 void CausalLM::releaseCache() {
   impl_->cache.clear();
@@ -317,6 +352,7 @@ Status CausalLM::runLayers(Tensor& hidden, const StepBatch& batch, const LayerOb
   REE_CHECK_ARG(hidden.dim(0) == batch.tokens(), "runLayers: hidden has %lld rows for %d tokens",
                 static_cast<long long>(hidden.dim(0)), batch.tokens());
   if (!m.layers.empty()) REE_RETURN_IF_ERROR(checkBlockTables(batch));
+  if (m.graphsApply(hidden, static_cast<bool>(observer))) return m.runLayersGraphed(hidden, batch);
   for (size_t i = 0; i < m.layers.size(); ++i) {
     REE_RETURN_IF_ERROR(m.layer(i, hidden, batch));
     if (observer) REE_RETURN_IF_ERROR(observer(m.range.begin + static_cast<int64_t>(i), hidden));

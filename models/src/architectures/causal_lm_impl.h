@@ -22,9 +22,18 @@ using ComputeDType = ::ree::DType;
 class Workspace {
  public:
   Status get(int id, Device device, ComputeDType dtype, std::vector<int64_t> shape, Tensor* out);
+  // While frozen, a request that needs new storage fails instead of allocating (a graph being
+  // recorded must not allocate, and its buffers must keep their addresses).
+  void setFrozen(bool frozen) { frozen_ = frozen; }
+  // Bytes last requested per buffer, and storage for at least as many in each (a step graph set
+  // sized from the eager step of the same token count before it).
+  const std::map<int, size_t>& lastRequests() const { return requested_; }
+  Status reserve(const std::map<int, size_t>& bytes, Device device);
 
  private:
   std::map<int, Tensor> buffers_;
+  std::map<int, size_t> requested_;
+  bool frozen_ = false;
 };
 
 enum BufferId {
@@ -59,6 +68,41 @@ struct Layer {
   Linear qkv, gate_up;
 };
 
+// What a layer's attention reads and writes: q, k, v of the new tokens and the attention output
+// (buffers of the workspace in use).
+struct AttentionOperands {
+  Tensor q3, k3, v3;  // [t, heads, head_dim], [t, kv_heads, head_dim] twice
+  Tensor attn;        // [t, heads, head_dim]
+  // One token of a fused projection: k's heads follow q's, so one rope launch rotates both.
+  Tensor qk;
+};
+
+// CUDA graphs of the layers for steps of one token count (causal_lm_graphs.cpp). A step's layers
+// are recorded as pieces: everything between two attentions (o projection and residual, norm,
+// MLP, the next layer's norm and q/k/v projections) is one graph, and each layer's rope and
+// attention run eagerly between them, because they read the step's positions and sequence
+// layout. The pieces depend only on the token count, so any step of that many tokens (any batch
+// composition, prefill or decode) replays them; they use their own workspace and activations
+// buffer, so their addresses never move.
+struct StepGraphSet {
+  int64_t tokens = 0;
+  enum class State { kCold, kSized, kRecorded, kFailed } state = State::kCold;
+  Workspace workspace;
+  Tensor hidden;  // [tokens, hidden_size]: the step's activations while its layers run
+  std::vector<std::unique_ptr<OperationGraph>> pieces;  // layers + 1 once recorded
+  std::vector<AttentionOperands> operands;              // one per layer
+  uint64_t last_used = 0;
+};
+
+struct StepGraphs {
+  bool enabled = false;
+  std::map<int64_t, int64_t> seen;  // steps seen per token count (a set is made at the second)
+  int64_t last_eager_tokens = 0;    // token count of the last step run without a set
+  std::vector<std::unique_ptr<StepGraphSet>> sets;
+  uint64_t clock = 0;
+  int64_t replayed_steps = 0;  // steps whose layers ran from recorded graphs
+};
+
 struct CausalLM::Impl {
   ModelConfig config;
   const ArchitectureFacts* facts = nullptr;
@@ -72,6 +116,9 @@ struct CausalLM::Impl {
   std::vector<Layer> layers;
   std::vector<LayerKvCache> cache;
   Workspace workspace;
+  // The workspace of the step graph set in use (causal_lm_graphs.cpp), else null: `workspace`.
+  Workspace* graph_workspace = nullptr;
+  StepGraphs graphs;
   RopeSpec rope;
   std::string prefix;  // the checkpoint's base-model prefix ("model.", "transformer.", "")
   std::vector<std::shared_ptr<void>> host_buffers;  // transposed/owned host weights
@@ -117,8 +164,26 @@ struct CausalLM::Impl {
   // Layer `index` of this instance: hidden += attention(norm1(hidden)), then hidden +=
   // mlp(norm2(hidden)).
   Status layer(size_t index, Tensor& hidden, const StepBatch& batch);
-  Status attentionBlock(size_t index, const Tensor& normed, Tensor& hidden, const StepBatch& batch);
+  // The three parts of a layer, in order: norm1 and the q/k/v projections (and q/k norms) of
+  // hidden; rope and attention (the only part that reads the step's metadata); the o projection
+  // into hidden, norm2 and the MLP into hidden.
+  Status attentionInputs(size_t index, const Tensor& hidden, AttentionOperands* out);
+  Status attentionCore(size_t index, AttentionOperands& a, const StepBatch& batch);
+  Status attentionOutputAndMlp(size_t index, const AttentionOperands& a, Tensor& hidden);
   Status mlpBlock(const Layer& l, const Tensor& normed, Tensor& hidden);
+
+  // ---- Step graphs (causal_lm_graphs.cpp) ----
+  // Whether runLayers takes the graph path for this step.
+  bool graphsApply(const Tensor& hidden, bool observed) const;
+  // runLayers through the graph set of hidden's token count: eagerly while the set is new, then
+  // recording its pieces, then replaying them.
+  Status runLayersGraphed(Tensor& hidden, const StepBatch& batch);
+  // Piece `i` of a step (see StepGraphSet) on set.hidden.
+  Status graphPiece(StepGraphSet& set, size_t i);
+  Status runPiecesEagerly(StepGraphSet& set, const StepBatch& batch, size_t first);
+  Status recordPieces(StepGraphSet& set, const StepBatch& batch);
+  Status replayPieces(StepGraphSet& set, const StepBatch& batch);
+  StepGraphSet* graphSetFor(int64_t tokens);
 };
 
 }  // namespace ree::models

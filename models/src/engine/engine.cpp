@@ -58,6 +58,12 @@ int64_t Engine::kvPrefixHitTokens() const {
 int64_t Engine::lookaheadSteps() const {
   return impl_->lookahead_steps;
 }
+int64_t Engine::graphSteps() const {
+  int64_t steps = 0;
+  for (const models::LocalStage& stage : impl_->stages)
+    steps += stage.model->graphReplayedSteps();
+  return steps;
+}
 int Engine::kvCacheBlocksUsed() const {
   return impl_->kv_blocks_used.load(std::memory_order_relaxed);
 }
@@ -86,6 +92,7 @@ Status EngineState::loadStage(const partitioner::Stage& stage, Device device) {
   load.weight_dtype = options.weight_dtype;
   LayerRange range{stage.first_layer, stage.end_layer, stage.embedding, stage.head};
   REE_RETURN_IF_ERROR(CausalLM::load(config, *checkpoint, *local.ops, range, &local.model, load));
+  local.model->setStepGraphs(options.cuda_graphs);
   stages.push_back(std::move(local));
   return Status::kSuccess;
 }

@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 
 #include <exception>
+#include <memory>
 #include <new>
 #include <string>
 #include <utility>
@@ -158,13 +159,13 @@ class ModeScope {
   DeterminismSettings saved_;
 };
 
+// Graph capture state of a CUDA ATen set (aten_graphs.cpp).
+struct GraphRecorder;
+
 class AtenOperationSet final : public OperationSet {
  public:
-  AtenOperationSet(OperationSetKind kind, Device device)
-      : kind_(kind),
-        device_(device),
-        aten_device_(device.isCuda() ? at::Device(at::kCUDA, static_cast<int8_t>(device.index))
-                                     : at::Device(at::kCPU)) {}
+  AtenOperationSet(OperationSetKind kind, Device device);
+  ~AtenOperationSet() override;
 
   OperationSetKind kind() const override { return kind_; }
   Device device() const override { return device_; }
@@ -187,6 +188,11 @@ class AtenOperationSet final : public OperationSet {
                          Tensor& out) override;
   Status activation(ActivationKind act, const Tensor& x, Tensor& out) override;
   Status synchronize() override;
+  Status copyColumns(const Tensor& src, int64_t col_begin, Tensor& dst) override;
+  // aten_graphs.cpp: CUDA sets in a build with CUDA.
+  bool capturesGraphs() const override;
+  Status beginGraphCapture() override;
+  Status endGraphCapture(std::unique_ptr<OperationGraph>* out) override;
 
  private:
   // Runs `body` in this set's mode; every exception becomes a Status naming the operator.
@@ -244,6 +250,7 @@ class AtenOperationSet final : public OperationSet {
     at::Tensor sin_signed;  // fusesOnCuda(): sin with rotate_half's signs
   } rope_tables_;
   bool varlen_failed_ = false;
+  std::unique_ptr<GraphRecorder> recorder_;
 };
 
 template <typename Body>

@@ -313,6 +313,20 @@ Status AtenOperationSet::activation(ActivationKind act, const Tensor& x, Tensor&
   });
 }
 
+// On the current stream, as the set's operators: a graph capture records it with them.
+Status AtenOperationSet::copyColumns(const Tensor& src, int64_t col_begin, Tensor& dst) {
+  REE_RETURN_IF_ERROR(checkTensor("copyColumns", "src", src));
+  REE_RETURN_IF_ERROR(checkTensor("copyColumns", "dst", dst));
+  REE_CHECK_ARG(
+      src.rank() == 2 && dst.rank() == 2 && src.dtype() == dst.dtype() &&
+          src.dim(0) == dst.dim(0) && col_begin >= 0 && col_begin + dst.dim(1) <= src.dim(1),
+      "copyColumns: columns [%lld, +%lld) of %s into %s", static_cast<long long>(col_begin),
+      static_cast<long long>(dst.rank() == 2 ? dst.dim(1) : -1), src.describe().c_str(),
+      dst.describe().c_str());
+  if (dst.numel() == 0) return Status::kSuccess;
+  return run("copyColumns", [&] { view(dst).copy_(view(src).narrow(1, col_begin, dst.dim(1))); });
+}
+
 Status AtenOperationSet::synchronize() {
   if (!device_.isCuda()) return Status::kSuccess;
   return run("synchronize", [&] {

@@ -75,6 +75,16 @@ class CausalLM {
   using LayerObserver = std::function<Status(int64_t layer, const Tensor& hidden)>;
   // Runs this instance's layers over hidden, in place, appending to the KV cache.
   Status runLayers(Tensor& hidden, const StepBatch& batch, const LayerObserver& observer = {});
+  // Step graphs: runLayers records the layers of steps of up to 256 tokens as CUDA graphs, one set
+  // per token count (made at the second step of that count, recorded at the third, replayed
+  // after), and replays them: the same kernels on the same buffers, so the same bits, with a few
+  // dozen launches a step instead of hundreds. Rope and attention, which read the step's
+  // positions and sequence layout, run eagerly between the graphs. Only where the operation set
+  // records graphs (OperationSet::capturesGraphs: CUDA); never with a LayerObserver. Off by
+  // default.
+  void setStepGraphs(bool enabled);
+  // Steps whose layers ran from recorded graphs so far.
+  int64_t graphReplayedSteps() const;
   // logits [rows.size(), vocab] (fp32) of the given token rows of hidden. Needs the head.
   Status logits(const Tensor& hidden, const std::vector<int32_t>& rows, Tensor* out);
 

@@ -92,6 +92,10 @@ struct EngineOptions {
   // changes results. Off by default: on an H100 it gained 1.6% at batch 1 and nothing at batch 64
   // (docs/benchmarks.md).
   bool decode_lookahead = false;
+  // CUDA graphs for the layers of steps of up to 256 tokens (CausalLM::setStepGraphs): recorded
+  // per token count, replayed with the same kernels on the same buffers, so the same bits with far
+  // fewer launches a step; rope and attention run eagerly between the graphs. GPU stages only.
+  bool cuda_graphs = true;
 
   // Pipeline: the model is cut into n_partitions contiguous stages (partitioner/, or the explicit
   // layers per stage in partition_layers). Without a transport every stage runs in this process,
@@ -276,6 +280,9 @@ class Engine {
   // Decode steps queued before the host had their tokens (EngineOptions::decode_lookahead), over
   // this engine's life.
   int64_t lookaheadSteps() const;
+  // Steps whose layers ran from CUDA graphs (EngineOptions::cuda_graphs), summed over the stages
+  // of this process, over this engine's life.
+  int64_t graphSteps() const;
   // Blocks of the pool that running sequences hold now (cached but unreferenced blocks count as
   // free). Safe to read from another thread while generate() runs (a server's /metrics).
   int kvCacheBlocksUsed() const;

@@ -88,6 +88,16 @@ struct LayerKvCache {
   int blockSize() const { return static_cast<int>(k.dim(1)); }
 };
 
+// Device work recorded once (a CUDA graph) and launched again with the same arguments: the same
+// kernels on the same buffers, so the same bits as queueing that work operator by operator, with
+// one launch instead of one per kernel. Made by OperationSet::endGraphCapture.
+class OperationGraph {
+ public:
+  virtual ~OperationGraph() = default;
+  // Queues the recorded work after the work queued so far on the operation set.
+  virtual Status launch() = 0;
+};
+
 class OperationSet {
  public:
   virtual ~OperationSet() = default;
@@ -148,6 +158,24 @@ class OperationSet {
   virtual Status activation(ActivationKind act, const Tensor& x, Tensor& out) = 0;
   // Waits for all work queued by this operation set.
   virtual Status synchronize() = 0;
+
+  // dst = columns [col_begin, col_begin + dst.dim(1)) of src (both [rows, cols], this set's
+  // device), queued with this set's work (so it can be recorded in a graph). Default: copyColumns
+  // on the device's legacy stream.
+  virtual Status copyColumns(const Tensor& src, int64_t col_begin, Tensor& dst);
+
+  // Graph capture (CUDA sets): between beginGraphCapture and endGraphCapture the set records the
+  // work of its operators instead of running it, and endGraphCapture returns that work as a
+  // graph. Metadata given as host arrays (rope's positions, attention's batch) are read at
+  // recording time, so only operators that take none belong in a graph. Nothing else may be
+  // queued on the device by the recording thread meanwhile; a failed capture leaves the set as
+  // before it. Default: capturesGraphs() false and kUnsupported.
+  virtual bool capturesGraphs() const;
+  // Whether a model should record the operators of steps of `tokens` rows as graphs: where it
+  // saves more launch work than the graphs' boundaries cost. Default: capturesGraphs().
+  virtual bool graphsPayAt(int64_t tokens) const;
+  virtual Status beginGraphCapture();
+  virtual Status endGraphCapture(std::unique_ptr<OperationGraph>* out);
 };
 
 // Creates the operation set `kind` on `device` (kUnsupported when this build lacks LibTorch for
