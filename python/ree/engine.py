@@ -98,19 +98,21 @@ class Engine:
     names (docs/usage.md): prefix_caching (reuse the KV blocks of an equal prompt prefix; the
     reproducible set), prefill_chunk (at most this many prompt tokens per step, 0: whole prompts),
     decode_lookahead (queue a greedy decode step before the host has read the last one's tokens;
-    engines of one process) and kv_blocks (the KV pool's size in blocks, 0: from free memory).
+    engines of one process), kv_blocks (the KV pool's size in blocks, 0: from free memory) and
+    cuda_graphs (GPU: replay the layers of a step as CUDA graphs recorded per step size; False is
+    ree-launch --no-cuda-graphs).
     """
 
     def __init__(self, model: str, operation_set: str = "reproducible", n_partitions: int = 1,
                  device: str = "cpu", repops_spec: str = "repops-1", max_batch: int = 8,
                  max_context: int = 0, weight_dtype: str = "auto", *,
                  prefix_caching: bool = True, prefill_chunk: int = 0,
-                 decode_lookahead: bool = False, kv_blocks: int = 0):
+                 decode_lookahead: bool = False, kv_blocks: int = 0, cuda_graphs: bool = True):
         self.model = model
         # One generation at a time: the C++ engine is not re-entrant (see generate).
         self._busy = threading.Lock()
         scheduling = (bool(prefix_caching), int(prefill_chunk), bool(decode_lookahead),
-                      int(kv_blocks))
+                      int(kv_blocks), bool(cuda_graphs))
         self._engine = _C.Engine(model, operation_set, repops_spec, str(device), n_partitions,
                                  max_batch, max_context, weight_dtype, scheduling)
 
@@ -121,8 +123,9 @@ class Engine:
     @property
     def stats(self) -> dict:
         """Counters over the engine's life: kv_cache_blocks, kv_block_size, kv_cache_blocks_used,
-        kv_preemptions, kv_prefix_hit_tokens (prompt positions read from the prefix cache) and
-        lookahead_steps (decode steps queued ahead of their tokens)."""
+        kv_preemptions, kv_prefix_hit_tokens (prompt positions read from the prefix cache),
+        lookahead_steps (decode steps queued ahead of their tokens) and graph_steps (steps whose
+        layers ran from CUDA graphs)."""
         return dict(self._engine.stats)
 
     def chat_prompt(self, messages: Messages) -> str:

@@ -34,8 +34,9 @@ using RequestTuple = std::tuple<std::optional<std::string>, std::vector<int32_t>
                                 float, uint64_t, bool, int>;
 
 // The engine's scheduling options, which never change results: the prefix cache, chunked prefill,
-// decode lookahead and the KV pool's size in blocks (EngineOptions says what each does).
-using SchedulingTuple = std::tuple<bool, int, bool, int64_t>;
+// decode lookahead, the KV pool's size in blocks and CUDA graphs (EngineOptions says what each
+// does).
+using SchedulingTuple = std::tuple<bool, int, bool, int64_t, bool>;
 
 EngineOptions makeOptions(const std::string& model, const std::string& operation_set,
                           const std::string& repops_spec, const std::string& device,
@@ -50,7 +51,7 @@ EngineOptions makeOptions(const std::string& model, const std::string& operation
   options.max_batch = max_batch;
   options.max_context = max_context;
   std::tie(options.prefix_caching, options.prefill_chunk, options.decode_lookahead,
-           options.kv_blocks) = scheduling;
+           options.kv_blocks, options.cuda_graphs) = scheduling;
   if (weight_dtype == "f32") {
     options.weight_dtype = DType::kF32;
   } else if (weight_dtype == "bf16") {
@@ -220,6 +221,7 @@ class EngineHandle {
     out["kv_preemptions"] = engine_->kvPreemptions();
     out["kv_prefix_hit_tokens"] = engine_->kvPrefixHitTokens();
     out["lookahead_steps"] = engine_->lookaheadSteps();
+    out["graph_steps"] = engine_->graphSteps();
     return out;
   }
   const std::string& modelDirectory() const { return engine_->modelDirectory(); }

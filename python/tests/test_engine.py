@@ -151,14 +151,16 @@ def test_chat_messages_equal_ree_launch_chat(launcher, tmp_path):
 
 
 def test_scheduling_options_never_change_results(engine):
-    """Prefix caching off, chunked prefill and decode lookahead give the default engine's ids and
-    step-logits hashes; the stats count what the prefix cache and lookahead did."""
+    """Prefix caching off, chunked prefill, decode lookahead and CUDA graphs off give the default
+    engine's ids and step-logits hashes; the stats count what the prefix cache and lookahead
+    did."""
     shared = [1] + list(range(20, 60))  # 41 tokens: two whole blocks of 16 to reuse
     prompts = [shared + [7, 8], shared + [9], [1, 3, 5]]
     want = engine.generate(prompts, max_new_tokens=6)
     variants = {"no_prefix_cache": dict(prefix_caching=False),
                 "chunked": dict(prefill_chunk=5),
-                "lookahead": dict(decode_lookahead=True)}
+                "lookahead": dict(decode_lookahead=True),
+                "no_cuda_graphs": dict(cuda_graphs=False)}
     for name, options in variants.items():
         other = ree.Engine(MODEL, **options)
         got = other.generate(prompts, max_new_tokens=6)
@@ -173,6 +175,7 @@ def test_scheduling_options_never_change_results(engine):
             assert stats["kv_prefix_hit_tokens"] >= 32, stats  # the two blocks, at least once
         # Lookahead queues the decode steps of a greedy batch ahead (here on the CPU too).
         assert (stats["lookahead_steps"] > 0) == (name == "lookahead"), stats
+        assert stats["graph_steps"] == 0, stats  # CUDA graphs: GPU stages only
         assert stats["kv_block_size"] == 16 and stats["kv_cache_blocks"] > 0
         assert len(again.ids[0]) == 2
 

@@ -328,6 +328,7 @@ flag kv-block-size-0 "--kv-block-size '0'" --kv-block-size 0
 flag prefill-chunk-negative "--prefill-chunk '-1'" --prefill-chunk -1
 flag no-prefix-cache-value "--no-prefix-cache" --no-prefix-cache=false
 flag decode-lookahead-value "--decode-lookahead" --decode-lookahead=yes
+flag no-cuda-graphs-value "--no-cuda-graphs" --no-cuda-graphs=yes
 flag kv-blocks-one "need 3 KV cache blocks of 16 tokens, the pool holds 1; raise --kv-blocks" \
   --kv-blocks 1 --max-new-tokens 40
 flag max-context-negative "--max-context '-1'" --max-context -1
