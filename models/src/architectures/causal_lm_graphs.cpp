@@ -56,7 +56,10 @@ StepGraphSet* CausalLM::Impl::graphSetFor(int64_t tokens) {
     auto oldest =
         std::min_element(graphs.sets.begin(), graphs.sets.end(),
                          [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
-    graphs.sets.erase(oldest);  // its graphs only read buffers that it owns or that outlive it
+    // Safe while its work is still queued: an executable graph destroyed in flight is freed when
+    // it completes (cudaGraphExecDestroy), and the set's buffers are freed in the order of the
+    // legacy stream, after the work queued before (the reproducible set's stream is blocking).
+    graphs.sets.erase(oldest);
   }
   auto set = std::make_unique<StepGraphSet>();
   set->tokens = tokens;
