@@ -70,6 +70,18 @@ bool OperationSet::capturesGraphs() const {
   return false;
 }
 
+Status OperationSet::bindStep(const StepBatch&, const RopeSpec*, const LayerKvCache&, uint64_t*) {
+  return REE_FAIL(Status::kUnsupported,
+                  "the %s operation set on %s keeps step metadata on the host", name(),
+                  device().str().c_str());
+}
+
+void OperationSet::unbindStep() {}
+
+bool OperationSet::bindsSteps() const {
+  return false;
+}
+
 bool OperationSet::graphsPayAt(int64_t) const {
   return capturesGraphs();
 }

@@ -19,6 +19,7 @@ namespace {
 struct RunResult {
   std::vector<GenerationResult> results;
   int64_t graph_steps = 0;
+  int64_t lookahead_steps = 0;
 };
 
 struct SetUnderTest {
@@ -35,7 +36,8 @@ const SetUnderTest kSets[] = {
 };
 
 RunResult run(const std::string& model, const SetUnderTest& set, Device device, bool graphs,
-              const std::vector<GenerationRequest>& requests, int max_batch, int partitions = 1) {
+              const std::vector<GenerationRequest>& requests, int max_batch, int partitions = 1,
+              bool lookahead = false) {
   EngineOptions options;
   options.model = test::referenceModelDir(model);
   options.operation_set = set.kind;
@@ -45,12 +47,14 @@ RunResult run(const std::string& model, const SetUnderTest& set, Device device, 
   options.max_context = 160;
   options.cuda_graphs = graphs;
   options.n_partitions = partitions;
+  options.decode_lookahead = lookahead;
   std::unique_ptr<Engine> engine;
   RunResult out;
   EXPECT_EQ(Engine::create(options, &engine), Status::kSuccess) << lastErrorMessage();
   if (!engine) return out;
   EXPECT_EQ(engine->generate(requests, &out.results), Status::kSuccess) << lastErrorMessage();
   out.graph_steps = engine->graphSteps();
+  out.lookahead_steps = engine->lookaheadSteps();
   return out;
 }
 
@@ -122,6 +126,24 @@ TEST_P(StepGraphs, PipelineStagesRecordTheirOwnGraphs) {
   const RunResult two = run(model, kSets[0], Device::cuda(0), true, reqs, 8, /*partitions=*/2);
   EXPECT_GT(two.graph_steps, 0) << model;
   expectSame(two, one, model + " repops1, 2 stages with graphs vs 1 without");
+}
+
+// Decode lookahead (the next step embeds the ids the device selected) with graphs gives the bits
+// of neither: greedy requests, every set.
+TEST_P(StepGraphs, LookaheadWithGraphsGivesTheSameBits) {
+  REE_SKIP_WITHOUT_GPU();
+  const std::string model = GetParam();
+  std::vector<GenerationRequest> reqs = requests(8);
+  for (GenerationRequest& r : reqs)
+    r.sampling = SamplingParams();
+  for (const SetUnderTest& set : kSets) {
+    const std::string what = model + " " + set.name;
+    const RunResult plain = run(model, set, Device::cuda(0), false, reqs, 8);
+    const RunResult ahead = run(model, set, Device::cuda(0), true, reqs, 8, 1, /*lookahead=*/true);
+    EXPECT_GT(ahead.lookahead_steps, 0) << what;
+    EXPECT_GT(ahead.graph_steps, 0) << what;
+    expectSame(ahead, plain, what + ", lookahead + graphs vs neither");
+  }
 }
 
 std::vector<std::string> models() {

@@ -1,8 +1,7 @@
 // Step graphs (causal_lm_impl.h StepGraphSet): CausalLM::runLayers through CUDA graphs recorded
-// per token count, so that a decode step queues a few dozen launches instead of hundreds. A graph
-// replays the kernels it recorded on the buffers it recorded, so the bits are those of running
-// the same operators one by one; rope and attention, which read the step's metadata, run eagerly
-// between the pieces.
+// per step shape, so that a decode step queues one launch (whole steps) or a few dozen (pieces
+// around eager attentions) instead of hundreds. A graph replays the kernels it recorded on the
+// buffers it recorded, so the bits are those of running the same operators one by one.
 #include <algorithm>
 
 #include "causal_lm_impl.h"
@@ -39,19 +38,19 @@ bool CausalLM::Impl::graphsApply(const Tensor& hidden, bool observed) const {
          hidden.dim(0) <= kGraphMaxTokens && ops->graphsPayAt(hidden.dim(0));
 }
 
-// The set for `tokens` steps, made at the second step of that count (a count seen once, such as
-// a prompt's prefill, gets none); null while there is none. A set made right after an eager step
-// of its count takes that step's buffer sizes and is recorded at once; otherwise its first step
+// The set for steps of `key`, made at the second step of that key (a key seen once, such as a
+// prompt's prefill, gets none); null while there is none. A set made right after an eager step
+// of its key takes that step's buffer sizes and is recorded at once; otherwise its first step
 // runs eagerly to size them.
-StepGraphSet* CausalLM::Impl::graphSetFor(int64_t tokens) {
+StepGraphSet* CausalLM::Impl::graphSetFor(const StepGraphKey& key) {
   const uint64_t now = ++graphs.clock;
   for (auto& set : graphs.sets) {
-    if (set->tokens != tokens) continue;
+    if (!(set->key == key)) continue;
     set->last_used = now;
     return set.get();
   }
   if (graphs.seen.size() > 4 * kGraphMaxTokens) graphs.seen.clear();
-  if (++graphs.seen[tokens] < 2) return nullptr;
+  if (++graphs.seen[key] < 2) return nullptr;
   if (graphs.sets.size() == kGraphMaxSets) {
     auto oldest =
         std::min_element(graphs.sets.begin(), graphs.sets.end(),
@@ -62,10 +61,10 @@ StepGraphSet* CausalLM::Impl::graphSetFor(int64_t tokens) {
     graphs.sets.erase(oldest);
   }
   auto set = std::make_unique<StepGraphSet>();
-  set->tokens = tokens;
+  set->key = key;
   set->last_used = now;
   set->operands.resize(layers.size());
-  if (graphs.last_eager_tokens == tokens &&
+  if (graphs.last_eager_key == key &&
       set->workspace.reserve(workspace.lastRequests(), device()) == Status::kSuccess) {
     set->state = StepGraphSet::State::kSized;
   }
@@ -73,18 +72,33 @@ StepGraphSet* CausalLM::Impl::graphSetFor(int64_t tokens) {
   return graphs.sets.back().get();
 }
 
-// Piece i: the second half of layer i - 1 (o projection, norm2, MLP), then the first half of
-// layer i (norm1, q/k/v projections); piece 0 and the last piece have one half each.
-Status CausalLM::Impl::graphPiece(StepGraphSet& set, size_t i) {
+size_t CausalLM::Impl::pieceCount(const StepGraphSet& set) const {
+  return set.key.whole ? 1 : layers.size() + 1;
+}
+
+// Whole steps: every layer. Otherwise piece i is the second half of layer i - 1 (o projection,
+// norm2, MLP), then the first half of layer i (norm1, q/k/v projections); piece 0 and the last
+// piece have one half each, and afterPiece runs the attention between them.
+Status CausalLM::Impl::graphPiece(StepGraphSet& set, size_t i, const StepBatch& batch) {
+  if (set.key.whole) {
+    for (size_t l = 0; l < layers.size(); ++l)
+      REE_RETURN_IF_ERROR(layer(l, set.hidden, batch));
+    return Status::kSuccess;
+  }
   if (i > 0) REE_RETURN_IF_ERROR(attentionOutputAndMlp(i - 1, set.operands[i - 1], set.hidden));
   if (i < layers.size()) REE_RETURN_IF_ERROR(attentionInputs(i, set.hidden, &set.operands[i]));
   return Status::kSuccess;
 }
 
+Status CausalLM::Impl::afterPiece(StepGraphSet& set, size_t i, const StepBatch& batch) {
+  if (set.key.whole || i >= layers.size()) return Status::kSuccess;
+  return attentionCore(i, set.operands[i], batch);
+}
+
 Status CausalLM::Impl::runPiecesEagerly(StepGraphSet& set, const StepBatch& batch, size_t first) {
-  for (size_t i = first; i <= layers.size(); ++i) {
-    REE_RETURN_IF_ERROR(graphPiece(set, i));
-    if (i < layers.size()) REE_RETURN_IF_ERROR(attentionCore(i, set.operands[i], batch));
+  for (size_t i = first; i < pieceCount(set); ++i) {
+    REE_RETURN_IF_ERROR(graphPiece(set, i, batch));
+    REE_RETURN_IF_ERROR(afterPiece(set, i, batch));
   }
   return Status::kSuccess;
 }
@@ -94,12 +108,12 @@ Status CausalLM::Impl::runPiecesEagerly(StepGraphSet& set, const StepBatch& batc
 // and the set is not tried again.
 Status CausalLM::Impl::recordPieces(StepGraphSet& set, const StepBatch& batch) {
   set.pieces.clear();
-  for (size_t i = 0; i <= layers.size(); ++i) {
+  for (size_t i = 0; i < pieceCount(set); ++i) {
     std::unique_ptr<OperationGraph> piece;
     set.workspace.setFrozen(true);
     Status status = ops->beginGraphCapture();
     if (status == Status::kSuccess) {
-      status = graphPiece(set, i);
+      status = graphPiece(set, i, batch);
       const Status ended = ops->endGraphCapture(&piece);
       if (status == Status::kSuccess) status = ended;
     }
@@ -107,7 +121,7 @@ Status CausalLM::Impl::recordPieces(StepGraphSet& set, const StepBatch& batch) {
     if (status != Status::kSuccess) {
       logMessage(LogLevel::kWarning,
                  "%s set on %s: the layers of %lld-token steps run without CUDA graphs (%s)",
-                 ops->name(), device().str().c_str(), static_cast<long long>(set.tokens),
+                 ops->name(), device().str().c_str(), static_cast<long long>(set.key.tokens),
                  lastErrorMessage());
       set.state = StepGraphSet::State::kFailed;
       set.pieces.clear();
@@ -115,30 +129,64 @@ Status CausalLM::Impl::recordPieces(StepGraphSet& set, const StepBatch& batch) {
     }
     REE_RETURN_IF_ERROR(piece->launch());
     set.pieces.push_back(std::move(piece));
-    if (i < layers.size()) REE_RETURN_IF_ERROR(attentionCore(i, set.operands[i], batch));
+    REE_RETURN_IF_ERROR(afterPiece(set, i, batch));
   }
   set.state = StepGraphSet::State::kRecorded;
   return Status::kSuccess;
 }
 
 Status CausalLM::Impl::replayPieces(StepGraphSet& set, const StepBatch& batch) {
-  for (size_t i = 0; i <= layers.size(); ++i) {
+  for (size_t i = 0; i < pieceCount(set); ++i) {
     REE_RETURN_IF_ERROR(set.pieces[i]->launch());
-    if (i < layers.size()) REE_RETURN_IF_ERROR(attentionCore(i, set.operands[i], batch));
+    REE_RETURN_IF_ERROR(afterPiece(set, i, batch));
   }
   graphs.replayed_steps += 1;
   return Status::kSuccess;
 }
 
+namespace {
+
+// Ends the operation set's bound step (OperationSet::bindStep) with the scope.
+class BoundStepScope {
+ public:
+  BoundStepScope(OperationSet* ops, bool bound) : ops_(bound ? ops : nullptr) {}
+  ~BoundStepScope() {
+    if (ops_ != nullptr) ops_->unbindStep();
+  }
+  BoundStepScope(const BoundStepScope&) = delete;
+  BoundStepScope& operator=(const BoundStepScope&) = delete;
+
+ private:
+  OperationSet* ops_;
+};
+
+}  // namespace
+
+// Binds the step's metadata on the device where the set can (then one graph records the whole
+// step, rope and attention included); the key of the step's graph set.
+StepGraphKey CausalLM::Impl::bindStep(const StepBatch& batch) {
+  StepGraphKey key;
+  key.tokens = batch.tokens();
+  if (!ops->bindsSteps()) return key;
+  const RopeSpec* rope_spec = config.rope_type != RopeType::kNone ? &rope : nullptr;
+  uint64_t shape = 0;
+  if (ops->bindStep(batch, rope_spec, cache[0], &shape) != Status::kSuccess) return key;
+  key.whole = true;
+  key.shape = shape;
+  return key;
+}
+
 Status CausalLM::Impl::runLayersGraphed(Tensor& hidden, const StepBatch& batch) {
-  StepGraphSet* set = graphSetFor(hidden.dim(0));
+  const StepGraphKey key = bindStep(batch);
+  BoundStepScope bound(ops, key.whole);
+  StepGraphSet* set = graphSetFor(key);
   if (set == nullptr || set->state == StepGraphSet::State::kFailed) {
     for (size_t i = 0; i < layers.size(); ++i)
       REE_RETURN_IF_ERROR(layer(i, hidden, batch));
-    graphs.last_eager_tokens = hidden.dim(0);
+    graphs.last_eager_key = key;
     return Status::kSuccess;
   }
-  graphs.last_eager_tokens = 0;
+  graphs.last_eager_key = StepGraphKey();
   if (!set->hidden.defined()) {
     REE_RETURN_IF_ERROR(Tensor::empty(device(), hidden.dtype(), hidden.shape(), &set->hidden));
   }

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -77,27 +78,43 @@ struct AttentionOperands {
   Tensor qk;
 };
 
-// CUDA graphs of the layers for steps of one token count (causal_lm_graphs.cpp). A step's layers
-// are recorded as pieces: everything between two attentions (o projection and residual, norm,
-// MLP, the next layer's norm and q/k/v projections) is one graph, and each layer's rope and
-// attention run eagerly between them, because they read the step's positions and sequence
-// layout. The pieces depend only on the token count, so any step of that many tokens (any batch
-// composition, prefill or decode) replays them; they use their own workspace and activations
-// buffer, so their addresses never move.
-struct StepGraphSet {
+// CUDA graphs of the layers for steps of one shape (causal_lm_graphs.cpp). Where the operation
+// set can bind a step's metadata on the device (OperationSet::bindStep: the default set on a
+// GPU), one graph records the whole step, rope and attention included, and serves every step of
+// the same token count and bound shape. Elsewhere a step's layers are recorded as pieces:
+// everything between two attentions (o projection and residual, norm, MLP, the next layer's norm
+// and q/k/v projections) is one graph, and each layer's rope and attention run eagerly between
+// them, because they read the step's positions and sequence layout from the host; such pieces
+// depend only on the token count (any batch composition, prefill or decode). A set has its own
+// workspace and activations buffer, so the addresses its graphs recorded never move.
+// What a step graph set serves: steps of `tokens` rows and, for a whole-step set (the operation
+// set bound the step's metadata on the device: OperationSet::bindStep), of that bound shape.
+struct StepGraphKey {
   int64_t tokens = 0;
+  bool whole = false;
+  uint64_t shape = 0;
+  bool operator==(const StepGraphKey& o) const {
+    return tokens == o.tokens && whole == o.whole && shape == o.shape;
+  }
+  bool operator<(const StepGraphKey& o) const {
+    return std::tie(tokens, whole, shape) < std::tie(o.tokens, o.whole, o.shape);
+  }
+};
+
+struct StepGraphSet {
+  StepGraphKey key;
   enum class State { kCold, kSized, kRecorded, kFailed } state = State::kCold;
   Workspace workspace;
   Tensor hidden;  // [tokens, hidden_size]: the step's activations while its layers run
-  std::vector<std::unique_ptr<OperationGraph>> pieces;  // layers + 1 once recorded
+  std::vector<std::unique_ptr<OperationGraph>> pieces;  // pieceCount() once recorded
   std::vector<AttentionOperands> operands;              // one per layer
   uint64_t last_used = 0;
 };
 
 struct StepGraphs {
   bool enabled = false;
-  std::map<int64_t, int64_t> seen;  // steps seen per token count (a set is made at the second)
-  int64_t last_eager_tokens = 0;    // token count of the last step run without a set
+  std::map<StepGraphKey, int64_t> seen;  // steps seen per key (a set is made at the second)
+  StepGraphKey last_eager_key;           // the key of the last step run without a set
   std::vector<std::unique_ptr<StepGraphSet>> sets;
   uint64_t clock = 0;
   int64_t replayed_steps = 0;  // steps whose layers ran from recorded graphs
@@ -178,12 +195,15 @@ struct CausalLM::Impl {
   // runLayers through the graph set of hidden's token count: eagerly while the set is new, then
   // recording its pieces, then replaying them.
   Status runLayersGraphed(Tensor& hidden, const StepBatch& batch);
-  // Piece `i` of a step (see StepGraphSet) on set.hidden.
-  Status graphPiece(StepGraphSet& set, size_t i);
+  // Piece `i` of a step (see StepGraphSet) on set.hidden, and the eager work after it.
+  size_t pieceCount(const StepGraphSet& set) const;
+  Status graphPiece(StepGraphSet& set, size_t i, const StepBatch& batch);
+  Status afterPiece(StepGraphSet& set, size_t i, const StepBatch& batch);
   Status runPiecesEagerly(StepGraphSet& set, const StepBatch& batch, size_t first);
   Status recordPieces(StepGraphSet& set, const StepBatch& batch);
   Status replayPieces(StepGraphSet& set, const StepBatch& batch);
-  StepGraphSet* graphSetFor(int64_t tokens);
+  StepGraphSet* graphSetFor(const StepGraphKey& key);
+  StepGraphKey bindStep(const StepBatch& batch);
 };
 
 }  // namespace ree::models

@@ -113,7 +113,7 @@ const char* EngineState::lookaheadUnavailableReason() const {
   }
   if (!stages.front().model->embedsDeviceIds()) {
     return "this operation set or embedding table cannot read token ids in device memory "
-           "(the ATen sets, quantized GGUF tables)";
+           "(an ATen set on the CPU, quantized GGUF tables)";
   }
   return nullptr;
 }

@@ -155,9 +155,20 @@ bool AtenOperationSet::tryVarlenAttention(const at::Tensor& q, const at::Tensor&
       !aten_ops::varlenAttentionApplies(q, k_cache)) {
     return false;
   }
-  aten_ops::VarlenLayout layout;
-  if (!aten_ops::buildVarlenLayout(batch, k_cache.size(0), k_cache.size(1), &layout)) return false;
   try {
+    if (bound_.active && bound_.tokens == q.size(0)) {
+      // The bound step (bindStep): its layout was built from this step's batch.
+      const int64_t packed_size = static_cast<int64_t>(bound_.layout.packed.size());
+      aten_ops::varlenAttention(q, k_new, v_new, k_cache, v_cache, bound_.layout,
+                                bound_.metadata.narrow(0, kBoundTokens, packed_size),
+                                bound_.rows.narrow(0, 0, bound_.layout.tokens), scale, out);
+      return true;
+    }
+    aten_ops::VarlenLayout layout;
+    if (!aten_ops::buildVarlenLayout(batch, k_cache.size(0), k_cache.size(1), &layout)) {
+      return false;
+    }
+    layout.max_k = flashKvLengthBucket(layout.max_k, k_cache.size(1));
     const at::Tensor& packed = varlen_upload_.get(layout.packed);
     aten_ops::varlenAttention(q, k_new, v_new, k_cache, v_cache, layout, packed,
                               varlen_rows_.get(packed, layout), scale, out);

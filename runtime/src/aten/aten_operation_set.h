@@ -162,6 +162,12 @@ class ModeScope {
 // Graph capture state of a CUDA ATen set (aten_graphs.cpp).
 struct GraphRecorder;
 
+// FlashAttention's max_seqlen_k for a step whose longest sequence has `max_k` positions, in a cache
+// of `max_len` per sequence: rounded up to a power of two (at least 256, at most max_len), so that
+// a recorded graph serves a step whose lengths grew within the same bucket. It picks the kernel's
+// KV split, so every call uses it, recorded or not: the same bits either way.
+int64_t flashKvLengthBucket(int64_t max_k, int64_t max_len);
+
 class AtenOperationSet final : public OperationSet {
  public:
   AtenOperationSet(OperationSetKind kind, Device device);
@@ -174,6 +180,9 @@ class AtenOperationSet final : public OperationSet {
   DType kvCacheDType(DType weight_dtype) const override { return weight_dtype; }
 
   Status embedding(const std::vector<int32_t>& ids, const Tensor& table, Tensor& out) override;
+  bool embedsDeviceIds(const Tensor& table) const override;
+  Status embeddingOfDeviceIds(const int32_t* ids, int64_t count, const Tensor& table,
+                              Tensor& out) override;
   Status addInPlace(Tensor& acc, const Tensor& x) override;
   Status rmsNorm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override;
   Status layerNorm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
@@ -191,6 +200,11 @@ class AtenOperationSet final : public OperationSet {
   Status copyColumns(const Tensor& src, int64_t col_begin, Tensor& dst) override;
   // aten_graphs.cpp: CUDA sets in a build with CUDA.
   bool capturesGraphs() const override;
+  // aten_bound_step.cpp: the default set on CUDA with FlashAttention varlen.
+  bool bindsSteps() const override { return fusesOnCuda() && !varlen_failed_; }
+  Status bindStep(const StepBatch& batch, const RopeSpec* rope, const LayerKvCache& cache,
+                  uint64_t* shape_key) override;
+  void unbindStep() override;
   Status beginGraphCapture() override;
   Status endGraphCapture(std::unique_ptr<OperationGraph>* out) override;
 
@@ -225,6 +239,12 @@ class AtenOperationSet final : public OperationSet {
   // rope call of a step and reused by the others (q and k of every layer share them).
   const std::pair<at::Tensor, at::Tensor>& ropeTables(const std::vector<int32_t>& positions,
                                                       const RopeSpec& spec, at::ScalarType dtype);
+  struct RopeTables;
+  // cos, sin and (fusesOnCuda) sin_signed of the int32 `positions` on the device.
+  void computeRopeTables(const at::Tensor& positions, const RopeSpec& spec, at::ScalarType dtype,
+                         RopeTables* tables);
+  // Whether rope reads the bound step's tables (bindStep) for x of `tokens` rows.
+  bool boundRopeApplies(int64_t tokens, const RopeSpec& spec, at::ScalarType dtype) const;
   // The attention of every sequence in one FlashAttention call (default set, CUDA, bf16/fp16);
   // false when it does not apply, or failed once in this process (then the per-sequence path).
   bool tryVarlenAttention(const at::Tensor& q, const at::Tensor& k_new, const at::Tensor& v_new,
@@ -249,6 +269,21 @@ class AtenOperationSet final : public OperationSet {
     std::pair<at::Tensor, at::Tensor> cos_sin;
     at::Tensor sin_signed;  // fusesOnCuda(): sin with rotate_half's signs
   } rope_tables_;
+  // The step bound by bindStep: its metadata in device buffers at fixed addresses (allocated
+  // once, for up to kBoundTokens tokens), which rope and attention read until unbindStep.
+  static constexpr int64_t kBoundTokens = 256;
+  struct BoundStep {
+    bool active = false;
+    int64_t tokens = 0;
+    // int32: positions [kBoundTokens] then the varlen layout's packed vector.
+    at::Tensor metadata;
+    at::Tensor rows;                // int64 [kBoundTokens]: the cache rows of the new tokens
+    aten_ops::VarlenLayout layout;  // host copy, its packed vector on the device in `metadata`
+    bool has_rope = false;
+    RopeSpec spec;
+    at::ScalarType dtype = at::kFloat;
+    at::Tensor cos, sin_signed;  // [kBoundTokens, 1, rotary_dim]
+  } bound_;
   bool varlen_failed_ = false;
   std::unique_ptr<GraphRecorder> recorder_;
 };

@@ -67,6 +67,32 @@ Status AtenOperationSet::embedding(const std::vector<int32_t>& ids, const Tensor
   });
 }
 
+// A GPU set gathers rows by ids that the device selected (decode lookahead): index_select reads
+// them where they are, ordered after the kernel that wrote them (both on the legacy stream).
+bool AtenOperationSet::embedsDeviceIds(const Tensor& table) const {
+  return device_.isCuda() && table.device() == device_ && table.rank() == 2;
+}
+
+Status AtenOperationSet::embeddingOfDeviceIds(const int32_t* ids, int64_t count,
+                                              const Tensor& table, Tensor& out) {
+  REE_CHECK_ARG(embedsDeviceIds(table), "embeddingOfDeviceIds: table %s on the %s set on %s",
+                table.describe().c_str(), name(), device_.str().c_str());
+  REE_RETURN_IF_ERROR(checkTensor("embeddingOfDeviceIds", "out", out));
+  REE_CHECK_ARG(ids != nullptr && count >= 0 && out.rank() == 2 && out.dim(0) == count &&
+                    out.dim(1) == table.dim(1) && out.dtype() == table.dtype(),
+                "embeddingOfDeviceIds: %lld ids into out %s from table %s",
+                static_cast<long long>(count), out.describe().c_str(), table.describe().c_str());
+  if (count == 0) return Status::kSuccess;
+  return run("embeddingOfDeviceIds", [&] {
+    at::Tensor index = at::for_blob(const_cast<int32_t*>(ids), {count})
+                           .options(at::TensorOptions().dtype(at::kInt).device(aten_device_))
+                           .target_device(aten_device_)
+                           .make_tensor();
+    at::Tensor result = view(out);
+    at::index_select_out(result, view(table), 0, index);
+  });
+}
+
 Status AtenOperationSet::addInPlace(Tensor& acc, const Tensor& x) {
   REE_RETURN_IF_ERROR(checkTensor("addInPlace", "acc", acc));
   REE_RETURN_IF_ERROR(checkTensor("addInPlace", "x", x));

@@ -58,6 +58,33 @@ at::Tensor AtenOperationSet::inverseFrequencies(const RopeSpec& spec) {
   return cached_inv_freq_;
 }
 
+void AtenOperationSet::computeRopeTables(const at::Tensor& positions, const RopeSpec& spec,
+                                         at::ScalarType dtype, RopeTables* tables) {
+  const int64_t tokens = positions.size(0);
+  at::Tensor inv_freq = inverseFrequencies(spec);
+  // LlamaRotaryEmbedding.forward: freqs = position_ids[..., None].float() * inv_freq, cos/sin in
+  // fp32 (attention_scaling is 1 for default and llama3 rope), then cast to x's dtype.
+  at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;
+  // Half-split: emb = cat(freqs, freqs); interleaved: each frequency twice in a row (GPT-J's
+  // repeat_interleave(2), written as expand so it is a pure copy on every device).
+  at::Tensor emb = spec.interleaved
+                       ? freqs.unsqueeze(-1).expand({tokens, spec.rotary_dim / 2, 2}).flatten(-2)
+                       : at::cat({freqs, freqs}, -1);
+  tables->cos_sin = {emb.cos().to(dtype).unsqueeze(1),  // [tokens, 1, rotary_dim]
+                     emb.sin().to(dtype).unsqueeze(1)};
+  if (fusesOnCuda()) {
+    // sin with rotate_half's signs folded in (negation is exact): -sin where rotate_half negates.
+    const at::Tensor& sin = tables->cos_sin.second;
+    if (spec.interleaved) {
+      tables->sin_signed = sin.clone();
+      tables->sin_signed.slice(-1, 0, spec.rotary_dim, 2).neg_();
+    } else {
+      const int64_t half = spec.rotary_dim / 2;
+      tables->sin_signed = at::cat({sin.narrow(-1, 0, half).neg(), sin.narrow(-1, half, half)}, -1);
+    }
+  }
+}
+
 const std::pair<at::Tensor, at::Tensor>& AtenOperationSet::ropeTables(
     const std::vector<int32_t>& positions, const RopeSpec& spec, at::ScalarType dtype) {
   RopeTables& tables = rope_tables_;
@@ -65,29 +92,7 @@ const std::pair<at::Tensor, at::Tensor>& AtenOperationSet::ropeTables(
       sameRopeSpec(tables.spec, spec) && tables.positions == positions) {
     return tables.cos_sin;
   }
-  const int64_t tokens = static_cast<int64_t>(positions.size());
-  at::Tensor inv_freq = inverseFrequencies(spec);
-  // LlamaRotaryEmbedding.forward: freqs = position_ids[..., None].float() * inv_freq, cos/sin in
-  // fp32 (attention_scaling is 1 for default and llama3 rope), then cast to x's dtype.
-  at::Tensor freqs = positions_upload_.get(positions).to(at::kFloat).unsqueeze(-1) * inv_freq;
-  // Half-split: emb = cat(freqs, freqs); interleaved: each frequency twice in a row (GPT-J's
-  // repeat_interleave(2), written as expand so it is a pure copy on every device).
-  at::Tensor emb = spec.interleaved
-                       ? freqs.unsqueeze(-1).expand({tokens, spec.rotary_dim / 2, 2}).flatten(-2)
-                       : at::cat({freqs, freqs}, -1);
-  tables.cos_sin = {emb.cos().to(dtype).unsqueeze(1),  // [tokens, 1, rotary_dim]
-                    emb.sin().to(dtype).unsqueeze(1)};
-  if (fusesOnCuda()) {
-    // sin with rotate_half's signs folded in (negation is exact): -sin where rotate_half negates.
-    const at::Tensor& sin = tables.cos_sin.second;
-    if (spec.interleaved) {
-      tables.sin_signed = sin.clone();
-      tables.sin_signed.slice(-1, 0, spec.rotary_dim, 2).neg_();
-    } else {
-      const int64_t half = spec.rotary_dim / 2;
-      tables.sin_signed = at::cat({sin.narrow(-1, 0, half).neg(), sin.narrow(-1, half, half)}, -1);
-    }
-  }
+  computeRopeTables(positions_upload_.get(positions), spec, dtype, &tables);
   tables.positions = positions;
   tables.spec = spec;
   tables.dtype = dtype;
@@ -158,10 +163,14 @@ Status AtenOperationSet::rope(Tensor& x, const std::vector<int32_t>& positions,
     // Three launches instead of five: x = x * cos, then x += turned * sin_signed (addcmul in
     // fp32, rounded once). Close to transformers, not its bits.
     return run("rope", [&] {
-      const at::Tensor& cos = ropeTables(positions, spec, scalarTypeOf(x.dtype())).first;
+      // A bound step (bindStep) reads its tables from the fixed buffers a graph may record.
+      const bool bound = boundRopeApplies(tokens, spec, scalarTypeOf(x.dtype()));
+      const at::Tensor& cos =
+          bound ? bound_.cos : ropeTables(positions, spec, scalarTypeOf(x.dtype())).first;
+      const at::Tensor& sin_signed = bound ? bound_.sin_signed : rope_tables_.sin_signed;
       at::Tensor rotated = view(x).narrow(-1, 0, spec.rotary_dim);
       at::Tensor turned = turnedUnsigned(rotated, spec);
-      rotated.mul_(cos).addcmul_(turned, rope_tables_.sin_signed);
+      rotated.mul_(cos.narrow(0, 0, tokens)).addcmul_(turned, sin_signed.narrow(0, 0, tokens));
     });
   }
   return run("rope", [&] {

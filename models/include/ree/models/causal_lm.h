@@ -76,12 +76,12 @@ class CausalLM {
   // Runs this instance's layers over hidden, in place, appending to the KV cache.
   Status runLayers(Tensor& hidden, const StepBatch& batch, const LayerObserver& observer = {});
   // Step graphs: runLayers records the layers of steps of up to 256 tokens as CUDA graphs, one set
-  // per token count (made at the second step of that count, recorded at the third, replayed
-  // after), and replays them: the same kernels on the same buffers, so the same bits, with a few
-  // dozen launches a step instead of hundreds. Rope and attention, which read the step's
-  // positions and sequence layout, run eagerly between the graphs. Only where the operation set
-  // records graphs (OperationSet::capturesGraphs: CUDA); never with a LayerObserver. Off by
-  // default.
+  // per step shape (made at the second step of that shape, recorded there or at the third,
+  // replayed after): the same kernels on the same buffers, so the same bits, with one launch a
+  // step (the operation set binds the step's metadata on the device: OperationSet::bindStep) or
+  // a few dozen (rope and attention, which then read the host's metadata, run eagerly between the
+  // graphs). Only where the operation set records graphs (OperationSet::capturesGraphs: CUDA) and
+  // finds them worth it (graphsPayAt); never with a LayerObserver. Off by default.
   void setStepGraphs(bool enabled);
   // Steps whose layers ran from recorded graphs so far.
   int64_t graphReplayedSteps() const;

@@ -171,6 +171,18 @@ class OperationSet {
   // queued on the device by the recording thread meanwhile; a failed capture leaves the set as
   // before it. Default: capturesGraphs() false and kUnsupported.
   virtual bool capturesGraphs() const;
+  // Step metadata on the device, so that rope and attention can be recorded too: bindStep queues
+  // the copy of the step's positions and sequence layout (and what the set derives from them)
+  // into buffers at fixed addresses; until unbindStep, rope and attention read them there (the
+  // host arrays passed to them must be this step's). A graph that recorded them replays for any
+  // step bound with the same token count and *shape_key (the set's summary of what its recorded
+  // launches depend on). `rope` is null for a model without rotary embeddings; `cache` is a
+  // layer's KV cache (every layer's has its shape). bindsSteps: whether bindStep can succeed at
+  // all. Default: false and kUnsupported.
+  virtual bool bindsSteps() const;
+  virtual Status bindStep(const StepBatch& batch, const RopeSpec* rope, const LayerKvCache& cache,
+                          uint64_t* shape_key);
+  virtual void unbindStep();
   // Whether a model should record the operators of steps of `tokens` rows as graphs: where it
   // saves more launch work than the graphs' boundaries cost. Default: capturesGraphs().
   virtual bool graphsPayAt(int64_t tokens) const;
